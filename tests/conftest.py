@@ -1,0 +1,92 @@
+"""Shared fixtures: one embedded store per test, and the same tests on a real cluster when one is configured.
+
+Tests written against the `db` / `fdbqueue_db` fixtures run once per engine. The `foundationdb`
+parameter runs only when FDBQUEUE_TEST_CLUSTER_FILE names a cluster file; otherwise it is skipped
+with the reason, so a plain run says plainly what it did not cover.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+import pytest
+
+CLUSTER_FILE = os.environ.get("FDBQUEUE_TEST_CLUSTER_FILE") or None
+NO_CLUSTER = (
+    "FDBQUEUE_TEST_CLUSTER_FILE is not set: tests against a real FoundationDB cluster "
+    "need its client library and a cluster file"
+)
+ENGINES = ["embedded", pytest.param("foundationdb", marks=pytest.mark.cluster)]
+
+
+def cluster_settings(**extra):
+    from django_fdbqueue.conf import QueueSettings
+
+    return QueueSettings(engine="foundationdb", cluster_file=CLUSTER_FILE, **extra)
+
+
+@pytest.fixture(scope="session")
+def cluster_database():
+    """One handle to the real cluster for the whole run (the binding allows one network per process)."""
+    if not CLUSTER_FILE:
+        pytest.skip(NO_CLUSTER)
+    from django_fdbqueue.engines import open_database
+
+    return open_database(cluster_settings())
+
+
+@pytest.fixture(params=ENGINES)
+def engine_name(request) -> str:
+    if request.param == "foundationdb" and not CLUSTER_FILE:
+        pytest.skip(NO_CLUSTER)
+    return request.param
+
+
+@pytest.fixture
+def embedded_db(tmp_path):
+    """A fresh embedded database in its own file."""
+    from django_fdbqueue.engines.embedded import EmbeddedDatabase
+
+    database = EmbeddedDatabase(str(tmp_path / "store.sqlite3"))
+    yield database
+    database.close()
+
+
+@pytest.fixture
+def db(engine_name, request):
+    """A raw database handle of the engine under test; keys go under the `keyspace` fixture."""
+    if engine_name == "foundationdb":
+        return request.getfixturevalue("cluster_database")
+    return request.getfixturevalue("embedded_db")
+
+
+@pytest.fixture
+def keyspace(db):
+    """A subspace no other test uses; cleared afterwards so a shared cluster stays clean."""
+    from django_fdbqueue.fdbapi import fdb
+
+    space = fdb.Subspace(("fdbqueue-test", uuid.uuid4().hex))
+    yield space
+    del db[space.range().start : space.range().stop]
+
+
+@pytest.fixture
+def fdbqueue_db(engine_name, tmp_path, settings, request):
+    """Point FDBQUEUE at a fresh store (or a fresh ROOT on the cluster) and return the app's handle."""
+    from django_fdbqueue import connection
+
+    root = ("fdbqueue-test", uuid.uuid4().hex)
+    if engine_name == "foundationdb":
+        settings.FDBQUEUE = {"ENGINE": "foundationdb", "CLUSTER_FILE": CLUSTER_FILE, "ROOT": root}
+    else:
+        settings.FDBQUEUE = {"ENGINE": "embedded", "PATH": str(tmp_path / "app.sqlite3"), "ROOT": root}
+    connection.reset_database()
+    database = connection.get_database()
+    yield database
+    if engine_name == "foundationdb":
+        from django_fdbqueue.fdbapi import fdb
+
+        space = fdb.Subspace(root)
+        del database[space.range().start : space.range().stop]
+    connection.reset_database()
