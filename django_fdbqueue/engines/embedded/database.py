@@ -1,0 +1,169 @@
+"""The embedded engine's database handle: the entry point that creates transactions.
+
+Shaped like the binding's ``fdb.Database``: ``create_transaction()``, plus the convenience
+methods that each run one transaction with retries (``db[key]``, ``db[key] = value``,
+``del db[begin:end]``, ``db.get_range(...)`` returning a list, atomic ops).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Mapping
+
+from django_fdbqueue.fdbapi import transactional
+
+from .faults import FaultConfig, FaultInjector
+from .storage import Storage
+from .transaction import Transaction
+
+
+class DatabaseOptions:
+    """Database-wide defaults for every transaction (same names as the binding's options)."""
+
+    def __init__(self, db: "EmbeddedDatabase") -> None:
+        self._db = db
+
+    def set_transaction_timeout(self, milliseconds: int) -> None:
+        self._db._timeout = milliseconds / 1000.0 if milliseconds else None
+
+    def set_transaction_retry_limit(self, limit: int) -> None:
+        self._db._retry_limit = None if limit is None or limit < 0 else limit
+
+    def set_transaction_max_retry_delay(self, milliseconds: int) -> None:
+        self._db._max_retry_delay = milliseconds / 1000.0
+
+
+class EmbeddedDatabase:
+    """A FoundationDB-compatible database kept in one SQLite file.
+
+    `timeout` (seconds) and `retry_limit` apply to every transaction, like the binding's
+    ``set_transaction_timeout`` / ``set_transaction_retry_limit``. `faults` makes a fraction
+    of commits fail (see ``faults.FaultConfig``). `max_transaction_age` (FoundationDB's five
+    seconds) and `clock` exist so tests can reach ``transaction_too_old`` without waiting.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        timeout: float | None = None,
+        retry_limit: int | None = None,
+        faults: FaultConfig | Mapping[str, Any] | None = None,
+        max_transaction_age: float = 5.0,
+        max_retry_delay: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.path = str(path)
+        self.max_transaction_age = max_transaction_age
+        self._timeout = timeout
+        self._retry_limit = retry_limit
+        self._max_retry_delay = max_retry_delay
+        self._clock = clock
+        self._storage = Storage(self.path, history_seconds=max_transaction_age)
+        self.faults = FaultInjector(faults)
+        self.options = DatabaseOptions(self)
+
+    def __repr__(self) -> str:
+        return "<EmbeddedDatabase %s>" % self.path
+
+    def create_transaction(self) -> Transaction:
+        return Transaction(self)
+
+    def close(self) -> None:
+        """Close the pooled SQLite connections; transactions still open keep theirs."""
+        self._storage.close()
+
+    # -- one-transaction conveniences, as on fdb.Database --------------------------------
+    def get(self, key: Any) -> bytes | None:
+        return _get(self, key)
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, slice):
+            return self.get_range(key.start, key.stop, reverse=(key.step == -1))
+        return _get(self, key)
+
+    def get_key(self, key_selector: Any) -> bytes:
+        return _get_key(self, key_selector)
+
+    def get_range(
+        self, begin: Any, end: Any, limit: int = 0, reverse: bool = False, streaming_mode: Any = None
+    ) -> list:
+        return _get_range(self, begin, end, limit, reverse)
+
+    def get_range_startswith(self, prefix: bytes, *args: Any, **kwargs: Any) -> list:
+        return _get_range_startswith(self, prefix, *args, **kwargs)
+
+    def set(self, key: Any, value: Any) -> None:
+        _set(self, key, value)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        _set(self, key, value)
+
+    def clear(self, key: Any) -> None:
+        _clear(self, key)
+
+    def clear_range(self, begin: Any, end: Any) -> None:
+        _clear_range(self, begin, end)
+
+    def __delitem__(self, key: Any) -> None:
+        if isinstance(key, slice):
+            _clear_range(self, key.start, key.stop)
+        else:
+            _clear(self, key)
+
+    def clear_range_startswith(self, prefix: Any) -> None:
+        _clear_range_startswith(self, prefix)
+
+    def add(self, key: Any, param: Any) -> None:
+        _atomic(self, "add", key, param)
+
+    def max(self, key: Any, param: Any) -> None:
+        _atomic(self, "max", key, param)
+
+    def min(self, key: Any, param: Any) -> None:
+        _atomic(self, "min", key, param)
+
+
+@transactional
+def _get(tr: Transaction, key: Any) -> bytes | None:
+    return tr[key].value
+
+
+@transactional
+def _get_key(tr: Transaction, key_selector: Any) -> bytes:
+    return tr.get_key(key_selector).value
+
+
+@transactional
+def _get_range(tr: Transaction, begin: Any, end: Any, limit: int, reverse: bool) -> list:
+    return tr.get_range(begin, end, limit, reverse).to_list()
+
+
+@transactional
+def _get_range_startswith(tr: Transaction, prefix: Any, *args: Any, **kwargs: Any) -> list:
+    return tr.get_range_startswith(prefix, *args, **kwargs).to_list()
+
+
+@transactional
+def _set(tr: Transaction, key: Any, value: Any) -> None:
+    tr[key] = value
+
+
+@transactional
+def _clear(tr: Transaction, key: Any) -> None:
+    del tr[key]
+
+
+@transactional
+def _clear_range(tr: Transaction, begin: Any, end: Any) -> None:
+    tr.clear_range(begin, end)
+
+
+@transactional
+def _clear_range_startswith(tr: Transaction, prefix: Any) -> None:
+    tr.clear_range_startswith(prefix)
+
+
+@transactional
+def _atomic(tr: Transaction, name: str, key: Any, param: Any) -> None:
+    getattr(tr, name)(key, param)

@@ -1,0 +1,671 @@
+"""Transactions of the embedded engine, with FoundationDB's semantics.
+
+A transaction reads one consistent snapshot (its read version) plus its own writes, buffers
+its mutations, and records *read conflict ranges* (what it read without ``snapshot``) and
+*write conflict ranges* (what it wrote). At commit the storage layer fails it with 1020
+(not_committed) if a transaction that committed after its read version wrote into one of its
+read ranges; otherwise all its mutations apply atomically at a new, larger version.
+
+Conflict ranges follow FoundationDB's client:
+
+- ``get(key)``: ``[key, key + b"\\x00")``; a key whose value the transaction itself determined
+  (set or cleared earlier) is answered locally and adds nothing.
+- ``get_range``: the whole range when the read returned all of it; when a limit (or the caller
+  stopping early) cut it short, only the part covered: forward ``[begin, last + b"\\x00")``,
+  reverse ``[last, end)``.
+- ``get_key(selector)``: from the selector's anchor to the key found.
+- writes: the key, the cleared range, the atomic op's key; a versionstamped key the span
+  between its stamp filled with the read version and with ``\\xff`` bytes.
+- ``snapshot`` reads add none; atomic operations read nothing, so they never conflict.
+"""
+
+from __future__ import annotations
+
+import bisect
+import random
+import time
+import weakref
+from typing import TYPE_CHECKING, Any, Callable, Iterator
+
+from django_fdbqueue.fdbapi import RETRYABLE_CODES, ErrorCode, FDBError, make_error, strinc
+
+from . import atomic
+from .faults import NOT_COMMITTED, UNKNOWN_APPLIED, UNKNOWN_NOT_APPLIED
+from .futures import DeferredFuture, Future, Key, KeyValue, RangeResult, Value
+from .storage import ConflictError, Storage, TooOldError
+
+if TYPE_CHECKING:
+    import sqlite3
+
+    from .database import EmbeddedDatabase
+
+MAX_KEY_SIZE = 10_000
+MAX_VALUE_SIZE = 100_000
+MAX_TRANSACTION_SIZE = 10_000_000
+VERSIONSTAMP_SIZE = 10
+LEGAL_KEY_END = b"\xff"
+
+
+def _key_bytes(key: Any) -> bytes:
+    if hasattr(key, "as_foundationdb_key"):
+        key = key.as_foundationdb_key()
+    if not isinstance(key, bytes):
+        raise TypeError("Key must be of type bytes, not %s" % type(key).__name__)
+    return bytes(key)
+
+
+def _value_bytes(value: Any) -> bytes:
+    if hasattr(value, "as_foundationdb_value"):
+        value = value.as_foundationdb_value()
+    if not isinstance(value, bytes):
+        raise TypeError("Value must be of type bytes, not %s" % type(value).__name__)
+    return bytes(value)
+
+
+def _is_selector(obj: Any) -> bool:
+    return hasattr(obj, "or_equal") and hasattr(obj, "offset") and hasattr(obj, "key")
+
+
+class _WriteCache:
+    """What the transaction's own writes say about each key, for read-your-writes.
+
+    A key's entry is either a known value (set, cleared, or an atomic op on a known value),
+    a list of atomic ops awaiting the stored value, or "unreadable" (a versionstamped value).
+    Cleared ranges hide stored rows; later writes inside them get entries of their own.
+    """
+
+    KNOWN, OPS, UNREADABLE = "known", "ops", "unreadable"
+
+    def __init__(self) -> None:
+        self.keys: list[bytes] = []
+        self.entries: dict[bytes, tuple[str, Any]] = {}
+        self.clears: list[tuple[bytes, bytes]] = []
+
+    def _put(self, key: bytes, entry: tuple[str, Any]) -> None:
+        if key not in self.entries:
+            bisect.insort(self.keys, key)
+        self.entries[key] = entry
+
+    def set(self, key: bytes, value: bytes | None) -> None:
+        self._put(key, (self.KNOWN, value))
+
+    def clear_range(self, begin: bytes, end: bytes) -> None:
+        lo, hi = bisect.bisect_left(self.keys, begin), bisect.bisect_left(self.keys, end)
+        for key in self.keys[lo:hi]:
+            del self.entries[key]
+        del self.keys[lo:hi]
+        self.clears.append((begin, end))
+
+    def atomic(self, key: bytes, op: Callable[[bytes | None, bytes], bytes | None], param: bytes) -> None:
+        kind, payload = self.lookup(key)
+        if kind == self.KNOWN:
+            self._put(key, (self.KNOWN, op(payload, param)))
+        elif kind == self.OPS:
+            self._put(key, (self.OPS, payload + [(op, param)]))
+        elif kind == self.UNREADABLE:
+            return
+        else:
+            self._put(key, (self.OPS, [(op, param)]))
+
+    def unreadable(self, key: bytes) -> None:
+        self._put(key, (self.UNREADABLE, None))
+
+    def cleared(self, key: bytes) -> bool:
+        return any(b <= key < e for b, e in self.clears)
+
+    def lookup(self, key: bytes) -> tuple[str | None, Any]:
+        """(kind, payload) for `key`, or (None, None) when only the database can tell."""
+        if key in self.entries:
+            return self.entries[key]
+        if self.cleared(key):
+            return self.KNOWN, None
+        return None, None
+
+    def keys_between(self, begin: bytes, end: bytes) -> list[bytes]:
+        return self.keys[bisect.bisect_left(self.keys, begin) : bisect.bisect_left(self.keys, end)]
+
+    def resolve(self, key: bytes, stored: bytes | None) -> bytes | None:
+        """The value a read of `key` sees, given the stored value (None when absent)."""
+        kind, payload = self.lookup(key)
+        if kind is None:
+            return stored
+        if kind == self.KNOWN:
+            return payload
+        if kind == self.UNREADABLE:
+            raise make_error(ErrorCode.ACCESSED_UNREADABLE)
+        value = stored
+        for op, param in payload:
+            value = op(value, param)
+        return value
+
+
+class _VersionstampSlot:
+    """Where a commit leaves its versionstamp for ``get_versionstamp()`` futures."""
+
+    def __init__(self) -> None:
+        self.stamp: bytes | None = None
+        self.error: int | None = None
+
+    def wait(self) -> Key:
+        if self.stamp is not None:
+            return Key(self.stamp)
+        if self.error is not None:
+            raise make_error(self.error)
+        raise make_error(ErrorCode.CLIENT_INVALID_OPERATION)
+
+
+class _VersionstampFuture(Future):
+    def __init__(self, slot: _VersionstampSlot) -> None:
+        super().__init__()
+        self._slot = slot
+
+    def wait(self) -> Key:
+        return self._slot.wait()
+
+    def is_ready(self) -> bool:
+        return self._slot.stamp is not None or self._slot.error is not None
+
+    # Key-like access, as the binding's Key future offers.
+    @property
+    def value(self) -> bytes:
+        return self.wait().value  # type: ignore[return-value]
+
+
+class _ReadView:
+    """The read methods, shared by a transaction and its ``snapshot`` view."""
+
+    _tr: "Transaction"
+    _snapshot: bool
+
+    def get(self, key: Any) -> Value:
+        return Value(self._tr._read_key(_key_bytes(key), self._snapshot))
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, slice):
+            return self.get_range(key.start, key.stop, reverse=(key.step == -1))
+        return self.get(key)
+
+    def get_key(self, key_selector: Any) -> Key:
+        return Key(self._tr._resolve_selector(key_selector, self._snapshot))
+
+    def get_range(
+        self, begin: Any, end: Any, limit: int = 0, reverse: bool = False, streaming_mode: Any = None
+    ) -> RangeResult:
+        return self._tr._range(begin, end, limit, reverse, self._snapshot)
+
+    def get_range_startswith(self, prefix: Any, *args: Any, **kwargs: Any) -> RangeResult:
+        prefix = _key_bytes(prefix)
+        return self.get_range(prefix, strinc(prefix), *args, **kwargs)
+
+    def get_read_version(self) -> Future:
+        return Future(self._tr._ensure_read_version())
+
+
+class Snapshot(_ReadView):
+    """``tr.snapshot``: the same reads (own writes included) with no read conflict ranges."""
+
+    def __init__(self, tr: "Transaction") -> None:
+        self._tr = tr
+        self._snapshot = True
+        self.db = tr.db
+
+
+class TransactionOptions:
+    """The per-transaction options the embedded engine honours (same names as the binding)."""
+
+    def __init__(self, tr: "Transaction") -> None:
+        self._tr = tr
+
+    def set_timeout(self, milliseconds: int) -> None:
+        self._tr._timeout = milliseconds / 1000.0 if milliseconds else None
+
+    def set_retry_limit(self, limit: int) -> None:
+        self._tr._retry_limit = None if limit is None or limit < 0 else limit
+
+    def set_max_retry_delay(self, milliseconds: int) -> None:
+        self._tr._max_retry_delay = milliseconds / 1000.0
+
+
+def _release_connection(storage: Storage, conn: "sqlite3.Connection") -> None:
+    storage.release(conn)
+
+
+class Transaction(_ReadView):
+    """A FoundationDB transaction on the embedded engine. Use it from one thread at a time."""
+
+    def __init__(self, db: "EmbeddedDatabase") -> None:
+        self.db = db
+        self._tr = self
+        self._snapshot = False
+        self._storage: Storage = db._storage
+        self._clock = db._clock
+        self._timeout: float | None = db._timeout
+        self._retry_limit: int | None = db._retry_limit
+        self._max_retry_delay: float = db._max_retry_delay
+        self.options = TransactionOptions(self)
+        self.snapshot = Snapshot(self)
+        self._conn: "sqlite3.Connection | None" = None
+        self._conn_finalizer: weakref.finalize | None = None
+        self._slot = _VersionstampSlot()
+        self._start_lifetime()
+        self._clear_state()
+
+    # -- lifecycle -------------------------------------------------------------------
+    def _start_lifetime(self) -> None:
+        self._started = self._clock()
+        self._retries = 0
+        self._cancelled = False
+
+    def _clear_state(self) -> None:
+        self._release_snapshot()
+        self._read_version: int | None = None
+        self._read_version_at = 0.0
+        self._mutations: list[tuple[Any, ...]] = []
+        self._cache = _WriteCache()
+        self._read_ranges: list[list[bytes]] = []
+        self._write_ranges: list[tuple[bytes, bytes]] = []
+        self._size = 0
+        self._deferred_error: int | None = None
+        self._committed_version: int | None = None
+        if self._slot.stamp is None and self._slot.error is None:
+            self._slot.error = ErrorCode.TRANSACTION_CANCELLED
+        self._slot = _VersionstampSlot()
+
+    def _release_snapshot(self) -> None:
+        if self._conn_finalizer is not None:
+            self._conn_finalizer()
+            self._conn_finalizer = None
+        self._conn = None
+
+    def reset(self) -> None:
+        """Forget everything, as a new transaction: writes, reads, retries and timeout clock."""
+        self._clear_state()
+        self._start_lifetime()
+
+    def cancel(self) -> None:
+        self._cancelled = True
+        self._release_snapshot()
+
+    def _check_usable(self) -> None:
+        if self._cancelled:
+            raise make_error(ErrorCode.TRANSACTION_CANCELLED)
+        if self._timeout is not None and self._clock() - self._started > self._timeout:
+            raise make_error(ErrorCode.TRANSACTION_TIMED_OUT)
+
+    def _check_age(self) -> None:
+        if (
+            self._read_version is not None
+            and self._clock() - self._read_version_at > self.db.max_transaction_age
+        ):
+            raise make_error(ErrorCode.TRANSACTION_TOO_OLD)
+
+    def _ensure_read_version(self) -> int:
+        self._check_usable()
+        if self._read_version is None:
+            conn = self._storage.acquire()
+            self._conn_finalizer = weakref.finalize(self, _release_connection, self._storage, conn)
+            self._conn = conn
+            self._read_version = self._storage.begin_snapshot(conn)
+            self._read_version_at = self._clock()
+        self._check_age()
+        return self._read_version
+
+    # -- reads -----------------------------------------------------------------------
+    def _read_key(self, key: bytes, snapshot: bool) -> bytes | None:
+        self._check_usable()
+        if key >= LEGAL_KEY_END:
+            raise make_error(ErrorCode.KEY_OUTSIDE_LEGAL_RANGE)
+        kind, payload = self._cache.lookup(key)
+        if kind == _WriteCache.KNOWN:
+            return payload
+        self._ensure_read_version()
+        stored = self._storage.get(self._conn, key)  # type: ignore[arg-type]
+        if not snapshot:
+            self._read_ranges.append([key, key + b"\x00"])
+        return self._cache.resolve(key, stored)
+
+    def _range(self, begin: Any, end: Any, limit: int, reverse: bool, snapshot: bool) -> RangeResult:
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+            raise ValueError("limit must be a non-negative integer, not %r" % (limit,))
+        begin = b"" if begin is None else begin
+        end = LEGAL_KEY_END if end is None else end
+        begin = self._resolve_selector(begin, snapshot) if _is_selector(begin) else _key_bytes(begin)
+        end = self._resolve_selector(end, snapshot) if _is_selector(end) else _key_bytes(end)
+        if end > LEGAL_KEY_END:
+            raise make_error(ErrorCode.KEY_OUTSIDE_LEGAL_RANGE)
+        return RangeResult(lambda: self._iterate(begin, end, limit, reverse, snapshot))
+
+    def _iterate(
+        self, begin: bytes, end: bytes, limit: int, reverse: bool, snapshot: bool
+    ) -> Iterator[KeyValue]:
+        """Stored rows merged with the transaction's own writes, in order, lazily."""
+        if begin >= end:
+            return
+        self._ensure_read_version()
+        covered = [end, end] if reverse else [begin, begin]
+        if not snapshot:
+            self._read_ranges.append(covered)
+        local = self._cache.keys_between(begin, end)
+        if reverse:
+            local.reverse()
+        stored = self._storage.scan(
+            self._conn, begin, end, reverse, batch=max(1, min(limit or 100, 10_000))  # type: ignore[arg-type]
+        )
+        ahead = lambda a, b: a > b if reverse else a < b  # noqa: E731
+        row = next(stored, None)
+        index = count = 0
+        while row is not None or index < len(local):
+            self._check_usable()
+            self._check_age()
+            mine = local[index] if index < len(local) else None
+            if mine is None or (row is not None and ahead(row[0], mine)):
+                key, value = row  # type: ignore[misc]
+                row = next(stored, None)
+                if self._cache.cleared(key):
+                    value = None
+            else:
+                key, base = mine, None
+                if row is not None and row[0] == mine:
+                    base = row[1]
+                    row = next(stored, None)
+                index += 1
+                value = self._cache.resolve(key, base)
+            if value is None:
+                continue
+            if reverse:
+                covered[0] = key
+            else:
+                covered[1] = key + b"\x00"
+            count += 1
+            yield KeyValue(key, value)
+            if limit and count >= limit:
+                return
+        covered[0], covered[1] = begin, end
+
+    def _resolve_selector(self, selector: Any, snapshot: bool) -> bytes:
+        """The key a KeySelector names: `offset` keys on from the last key < (or <=) its key."""
+        anchor = _key_bytes(selector.key)
+        offset = selector.offset
+        if offset >= 1:
+            start = anchor + b"\x00" if selector.or_equal else anchor
+            found = list(self._iterate(start, LEGAL_KEY_END, offset, False, snapshot))
+            return found[-1].key if len(found) == offset else LEGAL_KEY_END
+        stop = anchor + b"\x00" if selector.or_equal else anchor
+        wanted = 1 - offset
+        found = list(self._iterate(b"", min(stop, LEGAL_KEY_END), wanted, True, snapshot))
+        return found[-1].key if len(found) == wanted else b""
+
+    # -- writes ----------------------------------------------------------------------
+    def _mutate(self, mutation: tuple[Any, ...], key: bytes, size: int) -> None:
+        self._check_usable()
+        if len(key) > MAX_KEY_SIZE:
+            self._deferred_error = self._deferred_error or ErrorCode.KEY_TOO_LARGE
+        elif key >= LEGAL_KEY_END:
+            self._deferred_error = self._deferred_error or ErrorCode.KEY_OUTSIDE_LEGAL_RANGE
+        self._mutations.append(mutation)
+        self._size += size
+
+    def _check_value(self, value: bytes) -> None:
+        if len(value) > MAX_VALUE_SIZE:
+            self._deferred_error = self._deferred_error or ErrorCode.VALUE_TOO_LARGE
+
+    def set(self, key: Any, value: Any) -> None:
+        key, value = _key_bytes(key), _value_bytes(value)
+        self._check_value(value)
+        self._mutate(("set", key, value), key, len(key) + len(value))
+        self._cache.set(key, value)
+        self._write_ranges.append((key, key + b"\x00"))
+
+    def clear(self, key: Any) -> None:
+        if _is_selector(key):
+            key = self._resolve_selector(key, False)
+        key = _key_bytes(key)
+        self._mutate(("clear", key, key + b"\x00"), key, len(key))
+        self._cache.set(key, None)
+        self._write_ranges.append((key, key + b"\x00"))
+
+    def clear_range(self, begin: Any, end: Any) -> None:
+        begin = b"" if begin is None else begin
+        end = LEGAL_KEY_END if end is None else end
+        begin = self._resolve_selector(begin, False) if _is_selector(begin) else _key_bytes(begin)
+        end = self._resolve_selector(end, False) if _is_selector(end) else _key_bytes(end)
+        if begin > end:
+            raise make_error(ErrorCode.INVERTED_RANGE)
+        if end > LEGAL_KEY_END:
+            raise make_error(ErrorCode.KEY_OUTSIDE_LEGAL_RANGE)
+        if begin == end:
+            return
+        self._check_usable()
+        self._mutations.append(("clear", begin, end))
+        self._size += len(begin) + len(end)
+        self._cache.clear_range(begin, end)
+        self._write_ranges.append((begin, end))
+
+    def clear_range_startswith(self, prefix: Any) -> None:
+        prefix = _key_bytes(prefix)
+        self.clear_range(prefix, strinc(prefix))
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self.set(key, value)
+
+    def __delitem__(self, key: Any) -> None:
+        if isinstance(key, slice):
+            self.clear_range(key.start, key.stop)
+        else:
+            self.clear(key)
+
+    def _atomic(self, name: str, key: Any, param: Any) -> None:
+        key, param = _key_bytes(key), _value_bytes(param)
+        self._check_value(param)
+        operation = atomic.OPERATIONS[name]
+        self._mutate(("atomic", key, operation, param), key, len(key) + len(param))
+        self._cache.atomic(key, operation, param)
+        self._write_ranges.append((key, key + b"\x00"))
+
+    def add(self, key: Any, param: Any) -> None:
+        """Atomic little-endian add; reads nothing, so concurrent adds never conflict."""
+        self._atomic("add", key, param)
+
+    def bit_and(self, key: Any, param: Any) -> None:
+        self._atomic("bit_and", key, param)
+
+    def bit_or(self, key: Any, param: Any) -> None:
+        self._atomic("bit_or", key, param)
+
+    def bit_xor(self, key: Any, param: Any) -> None:
+        self._atomic("bit_xor", key, param)
+
+    def max(self, key: Any, param: Any) -> None:
+        self._atomic("max", key, param)
+
+    def min(self, key: Any, param: Any) -> None:
+        self._atomic("min", key, param)
+
+    def byte_max(self, key: Any, param: Any) -> None:
+        self._atomic("byte_max", key, param)
+
+    def byte_min(self, key: Any, param: Any) -> None:
+        self._atomic("byte_min", key, param)
+
+    def compare_and_clear(self, key: Any, param: Any) -> None:
+        self._atomic("compare_and_clear", key, param)
+
+    def append_if_fits(self, key: Any, param: Any) -> None:
+        self._atomic("append_if_fits", key, param)
+
+    @staticmethod
+    def _split_stamp_offset(data: bytes) -> tuple[bytes, int]:
+        """Strip the 4-byte little-endian offset that ends a versionstamped key or value."""
+        if len(data) < 4:
+            raise make_error(ErrorCode.CLIENT_INVALID_OPERATION)
+        body, offset = data[:-4], int.from_bytes(data[-4:], "little")
+        if offset + VERSIONSTAMP_SIZE > len(body):
+            raise make_error(ErrorCode.CLIENT_INVALID_OPERATION)
+        return body, offset
+
+    def set_versionstamped_key(self, key: Any, value: Any) -> None:
+        """Write `value` at `key` with its 10-byte placeholder replaced by the commit's stamp."""
+        key, value = _key_bytes(key), _value_bytes(value)
+        body, offset = self._split_stamp_offset(key)
+        self._check_value(value)
+        read_version = self._ensure_read_version()
+        self._mutate(("stamped_key", body, offset, value), body, len(body) + len(value))
+        lowest = body[:offset] + read_version.to_bytes(8, "big") + b"\x00\x00" + body[offset + 10 :]
+        highest = body[:offset] + b"\xff" * VERSIONSTAMP_SIZE + body[offset + 10 :]
+        self._write_ranges.append((lowest, highest + b"\x00"))
+
+    def set_versionstamped_value(self, key: Any, value: Any) -> None:
+        """Write `value` with its placeholder replaced by the commit's stamp; unreadable until then."""
+        key, value = _key_bytes(key), _value_bytes(value)
+        body, offset = self._split_stamp_offset(value)
+        self._check_value(body)
+        self._mutate(("stamped_value", key, body, offset), key, len(key) + len(body))
+        self._cache.unreadable(key)
+        self._write_ranges.append((key, key + b"\x00"))
+
+    # -- conflict ranges by hand -----------------------------------------------------
+    def add_read_conflict_range(self, begin: Any, end: Any) -> None:
+        self._ensure_read_version()
+        self._read_ranges.append([_key_bytes(begin), _key_bytes(end)])
+
+    def add_read_conflict_key(self, key: Any) -> None:
+        key = _key_bytes(key)
+        self.add_read_conflict_range(key, key + b"\x00")
+
+    def add_write_conflict_range(self, begin: Any, end: Any) -> None:
+        self._check_usable()
+        self._write_ranges.append((_key_bytes(begin), _key_bytes(end)))
+
+    def add_write_conflict_key(self, key: Any) -> None:
+        key = _key_bytes(key)
+        self.add_write_conflict_range(key, key + b"\x00")
+
+    # -- commit and retry ------------------------------------------------------------
+    def get_versionstamp(self) -> _VersionstampFuture:
+        """A future of this attempt's 10-byte versionstamp, ready once commit succeeds."""
+        return _VersionstampFuture(self._slot)
+
+    def get_committed_version(self) -> int:
+        if self._committed_version is None:
+            raise make_error(ErrorCode.CLIENT_INVALID_OPERATION)
+        return self._committed_version
+
+    def get_approximate_size(self) -> Future:
+        return Future(self._size + self._conflict_bytes())
+
+    def _conflict_bytes(self) -> int:
+        ranges = [*self._read_ranges, *self._write_ranges]
+        return sum(len(b) + len(e) for b, e in ranges)
+
+    def commit(self) -> Future:
+        """Commit; the returned future raises FDBError (1020, 1021, 1007, limits...) on wait()."""
+        try:
+            self._commit()
+        except FDBError as error:
+            return Future(error=error)
+        return Future()
+
+    def _commit(self) -> None:
+        self._check_usable()
+        self._check_age()
+        slot = self._slot
+        if self._deferred_error is not None:
+            raise make_error(self._deferred_error)
+        if not self._mutations and not self._write_ranges:
+            # Read-only: nothing to resolve, as in FoundationDB.
+            self._release_snapshot()
+            self._committed_version = -1
+            slot.error = ErrorCode.NO_COMMIT_VERSION
+            return
+        if self._size + self._conflict_bytes() > MAX_TRANSACTION_SIZE:
+            raise make_error(ErrorCode.TRANSACTION_TOO_LARGE)
+        fault = self.db.faults.draw()
+        if fault == NOT_COMMITTED:
+            raise make_error(ErrorCode.NOT_COMMITTED)
+        if fault == UNKNOWN_NOT_APPLIED:
+            raise make_error(ErrorCode.COMMIT_UNKNOWN_RESULT)
+        read_version = self._read_version
+        reads = [(b, e) for b, e in self._read_ranges if b < e]
+        self._release_snapshot()
+        try:
+            version = self._storage.commit(read_version, reads, self._apply)
+        except ConflictError:
+            raise make_error(ErrorCode.NOT_COMMITTED) from None
+        except TooOldError:
+            raise make_error(ErrorCode.TRANSACTION_TOO_OLD) from None
+        if fault == UNKNOWN_APPLIED:
+            slot.error = ErrorCode.COMMIT_UNKNOWN_RESULT
+            raise make_error(ErrorCode.COMMIT_UNKNOWN_RESULT)
+        self._committed_version = version
+        slot.stamp = version.to_bytes(8, "big") + b"\x00\x00"
+
+    def _apply(self, conn: "sqlite3.Connection", version: int) -> list[tuple[bytes, bytes]]:
+        """Write the mutations in order at `version` (inside the storage's commit)."""
+        stamp = version.to_bytes(8, "big") + b"\x00\x00"
+        storage = self._storage
+        for mutation in self._mutations:
+            kind = mutation[0]
+            if kind == "set":
+                storage.put(conn, mutation[1], mutation[2])
+            elif kind == "clear":
+                _, begin, end = mutation
+                if end == begin + b"\x00":
+                    storage.delete(conn, begin)
+                else:
+                    storage.delete_range(conn, begin, end)
+            elif kind == "atomic":
+                _, key, operation, param = mutation
+                value = operation(storage.get(conn, key), param)
+                if value is None:
+                    storage.delete(conn, key)
+                else:
+                    storage.put(conn, key, value)
+            elif kind == "stamped_key":
+                _, body, offset, value = mutation
+                storage.put(conn, body[:offset] + stamp + body[offset + 10 :], value)
+            elif kind == "stamped_value":
+                _, key, body, offset = mutation
+                storage.put(conn, key, body[:offset] + stamp + body[offset + 10 :])
+        return _merge_ranges(self._write_ranges)
+
+    def on_error(self, error: Any) -> DeferredFuture:
+        """Decide on an error: for retryable codes back off, reset and return; else re-raise.
+
+        As in the binding, the decision is delivered by the returned future's ``wait()``.
+        """
+        if isinstance(error, FDBError):
+            code = error.code
+        elif isinstance(error, int):
+            code = error
+        else:
+            raise error
+
+        def decide() -> None:
+            if code not in RETRYABLE_CODES:
+                raise make_error(code)
+            if self._retry_limit is not None and self._retries >= self._retry_limit:
+                raise make_error(code)
+            delay = min(self._max_retry_delay, 0.005 * (2**self._retries))
+            delay *= random.uniform(0.5, 1.0)
+            if self._timeout is not None:
+                remaining = self._timeout - (self._clock() - self._started)
+                if remaining <= delay:
+                    self._clear_state()
+                    raise make_error(ErrorCode.TRANSACTION_TIMED_OUT)
+            self._clear_state()
+            self._retries += 1
+            time.sleep(delay)
+
+        return DeferredFuture(decide)
+
+
+def _merge_ranges(ranges: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    """Sort and coalesce overlapping or touching ranges (fewer rows of conflict history)."""
+    merged: list[tuple[bytes, bytes]] = []
+    for begin, end in sorted(r for r in ranges if r[0] < r[1]):
+        if merged and begin <= merged[-1][1]:
+            if end > merged[-1][1]:
+                merged[-1] = (merged[-1][0], end)
+        else:
+            merged.append((begin, end))
+    return merged

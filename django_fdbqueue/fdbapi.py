@@ -1,0 +1,280 @@
+"""The part of the FoundationDB Python API that both engines share.
+
+Service code imports FoundationDB names from here and nowhere else, so it runs unchanged on
+the real cluster (official binding) and on the embedded engine:
+
+- ``fdb``: the official package, for its pure-Python tuple layer (``fdb.tuple``) and
+  ``fdb.Subspace``; keys are therefore byte-identical on both engines.
+- ``FDBError``: *one* exception type per process, with ``.code`` and ``.description``. When
+  the FoundationDB client library can be loaded it is the binding's own ``fdb.FDBError``
+  (the embedded engine raises it too); otherwise it is a pure-Python class of the same
+  shape. Either way ``except FDBError`` catches errors from both engines.
+- ``KeySelector``: the binding's class when the library loads (its ``get_range`` checks
+  ``isinstance``), otherwise a twin with the same attributes and constructors.
+- ``transactional``: a decorator that behaves like ``fdb.transactional`` on both engines.
+
+It also defuses one trap of the 7.3 binding in one place: ``Versionstamp.to_bytes()`` (used
+by ``fdb.tuple.pack_with_versionstamp``) refers to ``fdb.impl.Value``, and ``fdb.impl``
+cannot be imported without the C library. See ``_defuse_versionstamp_trap``.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import types
+from typing import Any, Callable, TypeVar
+
+import fdb
+import fdb.subspace_impl
+import fdb.tuple
+
+__all__ = [
+    "CLIENT_LIBRARY_AVAILABLE",
+    "ErrorCode",
+    "FDBError",
+    "KeySelector",
+    "Subspace",
+    "fdb",
+    "is_retryable",
+    "is_transaction",
+    "strinc",
+    "transactional",
+]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class ErrorCode:
+    """FoundationDB error codes this app raises, retries or maps (names as in FoundationDB)."""
+
+    TRANSACTION_TOO_OLD = 1007
+    FUTURE_VERSION = 1009
+    NOT_COMMITTED = 1020
+    COMMIT_UNKNOWN_RESULT = 1021
+    TRANSACTION_CANCELLED = 1025
+    TRANSACTION_TIMED_OUT = 1031
+    ACCESSED_UNREADABLE = 1036
+    PROCESS_BEHIND = 1037
+    DATABASE_LOCKED = 1038
+    CLIENT_INVALID_OPERATION = 2000
+    KEY_OUTSIDE_LEGAL_RANGE = 2004
+    INVERTED_RANGE = 2005
+    USED_DURING_COMMIT = 2017
+    NO_COMMIT_VERSION = 2021
+    TRANSACTION_TOO_LARGE = 2101
+    KEY_TOO_LARGE = 2102
+    VALUE_TOO_LARGE = 2103
+
+
+# Codes on which `Transaction.on_error` backs off and retries (FoundationDB's retryable set).
+RETRYABLE_CODES = frozenset(
+    {
+        ErrorCode.TRANSACTION_TOO_OLD,
+        ErrorCode.FUTURE_VERSION,
+        ErrorCode.NOT_COMMITTED,
+        ErrorCode.COMMIT_UNKNOWN_RESULT,
+        ErrorCode.PROCESS_BEHIND,
+        ErrorCode.DATABASE_LOCKED,
+        1042,  # commit_proxy_memory_limit_exceeded
+        1051,  # batch_transaction_throttled
+        1078,  # grv_proxy_memory_limit_exceeded
+        1213,  # tag_throttled
+    }
+)
+
+# Descriptions used when the client library (which owns the real texts) is not loaded.
+_DESCRIPTIONS = {
+    1007: "Transaction is too old to perform reads or be committed",
+    1009: "Request for future version",
+    1020: "Transaction not committed due to conflict with another transaction",
+    1021: "Transaction may or may not have committed",
+    1025: "Operation aborted because the transaction was cancelled",
+    1031: "Operation aborted because the transaction timed out",
+    1036: "Read or wrote an unreadable key",
+    1037: "Storage process does not have recent mutations",
+    1038: "Database is locked",
+    2000: "Invalid API call",
+    2004: "Key outside legal range",
+    2005: "Range begin key larger than end key",
+    2017: "Operation issued while a commit was outstanding",
+    2021: "Transaction has no commit version",
+    2101: "Transaction exceeds byte limit",
+    2102: "Key length exceeds limit",
+    2103: "Value length exceeds limit",
+}
+
+
+def _load_binding_impl() -> types.ModuleType | None:
+    """Import the binding's C-backed module, or return None when libfdb_c is not installed."""
+    try:
+        import fdb.impl as impl
+    except Exception:  # the binding raises a bare Exception when it cannot find the library
+        return None
+    return impl
+
+
+_impl = _load_binding_impl()
+CLIENT_LIBRARY_AVAILABLE: bool = _impl is not None
+
+
+class _PurePythonFDBError(Exception):
+    """Stand-in for ``fdb.FDBError`` when the client library is absent: same attributes."""
+
+    def __init__(self, code: int, description: str | None = None) -> None:
+        super().__init__(code)
+        self.code = code
+        self._description = description
+
+    @property
+    def description(self) -> str:
+        return self._description or _DESCRIPTIONS.get(self.code, "Unknown error")
+
+    def __str__(self) -> str:
+        return "%s (%d)" % (self.description, self.code)
+
+    def __repr__(self) -> str:
+        return "FDBError(%d)" % self.code
+
+
+class _PurePythonKeySelector:
+    """Stand-in for ``fdb.KeySelector``: the key, whether it is included, and an offset."""
+
+    def __init__(self, key: bytes, or_equal: bool, offset: int) -> None:
+        self.key = key
+        self.or_equal = or_equal
+        self.offset = offset
+
+    def __add__(self, offset: int) -> "_PurePythonKeySelector":
+        return type(self)(self.key, self.or_equal, self.offset + offset)
+
+    def __sub__(self, offset: int) -> "_PurePythonKeySelector":
+        return type(self)(self.key, self.or_equal, self.offset - offset)
+
+    @classmethod
+    def last_less_than(cls, key: bytes) -> "_PurePythonKeySelector":
+        return cls(key, False, 0)
+
+    @classmethod
+    def last_less_or_equal(cls, key: bytes) -> "_PurePythonKeySelector":
+        return cls(key, True, 0)
+
+    @classmethod
+    def first_greater_than(cls, key: bytes) -> "_PurePythonKeySelector":
+        return cls(key, True, 1)
+
+    @classmethod
+    def first_greater_or_equal(cls, key: bytes) -> "_PurePythonKeySelector":
+        return cls(key, False, 1)
+
+    def __repr__(self) -> str:
+        return "KeySelector(%r, %r, %r)" % (self.key, self.or_equal, self.offset)
+
+
+if _impl is not None:
+    FDBError: type[Exception] = _impl.FDBError
+    KeySelector: type = _impl.KeySelector
+else:
+    FDBError = _PurePythonFDBError
+    KeySelector = _PurePythonKeySelector
+
+
+def make_error(code: int) -> Exception:
+    """Build the process's one FDBError type for `code` (used by the embedded engine)."""
+    return FDBError(code)
+
+
+def _defuse_versionstamp_trap() -> None:
+    """Let ``fdb.tuple.pack_with_versionstamp`` run without the C library.
+
+    ``Versionstamp.to_bytes()`` asks ``isinstance(tr_version, fdb.impl.Value)``, only to unwrap
+    a future that the real binding may hand it. Without the library ``fdb.impl`` cannot exist,
+    so the attribute lookup fails. We give the package an ``impl`` attribute whose ``Value`` no
+    object is an instance of: the check is then simply false, as it is for every plain bytes
+    value. ``import fdb.impl`` still fails loudly (the placeholder is not in ``sys.modules``), so
+    the real engine's "install the client library" error is unaffected.
+    """
+    if _impl is None and not hasattr(fdb, "impl"):
+
+        class _NoFutureValue:
+            """Nothing is an instance of this: there are no binding futures without the library."""
+
+        fdb.impl = types.SimpleNamespace(Value=_NoFutureValue)  # type: ignore[attr-defined]
+
+
+_defuse_versionstamp_trap()
+
+# `fdb.Subspace` is only published by `fdb.api_version()`; the class itself is pure Python.
+Subspace = fdb.subspace_impl.Subspace
+if not hasattr(fdb, "Subspace"):
+    fdb.Subspace = Subspace  # type: ignore[attr-defined]
+
+
+def strinc(key: bytes) -> bytes:
+    """The first key after every key that starts with `key` (FoundationDB's ``strinc``)."""
+    stripped = key.rstrip(b"\xff")
+    if not stripped:
+        raise ValueError("Key must contain at least one byte not equal to 0xFF.")
+    return stripped[:-1] + bytes([stripped[-1] + 1])
+
+
+def is_retryable(error: BaseException) -> bool:
+    """True when FoundationDB would retry `error` in ``on_error``."""
+    return isinstance(error, FDBError) and getattr(error, "code", None) in RETRYABLE_CODES
+
+
+def is_transaction(obj: Any) -> bool:
+    """True for an open transaction (or snapshot view) of either engine, False for a database.
+
+    Databases and tenants of both engines create transactions; transactions do not.
+    """
+    return not hasattr(obj, "create_transaction")
+
+
+def transactional(func: F | None = None, *, parameter: str = "tr") -> F:
+    """Decorate `func` like ``fdb.transactional``, for both engines.
+
+    Called with a database, the wrapper opens a transaction, runs `func`, commits, and on an
+    ``FDBError`` asks ``tr.on_error`` whether to retry (it backs off and resets the
+    transaction) or re-raises. Called with a transaction, it calls straight through and does
+    not commit, so transactional functions compose into one atomic transaction.
+    """
+
+    def decorate(inner: F) -> F:
+        if inspect.isgeneratorfunction(inner):
+            raise ValueError("Generators can not be wrapped with transactional")
+        unwrapped = inspect.unwrap(inner)
+        try:
+            index = inspect.getfullargspec(unwrapped).args.index(parameter)
+        except ValueError:
+            raise TypeError(
+                "%s has no parameter named %r for the database or transaction"
+                % (inner.__qualname__, parameter)
+            ) from None
+
+        @functools.wraps(inner)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if parameter in kwargs:
+                target = kwargs[parameter]
+            else:
+                target = args[index]
+            if is_transaction(target):
+                return inner(*args, **kwargs)
+            tr = target.create_transaction()
+            if parameter in kwargs:
+                kwargs[parameter] = tr
+            else:
+                args = args[:index] + (tr,) + args[index + 1 :]
+            while True:
+                try:
+                    result = inner(*args, **kwargs)
+                    tr.commit().wait()
+                    return result
+                except FDBError as error:
+                    tr.on_error(error).wait()
+
+        return wrapper  # type: ignore[return-value]
+
+    if func is not None:
+        return decorate(func)
+    return decorate  # type: ignore[return-value]
