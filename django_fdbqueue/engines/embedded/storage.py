@@ -4,9 +4,11 @@ Tables (one file, WAL mode, safe for many threads and processes on one machine):
 
 - ``kv(key, value)``: the key-value store. ``WITHOUT ROWID`` with a BLOB primary key, so rows
   are kept in memcmp order, the same order as FoundationDB's keys.
-- ``meta(name, value)``: ``version``, the last commit version, and ``oldest_version``, below
-  which conflict history has been forgotten (older read versions get ``transaction_too_old``).
-- ``write_ranges(version, begin, end)``: the write conflict ranges of recent commits.
+- ``meta(name, value)``: ``version``, the last commit version, and ``pruned_through``, the
+  newest commit whose conflict history has been forgotten: a read version older than that
+  predates a commit we can no longer check against, so it gets ``transaction_too_old``.
+- ``write_ranges(version, committed_at, begin, end)``: the write conflict ranges of recent
+  commits, kept for a little longer than the transaction age limit.
 
 A transaction's reads run inside one SQLite read transaction, which WAL keeps at a fixed
 snapshot across processes; the ``version`` it sees there is the FoundationDB read version.
@@ -29,10 +31,10 @@ SCHEMA = """
 CREATE TABLE IF NOT EXISTS kv (key BLOB PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS write_ranges (
-    version INTEGER NOT NULL, begin BLOB NOT NULL, "end" BLOB NOT NULL
+    version INTEGER NOT NULL, committed_at REAL NOT NULL, begin BLOB NOT NULL, "end" BLOB NOT NULL
 );
 CREATE INDEX IF NOT EXISTS write_ranges_by_version ON write_ranges (version);
-INSERT OR IGNORE INTO meta (name, value) VALUES ('version', 0), ('oldest_version', 0);
+INSERT OR IGNORE INTO meta (name, value) VALUES ('version', 0), ('pruned_through', 0);
 """
 
 # How long SQLite waits for another process's write lock before giving up (seconds).
@@ -58,7 +60,10 @@ class Storage:
 
     def __init__(self, path: str, *, history_seconds: float = 5.0) -> None:
         self.path = path
-        self.history_versions = int((history_seconds + 1.0) * VERSIONS_PER_SECOND)
+        # Conflict history outlives the transaction age limit by a margin, so a transaction
+        # young enough to commit always finds every commit made since its snapshot.
+        self.history_seconds = history_seconds + 1.0
+        self._next_prune = 0.0
         directory = os.path.dirname(os.path.abspath(path))
         os.makedirs(directory, exist_ok=True)
         self._pool: list[sqlite3.Connection] = []
@@ -167,18 +172,20 @@ class Storage:
             with self._commit_lock, _immediate(conn):
                 current = self._meta(conn, "version")
                 if read_version is not None:
-                    if read_version < self._meta(conn, "oldest_version"):
+                    if read_version < self._meta(conn, "pruned_through"):
                         raise TooOldError()
                     if read_ranges and self._conflicts(conn, read_version, read_ranges):
                         raise ConflictError()
                 version = max(current + 1, int(time.time() * VERSIONS_PER_SECOND))
                 write_ranges = apply(conn, version)
+                now = time.time()
                 conn.executemany(
-                    'INSERT INTO write_ranges (version, begin, "end") VALUES (?, ?, ?)',
-                    ((version, b, e) for b, e in write_ranges),
+                    'INSERT INTO write_ranges (version, committed_at, begin, "end") '
+                    "VALUES (?, ?, ?, ?)",
+                    ((version, now, b, e) for b, e in write_ranges),
                 )
                 conn.execute("UPDATE meta SET value = ? WHERE name = 'version'", (version,))
-                self._forget_old_history(conn, version)
+                self._forget_old_history(conn, now)
             return version
         finally:
             self.release(conn)
@@ -194,13 +201,24 @@ class Storage:
         ).fetchall()
         return any(rb < we and wb < re for wb, we in writes for rb, re in reads)
 
-    def _forget_old_history(self, conn: sqlite3.Connection, version: int) -> None:
-        """Drop conflict history older than the transaction age limit, about once a second."""
-        cutoff = version - self.history_versions
-        if cutoff - self._meta(conn, "oldest_version") < VERSIONS_PER_SECOND:
+    def _forget_old_history(self, conn: sqlite3.Connection, now: float) -> None:
+        """Drop conflict history older than the age limit (checked about once a second).
+
+        Every commit newer than a read version happened after that transaction's snapshot
+        was taken, so if such a commit is old enough to be forgotten, the transaction is too
+        old to commit: ``pruned_through`` records the newest forgotten commit for that check.
+        """
+        if now < self._next_prune:
             return
-        conn.execute("DELETE FROM write_ranges WHERE version < ?", (cutoff,))
-        conn.execute("UPDATE meta SET value = ? WHERE name = 'oldest_version'", (cutoff,))
+        self._next_prune = now + 1.0
+        cutoff = now - self.history_seconds
+        (newest,) = conn.execute(
+            "SELECT MAX(version) FROM write_ranges WHERE committed_at < ?", (cutoff,)
+        ).fetchone()
+        if newest is None:
+            return
+        conn.execute("DELETE FROM write_ranges WHERE version <= ?", (newest,))
+        conn.execute("UPDATE meta SET value = ? WHERE name = 'pruned_through'", (newest,))
 
     @staticmethod
     def put_many(conn: sqlite3.Connection, rows: Iterable[tuple[bytes, bytes]]) -> None:

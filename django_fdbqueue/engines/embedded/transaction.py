@@ -15,7 +15,7 @@ Conflict ranges follow FoundationDB's client:
   reverse ``[last, end)``.
 - ``get_key(selector)``: from the selector's anchor to the key found.
 - writes: the key, the cleared range, the atomic op's key; a versionstamped key the span
-  between its stamp filled with the read version and with ``\\xff`` bytes.
+  between its stamp filled with the read version (zero when it has none) and with ``\\xff``.
 - ``snapshot`` reads add none; atomic operations read nothing, so they never conflict.
 """
 
@@ -508,9 +508,11 @@ class Transaction(_ReadView):
         key, value = _key_bytes(key), _value_bytes(value)
         body, offset = self._split_stamp_offset(key)
         self._check_value(value)
-        read_version = self._ensure_read_version()
         self._mutate(("stamped_key", body, offset, value), body, len(body) + len(value))
-        lowest = body[:offset] + read_version.to_bytes(8, "big") + b"\x00\x00" + body[offset + 10 :]
+        # Like the binding, use the read version only if the transaction already has one: a
+        # blind insert takes none (and so can never be too old).
+        floor = (self._read_version or 0).to_bytes(8, "big") + b"\x00\x00"
+        lowest = body[:offset] + floor + body[offset + 10 :]
         highest = body[:offset] + b"\xff" * VERSIONSTAMP_SIZE + body[offset + 10 :]
         self._write_ranges.append((lowest, highest + b"\x00"))
 
