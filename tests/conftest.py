@@ -90,3 +90,24 @@ def fdbqueue_db(engine_name, tmp_path, settings, request):
         space = fdb.Subspace(root)
         del database[space.range().start : space.range().stop]
     connection.reset_database()
+
+
+def pytest_report_header(config):
+    if CLUSTER_FILE:
+        return "fdbqueue: real-cluster tests run against FDBQUEUE_TEST_CLUSTER_FILE"
+    return "fdbqueue: real-cluster tests are skipped (FDBQUEUE_TEST_CLUSTER_FILE is not set)"
+
+
+def pytest_terminal_summary(terminalreporter):
+    """One line per distinct skip reason, with its count, instead of a line per skipped test."""
+    reasons: dict[str, int] = {}
+    for report in terminalreporter.stats.get("skipped", []):
+        if isinstance(report.longrepr, tuple):
+            reason = report.longrepr[2].removeprefix("Skipped: ")
+        else:
+            reason = str(report.longrepr)
+        reasons[reason] = reasons.get(reason, 0) + 1
+    if reasons:
+        terminalreporter.section("skipped, by reason")
+        for reason, count in sorted(reasons.items(), key=lambda item: -item[1]):
+            terminalreporter.write_line(f"{count:5d}  {reason}")

@@ -1,0 +1,167 @@
+"""The API's one exception handler: every error becomes a JSON body with "detail" and "code".
+
+Our views attach it themselves (see ``QueueViewSet.get_exception_handler``), so the mapping holds
+even when a project keeps DRF's default EXCEPTION_HANDLER; a project may also name
+``django_fdbqueue.api.exceptions.exception_handler`` there to get the same bodies everywhere.
+
+Mapping:
+  QueueNotFound -> 404, QueueAlreadyExists -> 409, ValueTooLarge -> 413, other QueueError -> 400;
+  FDBError (timeouts, retries exhausted, cluster unreachable) and a database that cannot be opened
+  -> 503 with Retry-After, since waiting is the client's only remedy;
+  a body over DATA_UPLOAD_MAX_MEMORY_SIZE -> 413; DRF's own exceptions keep their status codes;
+  anything else -> a logged 500 without a traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.core.exceptions import PermissionDenied, RequestDataTooBig
+from django.http import Http404
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+from rest_framework.views import set_rollback
+
+from django_fdbqueue.exceptions import QueueAlreadyExists, QueueError, QueueNotFound, ValueTooLarge
+from django_fdbqueue.fdbapi import FDBError
+
+logger = logging.getLogger("django_fdbqueue.api")
+
+# Seconds a client should wait before retrying after a 503. Short: most causes (a timed-out or
+# conflicting transaction, a recovering cluster) clear within a second or two.
+RETRY_AFTER_SECONDS = 1
+
+QUEUE_ERROR_STATUS: tuple[tuple[type[QueueError], int], ...] = (
+    (QueueNotFound, status.HTTP_404_NOT_FOUND),
+    (QueueAlreadyExists, status.HTTP_409_CONFLICT),
+    (ValueTooLarge, status.HTTP_413_REQUEST_ENTITY_TOO_LARGE),
+)
+
+
+class DatabaseUnavailable(exceptions.APIException):
+    """The queue database could not be reached, timed out, or kept conflicting: retry later."""
+
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_detail = "The queue database is unavailable or timed out; retry later."
+    default_code = "database_unavailable"
+
+    def __init__(self, detail: str | None = None, *, fdb_error: int | None = None) -> None:
+        super().__init__(detail)
+        self.fdb_error = fdb_error
+
+
+class RequestTooLarge(exceptions.APIException):
+    """The request body exceeds the project's DATA_UPLOAD_MAX_MEMORY_SIZE."""
+
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    default_detail = "The request body is larger than DATA_UPLOAD_MAX_MEMORY_SIZE allows."
+    default_code = "request_too_large"
+
+
+def queue_error_status(exc: QueueError) -> int:
+    """HTTP status of a service error: the specific ones first, every other QueueError is a 400."""
+    for error_class, code in QUEUE_ERROR_STATUS:
+        if isinstance(exc, error_class):
+            return code
+    return status.HTTP_400_BAD_REQUEST
+
+
+def error_code(exc: QueueError) -> str:
+    """The service error's stable slug, falling back to its class name if a subclass forgot one."""
+    return getattr(exc, "code", None) or type(exc).__name__
+
+
+def unavailable_response(exc: DatabaseUnavailable) -> Response:
+    body: dict[str, Any] = {"detail": str(exc.detail), "code": exc.default_code, "fdb_error": exc.fdb_error}
+    headers = {"Retry-After": str(RETRY_AFTER_SECONDS)}
+    return Response(body, status=exc.status_code, headers=headers)
+
+
+def flatten_messages(errors: Any, prefix: str = "") -> list[str]:
+    """"field: message" lines from DRF's nested validation errors, for a readable "detail"."""
+    if isinstance(errors, dict):
+        lines: list[str] = []
+        for key, value in errors.items():
+            label = prefix if key == "non_field_errors" else (f"{prefix}.{key}" if prefix else str(key))
+            lines.extend(flatten_messages(value, label))
+        return lines
+    if isinstance(errors, list):
+        lines = []
+        for index, value in enumerate(errors):
+            # Lists of messages keep their field's label; lists of nested objects get an index.
+            label = f"{prefix}[{index}]" if isinstance(value, (dict, list)) else prefix
+            lines.extend(flatten_messages(value, label))
+        return lines
+    return [f"{prefix}: {errors}" if prefix else str(errors)]
+
+
+def validation_body(exc: exceptions.ValidationError) -> dict[str, Any]:
+    errors = exc.detail if isinstance(exc.detail, dict) else {"non_field_errors": exc.detail}
+    detail = " ".join(flatten_messages(errors)) or "Invalid input."
+    return {"detail": detail, "code": "invalid", "errors": errors}
+
+
+def api_error_body(exc: exceptions.APIException, data: Any) -> dict[str, Any]:
+    """Reshape DRF's default body ({"detail": ...} or a list) into {"detail", "code"}."""
+    detail = exc.detail
+    code = getattr(detail, "code", None) or exc.default_code
+    if isinstance(data, dict) and "detail" in data:
+        body = dict(data)
+        body.setdefault("code", code)
+        return body
+    return {"detail": " ".join(flatten_messages(data)) or str(exc.default_detail), "code": code}
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    """DRF exception handler: see the module docstring for the mapping."""
+    response = _handle(exc, context)
+    if response is not None:
+        # Like DRF's own handler: an error answer must not commit a project's ATOMIC_REQUESTS work.
+        set_rollback()
+    return response
+
+
+def _handle(exc: Exception, context: dict[str, Any]) -> Response | None:
+    if isinstance(exc, QueueError):
+        return Response({"detail": str(exc), "code": error_code(exc)}, status=queue_error_status(exc))
+
+    if isinstance(exc, FDBError):
+        code = getattr(exc, "code", None)
+        description = getattr(exc, "description", exc)
+        logger.warning("FoundationDB error %s (%s) in %s", code, description, _where(context))
+        return unavailable_response(DatabaseUnavailable(fdb_error=code))
+
+    if isinstance(exc, DatabaseUnavailable):
+        return unavailable_response(exc)
+
+    if isinstance(exc, RequestDataTooBig):
+        exc = RequestTooLarge()
+
+    if isinstance(exc, exceptions.ValidationError):
+        return Response(validation_body(exc), status=exc.status_code)
+
+    if isinstance(exc, (exceptions.APIException, Http404, PermissionDenied)):
+        response = drf_exception_handler(exc, context)
+        if response is not None:
+            if isinstance(exc, Http404):
+                exc = exceptions.NotFound()
+            elif isinstance(exc, PermissionDenied):
+                exc = exceptions.PermissionDenied()
+            response.data = api_error_body(exc, response.data)
+        return response
+
+    # A bug, not the client's fault: log it with its traceback, answer without one.
+    logger.error("Unhandled error in %s", _where(context), exc_info=exc)
+    return Response(
+        {"detail": "Internal server error.", "code": "server_error"},
+        status=status.HTTP_500_INTERNAL_SERVER_ERROR,
+    )
+
+
+def _where(context: dict[str, Any]) -> str:
+    request = context.get("request")
+    if request is None:
+        return "the queue API"
+    return f"{request.method} {request.get_full_path()}"

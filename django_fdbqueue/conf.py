@@ -1,0 +1,314 @@
+"""The app's settings: one ``FDBQUEUE`` dict in Django settings, read into a frozen dataclass.
+
+Everything that decides how the app reaches its store lives here, so the engines, the service
+and the checks agree on one set of defaults. ``get_settings()`` is cached because it is called on
+every request path; the cache is dropped whenever a test (or ``override_settings``) changes
+``FDBQUEUE``.
+
+Validation of the values' *shape* (types, ranges) lives here too, in ``validate_options()``: the
+system checks report its findings at start-up, and ``get_settings()`` refuses settings that would
+otherwise fail later with a confusing error deep inside an engine. Checks that look at the
+outside world (files, the client library, imports) are in ``checks.py``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from django.conf import settings as django_settings
+from django.core.exceptions import ImproperlyConfigured
+from django.core.signals import setting_changed
+
+SETTING_NAME = "FDBQUEUE"
+
+# Engine names the app knows; the modules behind them are in django_fdbqueue.engines.
+ENGINE_NAMES = ("embedded", "foundationdb")
+
+DEFAULT_ENGINE = "embedded"
+DEFAULT_FILENAME = "fdbqueue.sqlite3"
+DEFAULT_API_VERSION = 730
+# Oldest API version the app is written for: the 7.1 binding's (database-wide transaction
+# timeout and retry limit options need 610 or later; the app is tested with 7.1 to 7.3).
+MIN_API_VERSION = 710
+# Five seconds is also FoundationDB's own lifetime of a transaction, so a longer timeout buys
+# nothing, while having one at all turns an unreachable cluster into an error instead of a hang.
+DEFAULT_TIMEOUT = 5.0
+DEFAULT_RETRY_LIMIT = None
+DEFAULT_ROOT = ("fdbqueue",)
+DEFAULT_PERMISSION_CLASSES = ("rest_framework.permissions.IsAuthenticated",)
+# FoundationDB takes the timeout in whole milliseconds as a C int.
+MAX_TIMEOUT = (2**31 - 1) / 1000
+MAX_RETRY_LIMIT = 2**31 - 1
+
+# FDBQUEUE key -> QueueSettings field.
+KEYS = {
+    "ENGINE": "engine",
+    "PATH": "path",
+    "CLUSTER_FILE": "cluster_file",
+    "API_VERSION": "api_version",
+    "TIMEOUT": "timeout",
+    "RETRY_LIMIT": "retry_limit",
+    "ROOT": "root",
+    "PERMISSION_CLASSES": "permission_classes",
+    "FAULTS": "faults",
+}
+
+
+@dataclass(frozen=True)
+class QueueSettings:
+    """The app's effective configuration; build it with ``get_settings()`` or directly in tests."""
+
+    engine: str = DEFAULT_ENGINE
+    path: str = DEFAULT_FILENAME
+    cluster_file: str | None = None
+    api_version: int = DEFAULT_API_VERSION
+    timeout: float | None = DEFAULT_TIMEOUT
+    retry_limit: int | None = DEFAULT_RETRY_LIMIT
+    root: tuple = DEFAULT_ROOT
+    permission_classes: tuple[str, ...] = DEFAULT_PERMISSION_CLASSES
+    faults: dict | None = field(default=None, hash=False)
+
+    def __post_init__(self) -> None:
+        # Paths may come in as pathlib.Path (Django's BASE_DIR style); engines want plain strings.
+        if isinstance(self.path, os.PathLike):
+            object.__setattr__(self, "path", os.fspath(self.path))
+        if isinstance(self.cluster_file, os.PathLike):
+            object.__setattr__(self, "cluster_file", os.fspath(self.cluster_file))
+        if isinstance(self.permission_classes, list):
+            object.__setattr__(self, "permission_classes", tuple(self.permission_classes))
+
+
+class Problem(NamedTuple):
+    """One finding about the FDBQUEUE setting; checks.py turns it into a Django check message."""
+
+    id: str  # e.g. "fdbqueue.E003"
+    msg: str
+    hint: str
+
+    @property
+    def is_error(self) -> bool:
+        return ".E" in self.id
+
+
+def default_path() -> str:
+    """The embedded store's file: beside the project (BASE_DIR) when the project defines one."""
+    base_dir = getattr(django_settings, "BASE_DIR", None)
+    if base_dir:
+        return os.path.join(os.fspath(base_dir), DEFAULT_FILENAME)
+    return DEFAULT_FILENAME
+
+
+def raw_options() -> Any:
+    """The FDBQUEUE setting as written (an empty dict when absent)."""
+    return getattr(django_settings, SETTING_NAME, {})
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _is_path(value: Any) -> bool:
+    return isinstance(value, (str, os.PathLike))
+
+
+def validate_options(options: Any) -> list[Problem]:
+    """Check the shape of every FDBQUEUE value, without touching files, libraries or imports."""
+    from fdb import tuple as fdb_tuple
+
+    from django_fdbqueue.engines.foundationdb import latest_api_version
+
+    if not isinstance(options, Mapping):
+        return [
+            Problem(
+                "fdbqueue.E001",
+                f"The {SETTING_NAME} setting must be a dict, not {type(options).__name__}.",
+                f'Write it as {SETTING_NAME} = {{"ENGINE": "embedded", ...}} or remove it to use '
+                "the defaults.",
+            )
+        ]
+
+    problems: list[Problem] = []
+    for key in options:
+        if key not in KEYS:
+            close = difflib.get_close_matches(str(key), list(KEYS), n=1)
+            suggestion = f'Did you mean "{close[0]}"? ' if close else ""
+            problems.append(
+                Problem(
+                    "fdbqueue.W001",
+                    f"Unknown key {key!r} in {SETTING_NAME}: it is ignored.",
+                    f"{suggestion}Known keys: {', '.join(KEYS)}.",
+                )
+            )
+
+    engine = options.get("ENGINE", DEFAULT_ENGINE)
+    if engine not in ENGINE_NAMES:
+        problems.append(
+            Problem(
+                "fdbqueue.E002",
+                f"Unknown {SETTING_NAME}['ENGINE'] {engine!r}.",
+                'Use "embedded" (a local SQLite file, no server needed) or "foundationdb" '
+                "(a real cluster through the FoundationDB client library).",
+            )
+        )
+
+    api_version = options.get("API_VERSION", DEFAULT_API_VERSION)
+    latest = latest_api_version()
+    if not _is_int(api_version) or not MIN_API_VERSION <= api_version <= latest:
+        problems.append(
+            Problem(
+                "fdbqueue.E003",
+                f"{SETTING_NAME}['API_VERSION'] is {api_version!r}; it must be an integer from "
+                f"{MIN_API_VERSION} to {latest}.",
+                f"Use {min(DEFAULT_API_VERSION, latest)} (the installed foundationdb binding "
+                f"supports up to {latest}), or remove the key to use the default.",
+            )
+        )
+
+    path = options.get("PATH")
+    if path is not None and not (_is_path(path) and os.fspath(path)):
+        problems.append(
+            Problem(
+                "fdbqueue.E005",
+                f"{SETTING_NAME}['PATH'] is {path!r}; it must be a non-empty file path.",
+                'Give the embedded store\'s file, e.g. BASE_DIR / "fdbqueue.sqlite3", or remove '
+                "the key to use that default.",
+            )
+        )
+
+    cluster_file = options.get("CLUSTER_FILE")
+    if cluster_file is not None and not (_is_path(cluster_file) and os.fspath(cluster_file)):
+        problems.append(
+            Problem(
+                "fdbqueue.E004",
+                f"{SETTING_NAME}['CLUSTER_FILE'] is {cluster_file!r}; it must be a file path or "
+                "None.",
+                "Give the path of the cluster's fdb.cluster file, or None to use the client's "
+                "default (the FDB_CLUSTER_FILE environment variable, then the system's "
+                "fdb.cluster).",
+            )
+        )
+
+    timeout = options.get("TIMEOUT", DEFAULT_TIMEOUT)
+    if timeout is not None and not (_is_number(timeout) and 0 < timeout <= MAX_TIMEOUT):
+        problems.append(
+            Problem(
+                "fdbqueue.E006",
+                f"{SETTING_NAME}['TIMEOUT'] is {timeout!r}; it must be a positive number of "
+                "seconds or None.",
+                f"Use e.g. {DEFAULT_TIMEOUT} (the default), or None to let transactions run "
+                "without a time limit.",
+            )
+        )
+
+    retry_limit = options.get("RETRY_LIMIT", DEFAULT_RETRY_LIMIT)
+    if retry_limit is not None and not (_is_int(retry_limit) and 0 <= retry_limit <= MAX_RETRY_LIMIT):
+        problems.append(
+            Problem(
+                "fdbqueue.E007",
+                f"{SETTING_NAME}['RETRY_LIMIT'] is {retry_limit!r}; it must be a non-negative "
+                "integer or None.",
+                "Use e.g. 100, or None (the default) to retry retryable errors until TIMEOUT.",
+            )
+        )
+
+    root = options.get("ROOT", DEFAULT_ROOT)
+    root_problem = None
+    if not isinstance(root, tuple):
+        root_problem = f"it must be a tuple, not {type(root).__name__}"
+    else:
+        try:
+            fdb_tuple.pack(root)
+        except Exception as exc:  # the tuple layer raises ValueError, TypeError or plain Exception
+            root_problem = f"the FoundationDB tuple layer cannot encode it ({exc})"
+    if root_problem:
+        problems.append(
+            Problem(
+                "fdbqueue.E008",
+                f"{SETTING_NAME}['ROOT'] is {root!r}: {root_problem}.",
+                'Use a tuple of strings, integers or bytes, e.g. ("fdbqueue",) (mind the trailing '
+                "comma).",
+            )
+        )
+    elif root == ():
+        problems.append(
+            Problem(
+                "fdbqueue.W002",
+                f"{SETTING_NAME}['ROOT'] is empty: the app's keys are not separated from other "
+                "data in the database.",
+                'Give the app its own prefix, e.g. ("fdbqueue",), unless the database is '
+                "dedicated to it.",
+            )
+        )
+
+    classes = options.get("PERMISSION_CLASSES", DEFAULT_PERMISSION_CLASSES)
+    if not isinstance(classes, (list, tuple)) or not all(isinstance(c, str) for c in classes):
+        problems.append(
+            Problem(
+                "fdbqueue.E009",
+                f"{SETTING_NAME}['PERMISSION_CLASSES'] is {classes!r}; it must be a list of dotted "
+                "paths.",
+                'Use e.g. ["rest_framework.permissions.IsAuthenticated"] (strings, not the classes '
+                "themselves).",
+            )
+        )
+
+    faults = options.get("FAULTS")
+    if faults is not None and not isinstance(faults, Mapping):
+        problems.append(
+            Problem(
+                "fdbqueue.E011",
+                f"{SETTING_NAME}['FAULTS'] is {faults!r}; it must be a dict or None.",
+                'Use e.g. {"not_committed": 0.1, "seed": 1} for fault injection in tests, or None.',
+            )
+        )
+    elif faults and engine == "foundationdb":
+        problems.append(
+            Problem(
+                "fdbqueue.W003",
+                f"{SETTING_NAME}['FAULTS'] is ignored by the foundationdb engine.",
+                "Fault injection exists only in the embedded engine; remove FAULTS from this "
+                "configuration.",
+            )
+        )
+    return problems
+
+
+@functools.lru_cache(maxsize=1)
+def get_settings() -> QueueSettings:
+    """The effective settings: FDBQUEUE merged over the defaults (cached until FDBQUEUE changes).
+
+    Raises ImproperlyConfigured for values that cannot work, with the same message the system
+    check gives, because checks do not run under every server (e.g. a WSGI server in production).
+    """
+    options = raw_options()
+    errors = [p for p in validate_options(options) if p.is_error]
+    if errors:
+        first = errors[0]
+        raise ImproperlyConfigured(f"{first.msg} {first.hint} ({first.id})")
+
+    values: dict[str, Any] = {}
+    for key, name in KEYS.items():
+        if key in options:
+            values[name] = options[key]
+    if values.get("path") is None:
+        values["path"] = default_path()
+    if values.get("faults") is not None:
+        values["faults"] = dict(values["faults"])
+    return QueueSettings(**values)
+
+
+def _on_setting_changed(*, setting: str, **kwargs: Any) -> None:
+    if setting in (SETTING_NAME, "BASE_DIR"):
+        get_settings.cache_clear()
+
+
+setting_changed.connect(_on_setting_changed, dispatch_uid="django_fdbqueue.conf.setting_changed")

@@ -1,0 +1,117 @@
+"""The ``foundationdb`` engine: a real FoundationDB cluster through the official Python binding.
+
+The binding needs FoundationDB's C client library (libfdb_c), which pip cannot install. Everything
+that touches it is kept here, so a missing library becomes one clear ImproperlyConfigured that says
+what to install, instead of a loader error from deep inside the binding.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any
+
+from django.core.exceptions import ImproperlyConfigured
+
+if TYPE_CHECKING:
+    from django_fdbqueue.conf import QueueSettings
+
+INSTALL_HINT = (
+    "Install the FoundationDB client packages (for example foundationdb-clients 7.3 from "
+    "FoundationDB's releases) on this machine, or set FDBQUEUE['ENGINE'] to 'embedded', which "
+    "needs no client library."
+)
+
+# The 7.1 binding's API version: the fallback for bindings that do not publish their latest one.
+_BINDING_FALLBACK_API_VERSION = 710
+
+# fdb.api_version() may run once per process; the lock makes "check, then select" atomic.
+_select_lock = threading.Lock()
+
+
+def latest_api_version() -> int:
+    """The newest API version the installed binding accepts (730 for the 7.3 binding)."""
+    import fdb
+
+    return int(getattr(fdb, "LATEST_API_VERSION", _BINDING_FALLBACK_API_VERSION))
+
+
+def client_library_error() -> str | None:
+    """Why the C client library cannot be used, or None when it loads.
+
+    Only imports the binding's C layer: it never selects an API version, so the system checks
+    can call it without fixing the process's API version.
+    """
+    try:
+        import fdb.impl as impl
+    except Exception as exc:  # the binding raises a bare Exception (or OSError) when libfdb_c is missing
+        return str(exc) or type(exc).__name__
+    # A module standing in for fdb.impl (without the loaded library) is not the real thing.
+    if getattr(impl, "_capi", None) is None:
+        return "the FoundationDB client library (libfdb_c) is not loaded"
+    return None
+
+
+def select_api_version(version: int) -> Any:
+    """Select ``version`` for this process (once), returning the ready ``fdb`` module.
+
+    A second, different version cannot be selected in the same process: that is reported as
+    ImproperlyConfigured rather than the binding's RuntimeError.
+    """
+    import fdb
+
+    with _select_lock:
+        if fdb.is_api_version_selected():
+            current = fdb.get_api_version()
+            if current != version:
+                raise ImproperlyConfigured(
+                    f"FoundationDB API version {current} is already selected in this process, but "
+                    f"FDBQUEUE['API_VERSION'] asks for {version}; a process can use only one. Set "
+                    f"API_VERSION to {current} (or restart the process after changing it)."
+                )
+            return fdb
+        problem = client_library_error()
+        if problem is not None:
+            raise ImproperlyConfigured(
+                f"The foundationdb engine cannot load the FoundationDB client library ({problem}). "
+                f"{INSTALL_HINT}"
+            )
+        try:
+            fdb.api_version(version)
+        except Exception as exc:  # RuntimeError from the binding, OSError from the loader
+            raise ImproperlyConfigured(
+                f"FoundationDB API version {version} could not be selected: {exc}. Install "
+                "FoundationDB client packages that match the foundationdb binding (7.3 for "
+                "binding 7.3.x), or set FDBQUEUE['API_VERSION'] to a version they support."
+            ) from exc
+    return fdb
+
+
+def configure(database: Any, settings: QueueSettings) -> None:
+    """Apply TIMEOUT and RETRY_LIMIT to every transaction the database creates.
+
+    The binding hands out one cached Database per cluster file, so "off" is set explicitly too:
+    otherwise a value from earlier settings would linger on the shared handle.
+    """
+    if settings.timeout is None:
+        database.options.set_transaction_timeout(0)  # 0 disables the timeout
+    else:
+        database.options.set_transaction_timeout(max(1, round(settings.timeout * 1000)))
+    if settings.retry_limit is None:
+        database.options.set_transaction_retry_limit(-1)  # -1 disables the limit
+    else:
+        database.options.set_transaction_retry_limit(settings.retry_limit)
+
+
+def open_database(settings: QueueSettings) -> Any:
+    """Open the cluster named by ``settings.cluster_file`` (None: the client's default)."""
+    fdb = select_api_version(settings.api_version)
+    try:
+        database = fdb.open(settings.cluster_file)
+    except fdb.FDBError as exc:
+        where = settings.cluster_file or "the client's default cluster file"
+        raise ImproperlyConfigured(
+            f"Could not open the FoundationDB database of {where}: {exc.description} "
+            f"(error {exc.code}). Check FDBQUEUE['CLUSTER_FILE'] and that the file is readable."
+        ) from exc
+    configure(database, settings)
+    return database

@@ -1,0 +1,107 @@
+"""Errors raised by the queue service.
+
+Every error a caller can provoke through the service is a :class:`QueueError` carrying a stable
+``code`` slug (for machines: the REST layer, logs, client libraries) and a message written for the
+person who has to fix the call. They are plain Python exceptions so the service stays usable
+outside HTTP; the REST layer maps them to status codes (not found -> 404, already exists -> 409,
+too large -> 413, everything else -> 400).
+
+Database failures are not wrapped: they stay ``FDBError`` from ``django_fdbqueue.fdbapi`` so the
+retry machinery (``transactional`` / ``tr.on_error``) keeps working on them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class QueueError(Exception):
+    """Base class: a request the service refuses, with a stable ``code`` and a helpful message."""
+
+    code: str = "queue_error"
+    default_message: str = "The queue operation was refused."
+
+    def __init__(self, message: str | None = None, **context: Any) -> None:
+        self.message = message or self.default_message
+        #: Structured details (queue name, limit, offending value, ...), handy for API payloads.
+        self.context = context
+        super().__init__(self.message)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(code={self.code!r}, message={self.message!r})"
+
+
+class InvalidArgument(QueueError):
+    """An argument has the wrong type or is out of range (limit, n, end, kind, ...)."""
+
+    code = "invalid_argument"
+    default_message = "An argument is invalid."
+
+
+class InvalidQueueName(InvalidArgument):
+    code = "invalid_queue_name"
+    default_message = "Queue names are 1 to 200 characters of letters, digits, '.', '_' and '-'."
+
+
+class InvalidPriority(InvalidArgument):
+    code = "invalid_priority"
+    default_message = "A priority is an integer from -2**63 to 2**63 - 1."
+
+
+class InvalidValue(InvalidArgument):
+    """The value cannot be encoded by the chosen codec (for JSON: not JSON-serializable)."""
+
+    code = "invalid_value"
+    default_message = "The value cannot be encoded."
+
+
+class InvalidCursor(InvalidArgument):
+    code = "invalid_cursor"
+    default_message = "The cursor is not one this listing handed out; start again without a cursor."
+
+
+class WrongQueueKind(InvalidArgument):
+    """The operation does not apply to this kind of queue (e.g. pop_max on a FIFO queue)."""
+
+    code = "wrong_queue_kind"
+    default_message = "This operation does not apply to this kind of queue."
+
+
+class ValueTooLarge(QueueError):
+    code = "value_too_large"
+    default_message = "The encoded value is larger than 100,000 bytes."
+
+
+class QueueNotFound(QueueError):
+    code = "queue_not_found"
+    default_message = "No queue has this name."
+
+
+class QueueAlreadyExists(QueueError):
+    code = "queue_already_exists"
+    default_message = "A queue with this name already exists."
+
+
+class ItemNotCommitted(QueueError):
+    """The id of an item pushed inside a caller's transaction is known only once that commits."""
+
+    code = "item_not_committed"
+    default_message = (
+        "The item's id is assigned when its transaction commits: commit the transaction, "
+        "then read the id."
+    )
+
+
+__all__ = [
+    "QueueError",
+    "InvalidArgument",
+    "InvalidQueueName",
+    "InvalidPriority",
+    "InvalidValue",
+    "InvalidCursor",
+    "WrongQueueKind",
+    "ValueTooLarge",
+    "QueueNotFound",
+    "QueueAlreadyExists",
+    "ItemNotCommitted",
+]

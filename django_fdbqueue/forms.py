@@ -1,0 +1,155 @@
+"""Forms of the admin queue pages: they turn posted text into the service's arguments.
+
+The forms check what can be checked without the store (well-formed JSON, an integer priority in
+range, a known end). The service remains the authority on everything else; the views turn its
+errors into errors on these forms via :func:`add_service_error`, so both kinds of mistake reach
+the user in the same place.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django import forms
+from django.core.validators import RegexValidator
+
+from . import exceptions
+
+KIND_CHOICES = [("fifo", "FIFO (first in, first out)"), ("priority", "Priority (double-ended)")]
+END_CHOICES = [("min", "Min end"), ("max", "Max end")]
+PRIORITY_MIN = -(2**63)
+PRIORITY_MAX = 2**63 - 1
+
+name_validator = RegexValidator(
+    r"\A[A-Za-z0-9._-]{1,200}\Z",
+    "Use 1 to 200 letters, digits, dots, underscores or hyphens.",
+    code="invalid_queue_name",
+)
+
+
+class AdminForm(forms.Form):
+    """Marks required fields the way the admin's stylesheet expects (bold labels)."""
+
+    required_css_class = "required"
+
+
+class QueueCreateForm(AdminForm):
+    """Name and kind of a new queue."""
+
+    name = forms.CharField(
+        max_length=200,
+        validators=[name_validator],
+        help_text="Letters, digits, “.”, “_” and “-”; up to 200 characters.",
+        widget=forms.TextInput(attrs={"autocomplete": "off", "spellcheck": "false"}),
+    )
+    kind = forms.ChoiceField(choices=KIND_CHOICES, initial="fifo")
+
+
+class QueueFilterForm(forms.Form):
+    """The list page's query string: a name prefix and the opaque cursor of the page to show."""
+
+    prefix = forms.CharField(required=False, max_length=200, label="Name starts with")
+    cursor = forms.CharField(required=False, widget=forms.HiddenInput)
+
+
+class BrowseForm(forms.Form):
+    """The queue page's query string: which end to read from and the cursor of the page."""
+
+    end = forms.ChoiceField(choices=END_CHOICES, required=False)
+    cursor = forms.CharField(required=False)
+
+    def clean_end(self) -> str:
+        return self.cleaned_data.get("end") or "min"
+
+
+class JSONValueField(forms.CharField):
+    """Text holding one JSON document; cleans to the parsed value (``null`` included).
+
+    Django's own ``forms.JSONField`` treats a parsed ``null`` as missing input; a queue item may
+    legitimately be ``null``, so only an empty text box counts as missing here.
+    """
+
+    widget = forms.Textarea
+
+    def clean(self, value: Any) -> Any:
+        text = value.strip() if isinstance(value, str) else value
+        if text in self.empty_values:
+            if self.required:
+                raise forms.ValidationError(self.error_messages["required"], code="required")
+            return None
+        try:
+            return json.loads(text, parse_constant=_reject_constant)
+        except ValueError as exc:
+            detail = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+            where = f" (line {exc.lineno}, column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else ""
+            raise forms.ValidationError(
+                "Enter valid JSON: %(detail)s%(where)s.",
+                code="invalid_json",
+                params={"detail": detail, "where": where},
+            ) from None
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not allowed in JSON")
+
+
+class PushForm(AdminForm):
+    """A value (as JSON) and, for priority queues, its priority."""
+
+    value = JSONValueField(
+        help_text="One JSON value, e.g. {\"task\": \"resize\", \"id\": 42}, \"text\", 7 or null.",
+        widget=forms.Textarea(attrs={"rows": 4, "cols": 60, "spellcheck": "false"}),
+    )
+    priority = forms.IntegerField(
+        initial=0,
+        min_value=PRIORITY_MIN,
+        max_value=PRIORITY_MAX,
+        help_text="A whole number from −2⁶³ to 2⁶³−1. Lower numbers sit at the min end.",
+    )
+
+    def __init__(self, *args: Any, kind: str = "priority", **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.kind = kind
+        if kind == "fifo":
+            # FIFO queues take priority 0 only: offering the field would only invite an error.
+            del self.fields["priority"]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        data.setdefault("priority", 0)
+        return data
+
+
+class EndForm(forms.Form):
+    """Which end to pop or peek from (the buttons post ``end=min`` or ``end=max``)."""
+
+    end = forms.ChoiceField(choices=END_CHOICES)
+
+
+class ConfirmForm(forms.Form):
+    """The hidden "yes, I'm sure" of a confirmation page, so a stray POST does nothing."""
+
+    confirm = forms.BooleanField(widget=forms.HiddenInput, initial=True)
+
+
+# Which form field a service error belongs to; others become errors of the whole form.
+_ERROR_FIELDS: dict[type[Exception], str] = {
+    exceptions.InvalidQueueName: "name",
+    exceptions.QueueAlreadyExists: "name",
+    exceptions.InvalidPriority: "priority",
+    exceptions.ValueTooLarge: "value",
+    exceptions.InvalidValue: "value",
+}
+
+
+def add_service_error(form: forms.Form, error: exceptions.QueueError) -> None:
+    """Attach a service error to the form field it concerns (or to the form as a whole)."""
+    field = None
+    for error_type, field_name in _ERROR_FIELDS.items():
+        if isinstance(error, error_type) and field_name in form.fields:
+            field = field_name
+            break
+    if field is None and isinstance(error, exceptions.WrongQueueKind) and "priority" in form.fields:
+        field = "priority"
+    form.add_error(field, forms.ValidationError(str(error), code=getattr(error, "code", "invalid")))

@@ -1,0 +1,351 @@
+"""The queue service: named FIFO queues and double-ended priority queues, as a FoundationDB layer.
+
+This is the Python API that views, commands and applications call. Every function takes a
+database *or* an open transaction first, like the functions of FoundationDB's recipes: given a
+database it runs in its own transaction, retried on conflicts; given a transaction it joins it
+and does not commit, so a caller can push to two queues and write its own keys atomically::
+
+    from django_fdbqueue import service
+    from django_fdbqueue.connection import get_database
+    from django_fdbqueue.fdbapi import transactional
+
+    db = get_database()
+    service.create_queue(db, "emails", kind="fifo")
+    service.enqueue(db, "emails", {"to": "ada@example.com"})
+    item = service.dequeue(db, "emails")           # Item(id=..., priority=0, value={...}, ...)
+
+    @transactional
+    def hand_over(tr, order_id):
+        service.push(tr, "billing", {"order": order_id}, priority=5)
+        service.push(tr, "shipping", {"order": order_id})
+        tr[b"my-app/" + order_id.encode()] = b"queued"   # all three, or none
+
+Data model
+==========
+
+All keys live under the app's root subspace (``FDBQUEUE["ROOT"]``, default ``("fdbqueue",)``);
+``keys.py`` has the exact layout. There are two parts.
+
+**The catalog**, ``root/"c"/name -> (kind, created_at, queue_id)``, ordered by name, so listing
+is one range read of a page's worth of keys however many queues exist. ``queue_id`` is 16
+random bytes chosen at creation, and all of a queue's data lives under ``root/"q"/queue_id``,
+not under its name: deleting a queue clears its catalog entry and its whole subspace in one
+transaction, and a queue later created with the same name gets a fresh id, so its items can
+never mix with leftovers of the old one. Every operation reads the catalog entry with an
+ordinary read, so an operation racing a delete or re-create of its queue conflicts and retries
+(and then sees the truth) instead of writing into a dead queue.
+
+**Items**, ``items/priority/versionstamp/enqueued_at/codec -> payload``. The recipe keys items
+by ``(priority, count, random)``: ``count`` (read with a snapshot read from the highest key of
+that priority, plus one) gives push order, and ``random`` keeps concurrent pushes that read the
+same count apart (they then tie-break randomly). We replace ``(count, random)`` with a single
+versionstamp, which FoundationDB fills in at commit time with the commit version, the position
+of the transaction in its commit batch, and our 2-byte per-transaction counter:
+
+* it is unique without randomness, and it increases in *commit* order, so items of one priority
+  come out exactly in the order their pushes committed (the recipe only approximates this:
+  concurrent pushes with the same count come out in random order);
+* a push reads nothing from the items at all (not even a snapshot read), so pushes never
+  conflict with each other or with pops; the only read is the catalog entry, which only
+  create/delete write.
+
+Several pushes in one transaction take user versions 0, 1, 2, ... (at most 65,536 per
+transaction), so they too keep their order.
+
+Because the key, not the value, carries the metadata (priority, push order, enqueue time and the
+name of the codec that encoded the value), the stored value is the encoded payload byte for
+byte, and the size limit is exactly FoundationDB's: 100,000 bytes encoded. Larger values are
+rejected with ``ValueTooLarge`` before anything is written (no chunking).
+
+**Order index**, ``order/versionstamp -> (priority, enqueued_at)``: the same items in push order
+across priorities, so the oldest item (and its age) is the first key, in constant time. Each
+pop clears both keys.
+
+**Counters**, ``counters/"size" | "pushed" | "popped"``: 8-byte little-endian integers changed
+only with the atomic ``add``, which adds no read conflict: pushes and pops of different items
+stay conflict-free, and statistics are three point reads plus three ``limit=1`` range reads
+(lowest and highest priority present, oldest item). ``clear`` removes the items and sets size to
+0 with blind writes; it does not count as popping.
+
+Pops
+====
+
+``pop_min`` is the recipe's: the first key (forward, ``limit=1``) of the items range, cleared.
+Its read conflict range reaches only up to that key, so pushes after it do not conflict; two
+pops that take the same item do, and one retries.
+
+``pop_max`` differs from the recipe on purpose. The recipe's reverse scan returns the *last* key,
+i.e. the newest item of the highest priority. Here both ends are first-in-first-out within a
+priority: ``pop_max`` returns the *earliest* item of the highest priority. It finds that
+priority with a snapshot reverse read (``limit=1``), adds a read conflict range covering
+everything above that priority ("nothing higher appeared"), then reads that priority's first
+item with an ordinary forward read. A concurrent push at the same priority lands after the item
+taken and does not conflict; a push at a higher priority does, and the pop retries and takes it.
+
+FIFO queues are priority queues whose items all have priority 0 and that are used from the
+``min`` end only; other priorities or the ``max`` end raise ``WrongQueueKind``.
+
+Ids, cursors and pending items
+==============================
+
+An item's ``id`` is the base64url (unpadded) of the tuple ``(priority, versionstamp)`` from its
+key: opaque, URL-safe, and stable for the item's life. Cursors are the same kind of token holding
+where a page ended (browse: end, priority, versionstamp; list: last name). They are positions,
+so they stay valid when the item they name is popped, and tokens that are not canonical ones
+this service produced raise ``InvalidCursor``.
+
+The versionstamp exists only after commit. So ``push`` given a *database* returns an ``Item``
+(it asks for ``tr.get_versionstamp()`` before committing and reads it after), while ``push``
+given an open *transaction* returns a :class:`PendingItem`: priority, value and enqueued_at at
+once, and ``id`` / ``result()`` once the caller has committed (before, they raise
+``ItemNotCommitted`` instead of blocking).
+
+Batches and limits
+==================
+
+``push_many`` validates and encodes every value first (one bad value: nothing written), then
+writes them in transactions of about 1 MB or 5,000 items (FoundationDB allows 10 MB and 65,536
+user versions per transaction, and advises staying near 1 MB). ``pop_many`` pops up to 1,000
+items or about 1 MB of values per transaction. Each transaction is atomic; a batch spanning
+several is not as a whole. Given an open transaction, both put everything in that transaction.
+
+Semantics worth knowing: a pop is at-most-once delivery (the item is gone when the pop
+commits); a push retried after ``commit_unknown_result`` may be stored twice (deduplication
+keys are a planned feature); pushes made in a transaction are not visible to reads in that same
+transaction (versionstamped keys are written at commit). Statistics reads are ordinary reads:
+inside your own read-write transaction they conflict with concurrent pushes and pops of that
+queue, which is what serializability asks for.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from django_fdbqueue import codecs
+from django_fdbqueue.exceptions import InvalidArgument
+from django_fdbqueue.fdbapi import is_transaction
+
+from . import catalog as _catalog
+from . import items as _items
+from . import keys as _keys
+from .items import MAX_PUSHES_PER_TRANSACTION, MAX_VALUE_BYTES
+from .records import Item, Page, PendingItem, QueueInfo
+
+LIMIT_MAX = 1000
+
+__all__ = [
+    "Item",
+    "PendingItem",
+    "QueueInfo",
+    "Page",
+    "MAX_VALUE_BYTES",
+    "create_queue",
+    "get_queue",
+    "queue_exists",
+    "delete_queue",
+    "list_queues",
+    "enqueue",
+    "dequeue",
+    "push",
+    "pop",
+    "pop_min",
+    "pop_max",
+    "peek",
+    "peek_min",
+    "peek_max",
+    "size",
+    "empty",
+    "clear",
+    "push_many",
+    "pop_many",
+    "browse",
+    "get_item",
+]
+
+Codec = codecs.Codec | str | None
+
+
+# --- catalog ---------------------------------------------------------------------------------
+
+
+def create_queue(db_or_tr: Any, name: str, kind: str = "fifo") -> QueueInfo:
+    """Create an empty queue; an existing name raises QueueAlreadyExists (never an overwrite)."""
+    _keys.check_name(name)
+    _keys.check_kind(kind)
+    return _catalog.create_queue(db_or_tr, name, kind)
+
+
+def get_queue(db_or_tr: Any, name: str) -> QueueInfo:
+    """The queue's kind and statistics (constant time); QueueNotFound if there is none."""
+    _keys.check_name(name)
+    return _catalog.get_queue(db_or_tr, name)
+
+
+def queue_exists(db_or_tr: Any, name: str) -> bool:
+    _keys.check_name(name)
+    return _catalog.queue_exists(db_or_tr, name)
+
+
+def delete_queue(db_or_tr: Any, name: str) -> None:
+    """Delete the queue and all its items in one transaction."""
+    _keys.check_name(name)
+    _catalog.delete_queue(db_or_tr, name)
+
+
+def list_queues(
+    db_or_tr: Any, *, prefix: str = "", cursor: str | None = None, limit: int = 50
+) -> Page[QueueInfo]:
+    """Queues ordered by name (byte order), ``limit`` per page, optionally those starting with ``prefix``."""
+    _keys.check_prefix(prefix)
+    limit = _keys.check_count(limit, "limit", minimum=1, maximum=LIMIT_MAX)
+    after = _keys.parse_list_cursor(cursor) if cursor is not None else None
+    return _catalog.list_queues(db_or_tr, prefix, after, limit)
+
+
+# --- pushing ---------------------------------------------------------------------------------
+
+
+def push(db_or_tr: Any, name: str, value: Any, priority: int = 0, *, codec: Codec = None) -> Item | PendingItem:
+    """Add ``value`` with ``priority``. Never conflicts with other pushes.
+
+    Given a database: the committed Item. Given an open transaction: a PendingItem whose id
+    resolves after the caller commits.
+    """
+    _keys.check_name(name)
+    prepared = _items.prepare(value, priority, codec)
+    (pending,) = _items.push_prepared(db_or_tr, name, [prepared])
+    return pending if is_transaction(db_or_tr) else pending.result()
+
+
+def enqueue(db_or_tr: Any, name: str, value: Any, *, codec: Codec = None) -> Item | PendingItem:
+    """FIFO spelling of ``push(..., priority=0)``."""
+    return push(db_or_tr, name, value, 0, codec=codec)
+
+
+def _split_pair(entry: Any) -> tuple[Any, Any]:
+    # Every 2-tuple is (value, priority), so a mistyped priority is an error rather than
+    # silently becoming part of the value; anything else is a value with priority 0.
+    # To push a pair itself as a value, use a list or wrap it: ((1, 2), 0).
+    if isinstance(entry, tuple) and len(entry) == 2:
+        return entry
+    return entry, 0
+
+
+def push_many(db_or_tr: Any, name: str, items: Iterable[Any], *, codec: Codec = None) -> list[Item | PendingItem]:
+    """Push many values, in order, in as few transactions as the limits allow.
+
+    ``items`` yields ``(value, priority)`` tuples or bare values (priority 0; a list is a value,
+    a 2-tuple is always a pair). Everything is
+    validated before the first write, so one bad value means nothing is written.
+    """
+    _keys.check_name(name)
+    if isinstance(items, (str, bytes, dict)):
+        raise InvalidArgument("items must be an iterable of values or (value, priority) pairs.")
+    prepared = [_items.prepare(*_split_pair(entry), codec) for entry in items]
+    if is_transaction(db_or_tr):
+        if len(prepared) > MAX_PUSHES_PER_TRANSACTION:
+            raise InvalidArgument(
+                f"At most {MAX_PUSHES_PER_TRANSACTION} items can be pushed in one transaction; "
+                "pass the database to let push_many split them."
+            )
+        return list(_items.push_prepared(db_or_tr, name, prepared))
+    results: list[Item | PendingItem] = []
+    for batch in _items.push_batches(prepared):
+        results.extend(p.result() for p in _items.push_prepared(db_or_tr, name, batch))
+    return results
+
+
+# --- popping and peeking -----------------------------------------------------------------------
+
+
+def pop(db_or_tr: Any, name: str, end: str = "min") -> Item | None:
+    """Remove and return the next item from ``end`` ("min" or "max"); None when empty."""
+    _keys.check_name(name)
+    _keys.check_end(end)
+    popped, _cut = _items.pop_n(db_or_tr, name, end, 1, None)
+    return popped[0] if popped else None
+
+
+def pop_min(db_or_tr: Any, name: str) -> Item | None:
+    """The earliest-pushed item of the lowest priority."""
+    return pop(db_or_tr, name, "min")
+
+
+def pop_max(db_or_tr: Any, name: str) -> Item | None:
+    """The earliest-pushed item of the highest priority (the recipe would give the latest)."""
+    return pop(db_or_tr, name, "max")
+
+
+def dequeue(db_or_tr: Any, name: str) -> Item | None:
+    """FIFO spelling of ``pop_min``."""
+    return pop(db_or_tr, name, "min")
+
+
+def peek(db_or_tr: Any, name: str, end: str = "min") -> Item | None:
+    """The item ``pop`` would return, without removing it."""
+    _keys.check_name(name)
+    _keys.check_end(end)
+    return _items.peek_one(db_or_tr, name, end)
+
+
+def peek_min(db_or_tr: Any, name: str) -> Item | None:
+    return peek(db_or_tr, name, "min")
+
+
+def peek_max(db_or_tr: Any, name: str) -> Item | None:
+    return peek(db_or_tr, name, "max")
+
+
+def pop_many(db_or_tr: Any, name: str, n: int, end: str = "min") -> list[Item]:
+    """Pop up to ``n`` items from ``end`` in pop order, in as few transactions as the limits allow."""
+    _keys.check_name(name)
+    _keys.check_end(end)
+    n = _keys.check_count(n, "n", minimum=1, maximum=None)
+    if is_transaction(db_or_tr):
+        return _items.pop_n(db_or_tr, name, end, n, None)[0]
+    popped: list[Item] = []
+    while len(popped) < n:
+        want = min(n - len(popped), _items.POP_BATCH_ITEMS)
+        batch, cut = _items.pop_n(db_or_tr, name, end, want, _items.BATCH_BYTES)
+        popped.extend(batch)
+        if len(batch) < want and not cut:
+            break  # the queue ran dry
+    return popped
+
+
+def browse(
+    db_or_tr: Any, name: str, *, end: str = "min", cursor: str | None = None, limit: int = 50
+) -> Page[Item]:
+    """A page of items in the order they would be popped from ``end``; nothing is removed."""
+    _keys.check_name(name)
+    _keys.check_end(end)
+    limit = _keys.check_count(limit, "limit", minimum=1, maximum=LIMIT_MAX)
+    after = _keys.parse_browse_cursor(cursor, end) if cursor is not None else None
+    return _items.browse_page(db_or_tr, name, end, after, limit)
+
+
+def get_item(db_or_tr: Any, name: str, item_id: str) -> Item | None:
+    """The item with this id if it is still queued (None once popped or cleared)."""
+    _keys.check_name(name)
+    priority, stamp = _keys.parse_item_id(item_id)
+    return _items.get_item(db_or_tr, name, priority, stamp)
+
+
+# --- size and clearing ---------------------------------------------------------------------------
+
+
+def size(db_or_tr: Any, name: str) -> int:
+    """Number of items (an atomic counter: one read)."""
+    _keys.check_name(name)
+    return _items.size(db_or_tr, name)
+
+
+def empty(db_or_tr: Any, name: str) -> bool:
+    _keys.check_name(name)
+    return _items.empty(db_or_tr, name)
+
+
+def clear(db_or_tr: Any, name: str) -> None:
+    """Remove every item (the queue itself stays)."""
+    _keys.check_name(name)
+    _items.clear(db_or_tr, name)

@@ -1,0 +1,168 @@
+"""The catalog of named queues (create, get, exists, delete, list) and per-queue statistics."""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from django_fdbqueue import connection
+from django_fdbqueue.exceptions import QueueAlreadyExists, QueueNotFound, WrongQueueKind
+from django_fdbqueue.fdbapi import fdb, transactional
+
+from . import keys
+from .records import Page, QueueInfo, now_micros, to_datetime
+
+QUEUE_ID_BYTES = 16
+LIST_LIMIT_MAX = 1000
+_COUNTER = struct.Struct("<q")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A catalog entry: what a queue is and where its data lives."""
+
+    name: str
+    kind: str
+    created_us: int
+    queue_id: bytes
+
+    def pack(self) -> bytes:
+        return fdb.tuple.pack((self.kind, self.created_us, self.queue_id))
+
+    @classmethod
+    def unpack(cls, name: str, raw: bytes) -> "Entry":
+        kind, created_us, queue_id = fdb.tuple.unpack(bytes(raw))
+        return cls(name, kind, created_us, queue_id)
+
+
+def root() -> Any:
+    """The app's root subspace, read at call time so settings overrides take effect."""
+    return connection.root_subspace()
+
+
+def counter_bytes(delta: int) -> bytes:
+    """The parameter of an atomic add: 8-byte little-endian two's complement."""
+    return _COUNTER.pack(delta)
+
+
+def read_counter(raw: Any) -> int:
+    if raw is None or not raw.present():
+        return 0
+    return _COUNTER.unpack(bytes(raw))[0]
+
+
+def first(result: Any) -> Any:
+    for kv in result:
+        return kv
+    return None
+
+
+def read_entry(tr: Any, root_space: Any, name: str) -> Entry | None:
+    """An ordinary (conflict-checked) read: a delete or re-create racing us makes us retry."""
+    raw = tr[keys.catalog_key(root_space, name)]
+    if not raw.present():
+        return None
+    return Entry.unpack(name, raw)
+
+
+def require(tr: Any, name: str, *, fifo_ok: bool = True) -> tuple[Entry, keys.QueueKeys]:
+    """The queue's entry and key layout, or QueueNotFound."""
+    root_space = root()
+    entry = read_entry(tr, root_space, name)
+    if entry is None:
+        raise QueueNotFound(f"No queue is named {name!r}.", name=name)
+    if not fifo_ok and entry.kind == "fifo":
+        raise WrongQueueKind(
+            f"{name!r} is a FIFO queue: it has one end (use dequeue/peek or end='min').", name=name
+        )
+    return entry, keys.QueueKeys(root_space, entry.queue_id)
+
+
+def info(tr: Any, entry: Entry, qk: keys.QueueKeys) -> QueueInfo:
+    """Statistics in constant time: three counters and the first/last keys of two ranges.
+
+    The reads are ordinary reads (serializable inside a caller's read-write transaction; a
+    read-only transaction never conflicts). All of them are issued before any is waited on.
+    """
+    size_f = tr[qk.counter(keys.SIZE)]
+    pushed_f = tr[qk.counter(keys.PUSHED)]
+    popped_f = tr[qk.counter(keys.POPPED)]
+    r = qk.items.range()
+    o = qk.order.range()
+    lowest = first(tr.get_range(r.start, r.stop, limit=1))
+    highest = first(tr.get_range(r.start, r.stop, limit=1, reverse=True))
+    oldest = first(tr.get_range(o.start, o.stop, limit=1))
+    oldest_at = None
+    if oldest is not None:
+        _priority, enqueued_us = fdb.tuple.unpack(bytes(oldest.value))
+        oldest_at = to_datetime(enqueued_us)
+    return QueueInfo(
+        name=entry.name,
+        kind=entry.kind,
+        size=read_counter(size_f),
+        pushed=read_counter(pushed_f),
+        popped=read_counter(popped_f),
+        min_priority=qk.items.unpack(bytes(lowest.key))[0] if lowest is not None else None,
+        max_priority=qk.items.unpack(bytes(highest.key))[0] if highest is not None else None,
+        oldest_enqueued_at=oldest_at,
+        created_at=to_datetime(entry.created_us),
+    )
+
+
+# --- public operations (wrapped by the package) ------------------------------------------------
+
+
+@transactional
+def create_queue(tr: Any, name: str, kind: str) -> QueueInfo:
+    root_space = root()
+    if read_entry(tr, root_space, name) is not None:
+        raise QueueAlreadyExists(f"A queue named {name!r} already exists.", name=name)
+    # A fresh random id per queue: its data never meets the data of an earlier queue of this name.
+    entry = Entry(name, kind, now_micros(), os.urandom(QUEUE_ID_BYTES))
+    tr[keys.catalog_key(root_space, name)] = entry.pack()
+    return QueueInfo(name, kind, 0, 0, 0, None, None, None, to_datetime(entry.created_us))
+
+
+@transactional
+def get_queue(tr: Any, name: str) -> QueueInfo:
+    entry, qk = require(tr, name)
+    return info(tr, entry, qk)
+
+
+@transactional
+def queue_exists(tr: Any, name: str) -> bool:
+    return read_entry(tr, root(), name) is not None
+
+
+@transactional
+def delete_queue(tr: Any, name: str) -> None:
+    entry, qk = require(tr, name)
+    del tr[keys.catalog_key(qk.root, name)]
+    space = qk.space.range()
+    tr.clear_range(space.start, space.stop)
+
+
+@transactional
+def list_queues(tr: Any, prefix: str, after: str | None, limit: int) -> Page[QueueInfo]:
+    """One range read of the catalog (limit + 1 rows, to know whether a next page exists)."""
+    root_space = root()
+    cat = keys.catalog(root_space)
+    # Names are ASCII and tuple-encoded as b"\x02" + name + b"\x00": every name starting with
+    # `prefix` lies in [b"\x02" + prefix, b"\x02" + prefix + b"\xff").
+    begin = cat.key() + b"\x02" + prefix.encode("ascii")
+    end = begin + b"\xff"
+    if after is not None:
+        begin = max(begin, cat.pack((after,)) + b"\x00")
+    if begin >= end:
+        return Page([], None)
+    rows = list(tr.get_range(begin, end, limit=limit + 1))
+    infos = []
+    for kv in rows[:limit]:
+        (name,) = cat.unpack(bytes(kv.key))
+        entry = Entry.unpack(name, kv.value)
+        infos.append(info(tr, entry, keys.QueueKeys(root_space, entry.queue_id)))
+    next_cursor = keys.list_cursor(infos[-1].name) if len(rows) > limit else None
+    return Page(infos, next_cursor)
+

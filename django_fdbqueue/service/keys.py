@@ -1,0 +1,237 @@
+"""The key layout of the queue layer, and the opaque tokens (item ids, cursors) built from keys.
+
+Everything the service writes lives under the app's root subspace (``FDBQUEUE["ROOT"]``)::
+
+    root / "c" / name                              -> (kind, created_at_us, queue_id)   catalog
+    root / "q" / queue_id / "i" / priority / vs / enqueued_at_us / codec -> payload     items
+    root / "q" / queue_id / "o" / vs               -> (priority, enqueued_at_us)        push order
+    root / "q" / queue_id / "n" / counter          -> 8-byte little-endian int          counters
+
+``vs`` is a 12-byte tuple-layer versionstamp (commit version + batch order + user version). The
+one-letter names keep keys short, since every item key repeats them. Per-queue letters reserved
+for later features, so they can be added without moving existing data: "l" leases, "d" delayed
+items, "x" dead letters, "k" deduplication keys, "r" staged pop requests, "w" wake-up key for
+watches, "m" per-queue metadata. See the package docstring for why the layout is what it is.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+import struct
+from dataclasses import dataclass
+from functools import cached_property
+
+from django_fdbqueue.exceptions import InvalidArgument, InvalidCursor, InvalidQueueName, InvalidPriority
+from django_fdbqueue.fdbapi import fdb
+
+CATALOG = "c"
+QUEUES = "q"
+ITEMS = "i"
+ORDER = "o"
+COUNTERS = "n"
+RESERVED = ("l", "d", "x", "k", "r", "w", "m")
+
+SIZE = "size"
+PUSHED = "pushed"
+POPPED = "popped"
+
+KINDS = ("fifo", "priority")
+ENDS = ("min", "max")
+NAME_MAX_LENGTH = 200
+_NAME_RE = re.compile(r"[A-Za-z0-9._-]{1,%d}" % NAME_MAX_LENGTH)
+PRIORITY_MIN = -(2**63)
+PRIORITY_MAX = 2**63 - 1
+_TOKEN_RE = re.compile(r"[A-Za-z0-9_-]+")
+# Tags inside the tokens: an item id can never be accepted as a cursor, or one kind of cursor as another.
+_BROWSE_TAG = "b"
+_LIST_TAG = "l"
+
+
+# --- validation -----------------------------------------------------------------------------
+
+
+def check_name(name: object) -> str:
+    """Queue names are short, URL-safe and unambiguous: they appear in keys and in URLs."""
+    if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
+        shown = name if isinstance(name, str) and len(name) <= 60 else None
+        raise InvalidQueueName(
+            "Queue names are 1 to 200 characters of letters, digits, '.', '_' and '-'"
+            + (f"; got {shown!r}." if shown is not None else "."),
+            name=shown,
+        )
+    return name
+
+
+def check_prefix(prefix: object) -> str:
+    """A listing prefix is the start of a possible name (or empty for all names)."""
+    if not isinstance(prefix, str) or (prefix and not _NAME_RE.fullmatch(prefix)):
+        raise InvalidArgument(
+            "prefix must be empty or the start of a queue name (letters, digits, '.', '_', '-')."
+        )
+    return prefix
+
+
+def check_priority(priority: object) -> int:
+    """A signed 64-bit integer: what FoundationDB's other bindings can read back without loss."""
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise InvalidPriority(
+            f"A priority must be an integer, not {type(priority).__name__}.", priority=None
+        )
+    if not PRIORITY_MIN <= priority <= PRIORITY_MAX:
+        raise InvalidPriority(
+            "A priority must be between -2**63 and 2**63 - 1.", priority=str(priority)
+        )
+    return int(priority)
+
+
+def check_kind(kind: object) -> str:
+    if kind not in KINDS:
+        raise InvalidArgument(f"kind must be 'fifo' or 'priority', not {kind!r}.", kind=str(kind))
+    return kind  # type: ignore[return-value]
+
+
+def check_end(end: object) -> str:
+    if end not in ENDS:
+        raise InvalidArgument(f"end must be 'min' or 'max', not {end!r}.", end=str(end))
+    return end  # type: ignore[return-value]
+
+
+def check_count(value: object, what: str, *, minimum: int, maximum: int | None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgument(f"{what} must be an integer.")
+    if value < minimum or (maximum is not None and value > maximum):
+        upper = f" and at most {maximum}" if maximum is not None else ""
+        raise InvalidArgument(f"{what} must be at least {minimum}{upper}; got {value}.")
+    return value
+
+
+# --- the layout -----------------------------------------------------------------------------
+
+
+def catalog(root: fdb.Subspace) -> fdb.Subspace:
+    return root[CATALOG]
+
+
+def catalog_key(root: fdb.Subspace, name: str) -> bytes:
+    return root[CATALOG].pack((name,))
+
+
+@dataclass(frozen=True)
+class QueueKeys:
+    """The subspaces of one queue's data, addressed by its id (never its name).
+
+    Because data hangs off an id chosen at creation, deleting a queue and creating another with
+    the same name can never mix their items, even if a straggling writer raced the delete.
+    """
+
+    root: fdb.Subspace
+    queue_id: bytes
+
+    @cached_property
+    def space(self) -> fdb.Subspace:
+        return self.root[QUEUES][self.queue_id]
+
+    @cached_property
+    def items(self) -> fdb.Subspace:
+        return self.space[ITEMS]
+
+    @cached_property
+    def order(self) -> fdb.Subspace:
+        return self.space[ORDER]
+
+    @cached_property
+    def counters(self) -> fdb.Subspace:
+        return self.space[COUNTERS]
+
+    def counter(self, which: str) -> bytes:
+        return self.counters.pack((which,))
+
+    def item_prefix(self, priority: int, stamp: fdb.tuple.Versionstamp) -> bytes:
+        """Every item key of (priority, stamp) starts with this; the rest is metadata."""
+        return self.items.pack((priority, stamp))
+
+    def priority_range(self, priority: int) -> slice:
+        return self.items.range((priority,))
+
+
+# --- tokens ---------------------------------------------------------------------------------
+
+
+def _encode_token(packed: bytes) -> str:
+    return base64.urlsafe_b64encode(packed).rstrip(b"=").decode("ascii")
+
+
+def _decode_token(token: object) -> tuple | None:
+    """The tuple inside a token, or None when it is not a canonical token of ours."""
+    if not isinstance(token, str) or len(token) > 2000 or not _TOKEN_RE.fullmatch(token):
+        return None
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        if _encode_token(raw) != token:  # one spelling per token: ids are compared as strings
+            return None
+        return fdb.tuple.unpack(raw)
+    except (binascii.Error, ValueError, TypeError, IndexError, KeyError, struct.error):
+        return None
+
+
+def _is_stamp(value: object) -> bool:
+    return isinstance(value, fdb.tuple.Versionstamp) and value.is_complete()
+
+
+def _is_priority(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and PRIORITY_MIN <= value <= PRIORITY_MAX
+
+
+def item_id(priority: int, stamp: fdb.tuple.Versionstamp) -> str:
+    """The opaque id of an item: its place in the queue, which never changes while it exists."""
+    return _encode_token(fdb.tuple.pack((priority, stamp)))
+
+
+def parse_item_id(token: object) -> tuple[int, fdb.tuple.Versionstamp]:
+    parts = _decode_token(token)
+    if parts is None or len(parts) != 2 or not _is_priority(parts[0]) or not _is_stamp(parts[1]):
+        raise InvalidArgument("This is not an item id handed out by this service.", item_id=None)
+    return parts[0], parts[1]
+
+
+def browse_cursor(end: str, priority: int, stamp: fdb.tuple.Versionstamp) -> str:
+    """Where the next page starts: just after this item, walking from ``end``."""
+    return _encode_token(fdb.tuple.pack((_BROWSE_TAG, end, priority, stamp)))
+
+
+def parse_browse_cursor(token: object, end: str) -> tuple[int, fdb.tuple.Versionstamp]:
+    parts = _decode_token(token)
+    if (
+        parts is None
+        or len(parts) != 4
+        or parts[0] != _BROWSE_TAG
+        or not _is_priority(parts[2])
+        or not _is_stamp(parts[3])
+    ):
+        raise InvalidCursor()
+    if parts[1] != end:
+        raise InvalidCursor(
+            f"This cursor continues a listing from the {parts[1]!r} end; pass end={parts[1]!r} "
+            "or start again without a cursor."
+        )
+    return parts[2], parts[3]
+
+
+def list_cursor(last_name: str) -> str:
+    return _encode_token(fdb.tuple.pack((_LIST_TAG, last_name)))
+
+
+def parse_list_cursor(token: object) -> str:
+    parts = _decode_token(token)
+    if (
+        parts is None
+        or len(parts) != 2
+        or parts[0] != _LIST_TAG
+        or not isinstance(parts[1], str)
+        or not _NAME_RE.fullmatch(parts[1])
+    ):
+        raise InvalidCursor()
+    return parts[1]
+

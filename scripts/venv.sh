@@ -1,0 +1,44 @@
+# Sourced by scripts/demo and scripts/test: find Python 3.11+ and make the project's .venv.
+# Not meant to be run on its own.
+
+# Print the command to run for a Python interpreter of version 3.11 or later (PYTHON overrides).
+find_python() {
+    local candidate
+    for candidate in ${PYTHON:-} python3.13 python3.12 python3.11 python3; do
+        if command -v "$candidate" >/dev/null 2>&1 &&
+            "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+            echo "$candidate"
+            return 0
+        fi
+    done
+    echo "error: Python 3.11 or later is needed (on Debian 12: apt-get install python3 python3-venv)" >&2
+    return 1
+}
+
+# Create $VENV (REPO/.venv) unless it already holds a working interpreter.
+ensure_venv() {
+    if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c 'import pip' >/dev/null 2>&1; then
+        return 0
+    fi
+    local python
+    python="$(find_python)"
+    rm -rf "$VENV"
+    if ! "$python" -m venv "$VENV" 2>/dev/null; then
+        # Debian ships venv's pip bootstrap separately.
+        if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+            echo "Installing Debian's python3-venv ..."
+            DEBIAN_FRONTEND=noninteractive apt-get update -qq
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
+            rm -rf "$VENV"
+            "$python" -m venv "$VENV"
+        else
+            echo "error: '$python -m venv' failed; install your system's venv package (Debian: sudo apt-get install python3-venv)" >&2
+            return 1
+        fi
+    fi
+}
+
+# pip install into the venv, quietly unless something goes wrong.
+venv_pip_install() {
+    PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1 "$VENV/bin/python" -m pip install --quiet "$@"
+}

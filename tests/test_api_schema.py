@@ -1,0 +1,158 @@
+"""The OpenAPI schema of the queue API: valid OpenAPI 3, and faithful to the routes and responses."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from openapi_spec_validator import validate
+
+pytestmark = pytest.mark.django_db
+
+# Every operation's documented status codes (beyond these, none): success codes and the errors of
+# the issue's table, plus authentication (401/403) and database unavailability (503) everywhere.
+COMMON = {"401", "403", "503"}
+EXPECTED = {
+    ("/api/queues/", "get"): {"200", "400"},
+    ("/api/queues/", "post"): {"201", "400", "409", "413"},
+    ("/api/queues/{name}/", "get"): {"200", "404"},
+    ("/api/queues/{name}/", "delete"): {"204", "404"},
+    ("/api/queues/{name}/push/", "post"): {"201", "400", "404", "413"},
+    ("/api/queues/{name}/pop/", "post"): {"200", "204", "400", "404"},
+    ("/api/queues/{name}/peek/", "get"): {"200", "204", "400", "404"},
+    ("/api/queues/{name}/items/", "get"): {"200", "400", "404"},
+    ("/api/queues/{name}/clear/", "post"): {"204", "404"},
+}
+QUERY = {
+    ("/api/queues/", "get"): {"cursor", "limit", "prefix"},
+    ("/api/queues/{name}/pop/", "post"): {"end"},
+    ("/api/queues/{name}/peek/", "get"): {"end"},
+    ("/api/queues/{name}/items/", "get"): {"end", "cursor", "limit"},
+}
+
+
+@pytest.fixture(scope="module")
+def schema() -> dict:
+    from drf_spectacular.generators import SchemaGenerator
+
+    return SchemaGenerator().get_schema(request=None, public=True)
+
+
+def resolve(schema: dict, node: dict) -> dict:
+    while "$ref" in node:
+        name = node["$ref"].rsplit("/", 1)[-1]
+        node = schema["components"]["schemas"][name]
+    return node
+
+
+def router_operations() -> set[tuple[str, str]]:
+    """(OpenAPI path, method) of every route the API's router serves, read from its URL patterns."""
+    from django_fdbqueue.api.urls import router
+
+    operations = set()
+    for pattern in router.urls:
+        actions = getattr(pattern.callback, "actions", None)
+        if not actions:  # the browsable API root, not an operation
+            continue
+        regex = pattern.pattern.regex.pattern.lstrip("^").rstrip("$")
+        path = "/api/" + re.sub(r"\(\?P<(\w+)>[^)]*\)", r"{\1}", regex)
+        # HEAD comes free with GET; OpenAPI documents GET only.
+        operations |= {(path, method) for method in actions if method != "head"}
+    return operations
+
+
+def test_schema_is_valid_openapi(schema):
+    assert schema["openapi"].startswith("3.")
+    validate(schema)
+
+
+def test_schema_endpoint_serves_the_same_valid_schema(client):
+    response = client.get("/api/schema/?format=json")
+    assert response.status_code == 200
+    served = response.json()
+    validate(served)
+    assert {p for p in served["paths"] if p.startswith("/api/queues")} == {p for p, _ in EXPECTED}
+
+
+def test_operations_match_the_routes(schema):
+    documented = {
+        (path, method)
+        for path, item in schema["paths"].items()
+        for method in item
+        if method in {"get", "post", "put", "patch", "delete"} and path != "/api/schema/"
+    }
+    assert router_operations() == set(EXPECTED)
+    assert documented == set(EXPECTED)
+
+
+@pytest.mark.parametrize(("path", "method"), sorted(EXPECTED))
+def test_operation_documents_its_status_codes(schema, path, method):
+    responses = schema["paths"][path][method]["responses"]
+    assert set(responses) == EXPECTED[(path, method)] | COMMON
+
+
+@pytest.mark.parametrize(("path", "method"), sorted(EXPECTED))
+def test_error_responses_are_json_with_detail_and_code(schema, path, method):
+    for code, response in schema["paths"][path][method]["responses"].items():
+        if int(code) < 400:
+            continue
+        body = resolve(schema, response["content"]["application/json"]["schema"])
+        assert {"detail", "code"} <= set(body["required"]), (path, method, code)
+        if code == "503":
+            assert "Retry-After" in response["headers"]
+
+
+@pytest.mark.parametrize(("path", "method"), sorted(EXPECTED))
+def test_no_content_responses_have_no_body(schema, path, method):
+    responses = schema["paths"][path][method]["responses"]
+    if "204" in responses:
+        assert "content" not in responses["204"]
+
+
+@pytest.mark.parametrize(("path", "method"), sorted(EXPECTED))
+def test_query_parameters(schema, path, method):
+    parameters = schema["paths"][path][method].get("parameters", [])
+    query = {p["name"] for p in parameters if p["in"] == "query"}
+    assert query == QUERY.get((path, method), set())
+    for p in parameters:
+        if p["in"] == "path":
+            assert p["name"] == "name" and p["schema"]["type"] == "string"
+            assert p["schema"]["pattern"]
+
+
+def test_limit_maximum_is_500(schema):
+    for path in ("/api/queues/", "/api/queues/{name}/items/"):
+        (limit,) = [p for p in schema["paths"][path]["get"]["parameters"] if p["name"] == "limit"]
+        assert limit["schema"]["maximum"] == 500
+
+
+def test_response_bodies(schema):
+    def body(path, method, code):
+        response = schema["paths"][path][method]["responses"][code]
+        return resolve(schema, response["content"]["application/json"]["schema"])
+
+    queue = body("/api/queues/{name}/", "get", "200")
+    assert set(queue["properties"]) == {
+        "name", "kind", "size", "pushed", "popped", "min_priority", "max_priority", "oldest_age_seconds", "url",
+    }
+    item = body("/api/queues/{name}/peek/", "get", "200")
+    assert set(item["properties"]) == {"id", "priority", "value", "enqueued_at"}
+    assert item["properties"]["enqueued_at"]["format"] == "date-time"
+    for path in ("/api/queues/", "/api/queues/{name}/items/"):
+        page = body(path, "get", "200")
+        assert page["type"] == "object" and set(page["properties"]) == {"next", "results"}
+        assert page["properties"]["results"]["type"] == "array"
+    pushed = body("/api/queues/{name}/push/", "post", "201")
+    assert len(pushed["oneOf"]) == 2
+    request = schema["paths"]["/api/queues/{name}/push/"]["post"]["requestBody"]["content"]["application/json"]
+    assert len(resolve(schema, request["schema"])["oneOf"]) == 2
+
+
+def test_schema_generation_emits_no_warnings(capsys):
+    from drf_spectacular.drainage import GENERATOR_STATS
+    from drf_spectacular.generators import SchemaGenerator
+
+    GENERATOR_STATS.reset()
+    SchemaGenerator().get_schema(request=None, public=True)
+    err = capsys.readouterr().err
+    assert "fdbqueue" not in err.lower() and "queue" not in err.lower(), err
