@@ -15,8 +15,9 @@ import pytest
 
 from django_fdbqueue import codecs, exceptions, service
 from django_fdbqueue.connection import root_subspace
-from django_fdbqueue.fdbapi import FDBError, transactional
+from django_fdbqueue.fdbapi import FDBError, fdb, transactional
 from django_fdbqueue.service import items as service_items
+from django_fdbqueue.service.keys import item_id
 
 URL_SAFE = re.compile(r"[A-Za-z0-9_-]+")
 
@@ -154,6 +155,7 @@ OPERATIONS_ON_A_QUEUE = [
     ("push_many", (["a", "b"],)),
     ("pop_many", (3,)),
     ("browse", ()),
+    ("get_item", (item_id(0, fdb.tuple.Versionstamp(b"\x00" * 10, 0)),)),
 ]
 
 
@@ -881,3 +883,12 @@ def test_retried_transaction_restarts_user_versions(settings, tmp_path):
         assert [p.id for p in pending] == [i.id for i in popped]
     finally:
         connection.reset_database()
+
+
+def test_one_transaction_holds_at_most_65536_pushes(fdbqueue_db, pq):
+    tr = fdbqueue_db.create_transaction()
+    with pytest.raises(exceptions.InvalidArgument) as caught:
+        service.push_many(tr, pq, range(65_537))
+    assert "65536" in caught.value.message
+    tr.reset()
+    assert service.size(fdbqueue_db, pq) == 0

@@ -13,7 +13,6 @@ import threading
 from collections import defaultdict
 from typing import Any
 
-import pytest
 from django.conf import settings as django_settings
 
 from django_fdbqueue import service
@@ -93,7 +92,7 @@ def check_exactly_once_in_order(pushed_ids: list[str], popped: list[tuple], prod
 def test_threads_push_and_pop_one_queue(fdbqueue_db):
     name = "shared"
     service.create_queue(fdbqueue_db, name, kind="priority")
-    producers, consumers, per_producer = 4, 4, 30
+    producers, consumers, per_producer = 4, 4, 50
     barrier = threading.Barrier(producers + consumers, timeout=30)
     producers_done = threading.Event()
     pushed: list[list[str]] = [[] for _ in range(producers)]

@@ -82,6 +82,12 @@ everything above that priority ("nothing higher appeared"), then reads that prio
 item with an ordinary forward read. A concurrent push at the same priority lands after the item
 taken and does not conflict; a push at a higher priority does, and the pop retries and takes it.
 
+One conservative exception comes from FoundationDB itself: since a versionstamped key is unknown
+until commit, the client reserves for it every key from (its read version, 0) upwards. A push
+whose read version *equals* the commit version of the item being popped (nothing else committed
+in between, typical of an idle database) can therefore conflict with that pop at the same
+priority; the pop retries. Both engines behave alike here.
+
 FIFO queues are priority queues whose items all have priority 0 and that are used from the
 ``min`` end only; other priorities or the ``max`` end raise ``WrongQueueKind``.
 
