@@ -15,7 +15,6 @@ import struct
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -401,26 +400,14 @@ def test_retry_limit_zero_means_no_retry(open_db):
     expect_error(COMMIT_UNKNOWN_RESULT, lambda: tr.on_error(FDBError(COMMIT_UNKNOWN_RESULT)).wait())
 
 
-def _poll_until_timed_out(tr: Any) -> FDBError:
-    deadline = time.monotonic() + WAIT
-    while True:
-        try:
-            tr[key("a")].present()
-        except FDBError as error:
-            return error
-        assert time.monotonic() < deadline, "the transaction never timed out"
-        time.sleep(0.02)  # polling interval while waiting for the timeout to pass
-
-
 def test_timeout_expires_the_transaction_with_1031(open_db):
     """timeout=0.2 s: later operations and commit fail with 1031, on_error re-raises it, reset revives."""
-    database = open_db(timeout=0.2)
+    clock = FakeClock()
+    database = open_db(timeout=0.2, clock=clock)
     tr = database.create_transaction()
-    started = time.monotonic()
-    error = _poll_until_timed_out(tr)
-    assert error.code == TRANSACTION_TIMED_OUT
-    assert time.monotonic() - started >= 0.15
-
+    assert tr[key("a")] == None  # noqa: E711 - alive at first
+    clock.advance(0.25)
+    error = expect_error(TRANSACTION_TIMED_OUT, lambda: tr[key("a")].present())
 
     def write_and_commit() -> None:
         tr[key("a")] = b"x"  # the binding defers this error to commit; raising here is fine too
@@ -437,29 +424,31 @@ def test_timeout_expires_the_transaction_with_1031(open_db):
 
 def test_timeout_is_not_restarted_by_on_error_and_bounds_retry_loops(open_db):
     """Since API 610 the timeout spans on_error retries: an always-conflicting loop ends with 1031."""
-    database = open_db(timeout=0.3)
-    deadline = time.monotonic() + WAIT
+    clock = FakeClock()
+    database = open_db(timeout=0.3, clock=clock)
     attempts = 0
 
     @transactional
     def always_conflicts(tr) -> None:
         nonlocal attempts
         attempts += 1
-        if time.monotonic() > deadline:
+        if attempts > 100:
             raise RuntimeError("the timeout never ended the retry loop")
         tr[key("a")].present()
+        clock.advance(0.1)  # each attempt takes a tenth of a second
         raise FDBError(NOT_COMMITTED)
 
     expect_error(TRANSACTION_TIMED_OUT, lambda: always_conflicts(database))
-    assert attempts >= 2
+    assert 2 <= attempts <= 4
 
 
 def test_no_timeout_by_default(open_db):
-    """Without timeout a transaction lives until its read version is too old (well past 0.3 s here)."""
-    database = open_db()
+    """Without timeout a transaction lives until its read version is too old (4.9 s here)."""
+    clock = FakeClock()
+    database = open_db(clock=clock)
     tr = database.create_transaction()
     tr.get_read_version().wait()
-    time.sleep(0.3)  # the behaviour under test is the passage of time
+    clock.advance(4.9)
     assert tr[key("a")] == None  # noqa: E711
 
 
