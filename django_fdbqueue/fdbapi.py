@@ -180,8 +180,16 @@ else:
 
 
 def make_error(code: int) -> Exception:
-    """Build the process's one FDBError type for `code` (used by the embedded engine)."""
-    return FDBError(code)
+    """Build the process's one FDBError type for `code` (used by the embedded engine).
+
+    The binding's FDBError asks the C library for its description, which only works once an
+    API version is selected; until then (the embedded engine on a machine that also has the
+    client library) we give it ours.
+    """
+    error = FDBError(code)
+    if _impl is not None and not fdb.is_api_version_selected():
+        error._description = _DESCRIPTIONS.get(code, "Unknown error")  # type: ignore[attr-defined]
+    return error
 
 
 def _defuse_versionstamp_trap() -> None:

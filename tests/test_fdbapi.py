@@ -402,3 +402,27 @@ def test_versionstamp_from_get_versionstamp_packs_in_this_process(embedded_db):
     stamp = bytes(future.wait())
     packed = fdb.tuple.pack((fdb.tuple.Versionstamp(stamp, 1),))
     assert packed == b"\x33" + stamp + struct.pack(">H", 1)
+
+
+def test_engine_errors_carry_a_description_while_no_api_version_is_selected(monkeypatch):
+    """With libfdb_c loaded but unselected, the binding's FDBError cannot describe itself: we do."""
+
+    class BindingStyleError(Exception):
+        """Shaped like fdb.impl.FDBError: the description comes from the C library on demand."""
+
+        def __init__(self, code):
+            self.code = code
+            self._description = None
+
+        @property
+        def description(self):
+            if not self._description:
+                raise AssertionError("asked the C library before fdb.api_version()")
+            return self._description
+
+    monkeypatch.setattr(fdbapi, "_impl", object())
+    monkeypatch.setattr(fdbapi, "FDBError", BindingStyleError)
+    error = fdbapi.make_error(1020)
+    assert isinstance(error, BindingStyleError)
+    assert error.code == 1020
+    assert error.description == "Transaction not committed due to conflict with another transaction"
