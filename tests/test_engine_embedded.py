@@ -798,3 +798,15 @@ def test_concurrent_processes_increments_are_serializable(spawn, tmp_path, embed
     replies = [a.receive(), b.receive()]
     assert all("code" not in reply for reply in replies), replies
     assert from_le64(embedded_db[counter]) == 3 * per_worker
+
+
+def test_range_iteration_cannot_outlive_its_transactions_snapshot(embedded_db):
+    """A range iterator resumed after its transaction committed fails (1025) instead of reading another snapshot."""
+    for index in range(3):
+        embedded_db[key("r%d" % index)] = b"v"
+    tr = embedded_db.create_transaction()
+    rows = iter(tr.get_range(key("r"), key("s")))
+    assert next(rows).key == key("r0")
+    tr[key("other")] = b"x"
+    tr.commit().wait()
+    expect_error(1025, lambda: next(rows))

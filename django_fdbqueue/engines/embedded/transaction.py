@@ -348,8 +348,9 @@ class Transaction(_ReadView):
         local = self._cache.keys_between(begin, end)
         if reverse:
             local.reverse()
+        snapshot_conn = self._conn
         stored = self._storage.scan(
-            self._conn, begin, end, reverse, batch=max(1, min(limit or 100, 10_000))  # type: ignore[arg-type]
+            snapshot_conn, begin, end, reverse, batch=max(1, min(limit or 100, 10_000))  # type: ignore[arg-type]
         )
         ahead = lambda a, b: a > b if reverse else a < b  # noqa: E731
         row = next(stored, None)
@@ -357,6 +358,9 @@ class Transaction(_ReadView):
         while row is not None or index < len(local):
             self._check_usable()
             self._check_age()
+            if self._conn is not snapshot_conn:
+                # Committed, reset or retried since the read began: its snapshot is gone.
+                raise make_error(ErrorCode.TRANSACTION_CANCELLED)
             mine = local[index] if index < len(local) else None
             if mine is None or (row is not None and ahead(row[0], mine)):
                 key, value = row  # type: ignore[misc]
