@@ -54,9 +54,11 @@ class ErrorCode:
     COMMIT_UNKNOWN_RESULT = 1021
     TRANSACTION_CANCELLED = 1025
     TRANSACTION_TIMED_OUT = 1031
+    TOO_MANY_WATCHES = 1032
     ACCESSED_UNREADABLE = 1036
     PROCESS_BEHIND = 1037
     DATABASE_LOCKED = 1038
+    OPERATION_CANCELLED = 1101
     CLIENT_INVALID_OPERATION = 2000
     KEY_OUTSIDE_LEGAL_RANGE = 2004
     INVERTED_RANGE = 2005
@@ -91,9 +93,11 @@ _DESCRIPTIONS = {
     1021: "Transaction may or may not have committed",
     1025: "Operation aborted because the transaction was cancelled",
     1031: "Operation aborted because the transaction timed out",
+    1032: "Too many watches currently set",
     1036: "Read or wrote an unreadable key",
     1037: "Storage process does not have recent mutations",
     1038: "Database is locked",
+    1101: "Asynchronous operation cancelled",
     2000: "Invalid API call",
     2004: "Key outside legal range",
     2005: "Range begin key larger than end key",

@@ -1328,3 +1328,69 @@ def test_read_six_seconds_after_read_version_fails_1007_on_cluster(cluster_datab
     error = expect_error(TRANSACTION_TOO_OLD, lambda: tr[key].present())
     tr.on_error(error).wait()
     assert not tr[key].present()
+
+
+# --------------------------------------------------------------------------- watches
+
+WATCH_WAIT = 30.0
+
+
+def wait_ready(future: Any, timeout: float = WATCH_WAIT) -> bool:
+    """Wait (bounded) for a watch through on_ready, the binding's non-blocking hook."""
+    ready = threading.Event()
+    future.on_ready(lambda _f: ready.set())
+    return ready.wait(timeout)
+
+
+def test_watch_fires_when_another_transaction_changes_the_key(db, k):
+    """A watch set in a committed transaction fires when a later transaction changes the key."""
+    fill(db, {k("w"): b"before"})
+    tr = db.create_transaction()
+    assert tr[k("w")] == b"before"
+    watch = tr.watch(k("w"))
+    tr.commit().wait()
+    db[k("w")] = b"after"
+    assert wait_ready(watch), "the watch did not fire after the key changed"
+    watch.wait()  # ready: returns without raising
+
+
+def test_watch_on_a_missing_key_fires_when_it_is_created(db, k):
+    """Watching an absent key: its creation is a change."""
+    tr = db.create_transaction()
+    watch = tr.watch(k("born"))
+    tr.commit().wait()
+    db[k("born")] = b"here"
+    assert wait_ready(watch)
+
+
+def test_watch_compares_against_the_watching_transactions_own_write(db, k):
+    """A writer's watch starts from the value it wrote, and fires when someone else changes it."""
+    tr = db.create_transaction()
+    tr[k("mine")] = b"written"
+    watch = tr.watch(k("mine"))
+    tr.commit().wait()
+    del db[k("mine")]
+    assert wait_ready(watch)
+
+
+def test_watch_of_a_transaction_that_fails_to_commit_carries_the_commit_error(db, k):
+    """If the watching transaction does not commit, its watch fails with the commit's error."""
+    fill(db, {k("x"): b"0"})
+    tr = db.create_transaction()
+    tr[k("x")].wait()
+    watch = tr.watch(k("x"))
+    db[k("x")] = b"1"  # makes tr's read stale
+    tr[k("y")] = b"write"
+    expect_error(NOT_COMMITTED, lambda: tr.commit().wait())
+    assert wait_ready(watch)
+    expect_error(NOT_COMMITTED, watch.wait)
+
+
+def test_cancelled_watch_raises_operation_cancelled(db, k):
+    """cancel() ends a waiting watch with 1101 (operation_cancelled)."""
+    tr = db.create_transaction()
+    watch = tr.watch(k("never"))
+    tr.commit().wait()
+    watch.cancel()
+    assert wait_ready(watch)
+    expect_error(1101, watch.wait)

@@ -2,8 +2,8 @@
 
 Fault injection (1020 and both forms of 1021), durability across a killed process, conflicts and
 versionstamps across processes sharing one SQLite file, the 5-second age limit (1007) with a fake
-clock, the per-transaction timeout (1031) and retry limit, and key-selector clamping at the ends
-of an empty store. The shared API semantics live in test_engine_conformance.py.
+clock, the per-transaction timeout (1031) and retry limit, key-selector clamping at the ends
+of an empty store, and watches (across processes, limits, cancellation). The shared API semantics live in test_engine_conformance.py.
 """
 
 from __future__ import annotations
@@ -810,3 +810,83 @@ def test_range_iteration_cannot_outlive_its_transactions_snapshot(embedded_db):
     tr[key("other")] = b"x"
     tr.commit().wait()
     expect_error(1025, lambda: next(rows))
+
+
+# --------------------------------------------------------------------------- watches
+
+
+def _ready_soon(future: Any) -> bool:
+    ready = threading.Event()
+    future.on_ready(lambda _f: ready.set())
+    return ready.wait(WAIT)
+
+
+def test_watch_sees_a_commit_made_by_another_process(open_db):
+    """Commits from other processes reach watches through the watcher's polling."""
+    database = open_db("shared.sqlite3")
+    database[key("w")] = b"0"
+    tr = database.create_transaction()
+    watch = tr.watch(key("w"))
+    tr.commit().wait()
+    script = (
+        "import sys; from django_fdbqueue.engines.embedded import EmbeddedDatabase; "
+        "from django_fdbqueue.fdbapi import fdb; "
+        "db = EmbeddedDatabase(sys.argv[1]); db[fdb.Subspace(('embedded-test',)).pack(('w',))] = b'1'"
+    )
+    subprocess.run(
+        [sys.executable, "-c", script, database.path], cwd=REPO_ROOT, check=True, timeout=WAIT
+    )
+    assert _ready_soon(watch), "a commit from another process never reached the watch"
+
+
+def test_writing_the_same_value_does_not_fire_a_watch(embedded_db):
+    """Watches compare values: rewriting the watched value is no change (checked deterministically)."""
+    embedded_db[key("same")] = b"v"
+    tr = embedded_db.create_transaction()
+    watch = tr.watch(key("same"))
+    tr.commit().wait()
+    embedded_db[key("same")] = b"v"
+    embedded_db._watcher.check_now()
+    assert not watch.is_ready()
+    embedded_db[key("same")] = b"w"
+    embedded_db._watcher.check_now()
+    assert watch.is_ready()
+
+
+def test_watch_of_a_reset_transaction_is_cancelled(embedded_db):
+    """Resetting (or retrying) the transaction ends its uncommitted watches with 1025."""
+    tr = embedded_db.create_transaction()
+    watch = tr.watch(key("r"))
+    tr.reset()
+    expect_error(1025, watch.wait)
+
+
+def test_too_many_watches_fail_with_1032(embedded_db):
+    """Past the per-database limit, new watches fail with too_many_watches."""
+    embedded_db._watcher.limit = 2
+    futures = []
+    for index in range(3):
+        tr = embedded_db.create_transaction()
+        futures.append(tr.watch(key("many", index)))
+        tr.commit().wait()
+    assert not futures[0].is_ready() and not futures[1].is_ready()
+    expect_error(1032, futures[2].wait)
+
+
+def test_closing_the_database_cancels_waiting_watches(open_db):
+    """close() ends every waiting watch with 1101 instead of leaving waiters hanging."""
+    database = open_db("closing.sqlite3")
+    tr = database.create_transaction()
+    watch = tr.watch(key("c"))
+    tr.commit().wait()
+    database.close()
+    expect_error(1101, watch.wait)
+
+
+def test_get_and_watch_and_set_and_watch(embedded_db):
+    """The database shortcuts return the value (or nothing) and a live watch."""
+    assert embedded_db.set_and_watch(key("s"), b"1") is not None
+    value, watch = embedded_db.get_and_watch(key("s"))
+    assert value == b"1"
+    embedded_db[key("s")] = b"2"
+    assert _ready_soon(watch)

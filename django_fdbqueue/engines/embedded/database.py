@@ -15,6 +15,7 @@ from django_fdbqueue.fdbapi import transactional
 from .faults import FaultConfig, FaultInjector
 from .storage import Storage
 from .transaction import Transaction
+from .watches import Watcher, WatchFuture
 
 
 class DatabaseOptions:
@@ -40,6 +41,7 @@ class EmbeddedDatabase:
     ``set_transaction_timeout`` / ``set_transaction_retry_limit``. `faults` makes a fraction
     of commits fail (see ``faults.FaultConfig``). `max_transaction_age` (FoundationDB's five
     seconds) and `clock` exist so tests can reach ``transaction_too_old`` without waiting.
+    `watch_poll_interval` is how often watches look for commits made by other processes.
     """
 
     def __init__(
@@ -52,6 +54,7 @@ class EmbeddedDatabase:
         max_transaction_age: float = 5.0,
         max_retry_delay: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
+        watch_poll_interval: float = 0.05,
     ) -> None:
         self.path = str(path)
         self.max_transaction_age = max_transaction_age
@@ -60,6 +63,7 @@ class EmbeddedDatabase:
         self._max_retry_delay = max_retry_delay
         self._clock = clock
         self._storage = Storage(self.path, history_seconds=max_transaction_age)
+        self._watcher = Watcher(self._storage, poll_interval=watch_poll_interval)
         self.faults = FaultInjector(faults)
         self.options = DatabaseOptions(self)
 
@@ -70,7 +74,11 @@ class EmbeddedDatabase:
         return Transaction(self)
 
     def close(self) -> None:
-        """Close the pooled SQLite connections; transactions still open keep theirs."""
+        """Cancel waiting watches and close the pooled SQLite connections.
+
+        Transactions still open keep their connections until they end.
+        """
+        self._watcher.close()
         self._storage.close()
 
     # -- one-transaction conveniences, as on fdb.Database --------------------------------
@@ -113,6 +121,16 @@ class EmbeddedDatabase:
 
     def clear_range_startswith(self, prefix: Any) -> None:
         _clear_range_startswith(self, prefix)
+
+    def get_and_watch(self, key: Any) -> tuple[bytes | None, WatchFuture]:
+        """The key's value and a watch on it, from one transaction."""
+        return _get_and_watch(self, key)
+
+    def set_and_watch(self, key: Any, value: Any) -> WatchFuture:
+        return _set_and_watch(self, key, value)
+
+    def clear_and_watch(self, key: Any) -> WatchFuture:
+        return _clear_and_watch(self, key)
 
     def add(self, key: Any, param: Any) -> None:
         _atomic(self, "add", key, param)
@@ -162,6 +180,23 @@ def _clear_range(tr: Transaction, begin: Any, end: Any) -> None:
 @transactional
 def _clear_range_startswith(tr: Transaction, prefix: Any) -> None:
     tr.clear_range_startswith(prefix)
+
+
+@transactional
+def _get_and_watch(tr: Transaction, key: Any) -> tuple[bytes | None, WatchFuture]:
+    return tr[key].value, tr.watch(key)
+
+
+@transactional
+def _set_and_watch(tr: Transaction, key: Any, value: Any) -> WatchFuture:
+    tr[key] = value
+    return tr.watch(key)
+
+
+@transactional
+def _clear_and_watch(tr: Transaction, key: Any) -> WatchFuture:
+    del tr[key]
+    return tr.watch(key)
 
 
 @transactional

@@ -124,6 +124,14 @@ class Storage:
         conn.execute("BEGIN")
         return conn.execute("SELECT value FROM meta WHERE name = 'version'").fetchone()[0]
 
+    def current_version(self) -> int:
+        """The last commit version, read outside any snapshot (for the watcher's polling)."""
+        conn = self.acquire()
+        try:
+            return self._meta(conn, "version")
+        finally:
+            self.release(conn)
+
     @staticmethod
     def get(conn: sqlite3.Connection, key: bytes) -> bytes | None:
         row = conn.execute("SELECT value FROM kv WHERE key = ?", (key,)).fetchone()

@@ -33,6 +33,7 @@ from . import atomic
 from .faults import NOT_COMMITTED, UNKNOWN_APPLIED, UNKNOWN_NOT_APPLIED
 from .futures import DeferredFuture, Future, Key, KeyValue, RangeResult, Value
 from .storage import ConflictError, Storage, TooOldError
+from .watches import WatchFuture
 
 if TYPE_CHECKING:
     import sqlite3
@@ -247,6 +248,7 @@ class Transaction(_ReadView):
         self._conn: "sqlite3.Connection | None" = None
         self._conn_finalizer: weakref.finalize | None = None
         self._slot = _VersionstampSlot()
+        self._watches: list[tuple[bytes, WatchFuture]] = []
         self._start_lifetime()
         self._clear_state()
 
@@ -270,6 +272,7 @@ class Transaction(_ReadView):
         if self._slot.stamp is None and self._slot.error is None:
             self._slot.error = ErrorCode.TRANSACTION_CANCELLED
         self._slot = _VersionstampSlot()
+        self._end_watches(make_error(ErrorCode.TRANSACTION_CANCELLED))
 
     def _release_snapshot(self) -> None:
         if self._conn_finalizer is not None:
@@ -546,6 +549,34 @@ class Transaction(_ReadView):
         key = _key_bytes(key)
         self.add_write_conflict_range(key, key + b"\x00")
 
+    # -- watches ---------------------------------------------------------------------
+    def watch(self, key: Any) -> WatchFuture:
+        """A future that becomes ready when `key` changes after this transaction commits.
+
+        It compares against the value this transaction sees (its own write, if any). It stays
+        idle until the commit succeeds, and fails with the commit's error if it does not.
+        """
+        key = _key_bytes(key)
+        self._check_usable()
+        if len(key) > MAX_KEY_SIZE:
+            raise make_error(ErrorCode.KEY_TOO_LARGE)
+        if key >= LEGAL_KEY_END:
+            raise make_error(ErrorCode.KEY_OUTSIDE_LEGAL_RANGE)
+        future = WatchFuture()
+        self._watches.append((key, future))
+        return future
+
+    def _end_watches(self, error: BaseException) -> None:
+        """Fail the watches of an attempt that will not commit."""
+        watches, self._watches = self._watches, []
+        for _key, future in watches:
+            future._finish(error)
+
+    def _start_watches(self, baselines: list[bytes | None]) -> None:
+        watches, self._watches = self._watches, []
+        for (key, future), baseline in zip(watches, baselines):
+            self.db._watcher.add(key, baseline, future)
+
     # -- commit and retry ------------------------------------------------------------
     def get_versionstamp(self) -> _VersionstampFuture:
         """A future of this attempt's 10-byte versionstamp, ready once commit succeeds."""
@@ -568,6 +599,7 @@ class Transaction(_ReadView):
         try:
             self._commit()
         except FDBError as error:
+            self._end_watches(error)
             return Future(error=error)
         return Future()
 
@@ -579,9 +611,11 @@ class Transaction(_ReadView):
             raise make_error(self._deferred_error)
         if not self._mutations and not self._write_ranges:
             # Read-only: nothing to resolve, as in FoundationDB.
+            baselines = [self._read_key(key, snapshot=True) for key, _future in self._watches]
             self._release_snapshot()
             self._committed_version = -1
             slot.error = ErrorCode.NO_COMMIT_VERSION
+            self._start_watches(baselines)
             return
         if self._size + self._conflict_bytes() > MAX_TRANSACTION_SIZE:
             raise make_error(ErrorCode.TRANSACTION_TOO_LARGE)
@@ -604,6 +638,8 @@ class Transaction(_ReadView):
             raise make_error(ErrorCode.COMMIT_UNKNOWN_RESULT)
         self._committed_version = version
         slot.stamp = version.to_bytes(8, "big") + b"\x00\x00"
+        self._start_watches(self._watch_baselines)
+        self.db._watcher.notify()
 
     def _apply(self, conn: "sqlite3.Connection", version: int) -> list[tuple[bytes, bytes]]:
         """Write the mutations in order at `version` (inside the storage's commit)."""
@@ -632,6 +668,8 @@ class Transaction(_ReadView):
             elif kind == "stamped_value":
                 _, key, body, offset = mutation
                 storage.put(conn, key, body[:offset] + stamp + body[offset + 10 :])
+        # What the watches compare against: the values as of this commit, own writes included.
+        self._watch_baselines = [storage.get(conn, key) for key, _future in self._watches]
         return _merge_ranges(self._write_ranges)
 
     def on_error(self, error: Any) -> DeferredFuture:
