@@ -16,23 +16,7 @@ from django.urls import URLPattern, path, register_converter, reverse
 
 from .admin_views import QueueAdminViews
 from .models import Queue
-
-
-class QueueNameConverter:
-    """Queue names in URL paths, keeping the names "." and ".." reachable.
-
-    Names may be "." or "..", which browsers collapse as dot segments of a path (even written
-    as "%2E"), so those two travel as "~." and "~.."; "~" never occurs in a queue name.
-    """
-
-    regex = r"~?[A-Za-z0-9._-]{1,200}"
-
-    def to_python(self, value: str) -> str:
-        return value[1:] if value.startswith("~") else value
-
-    def to_url(self, value: str) -> str:
-        return f"~{value}" if value in (".", "..") else value
-
+from .paths import QueueNameConverter
 
 register_converter(QueueNameConverter, "fdbqueue_name")
 

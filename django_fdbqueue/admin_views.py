@@ -59,6 +59,10 @@ def _store_guard(view: View) -> View:
             return view(self, request, *args, **kwargs)
         except exceptions.QueueNotFound as error:
             raise Http404(str(error)) from error
+        except exceptions.QueueError as error:
+            # One the view did not turn into a form error, e.g. an item stored with a codec
+            # this process has not registered: say so instead of failing with a 500.
+            return self.queue_error(request, error)
         except FDBError as error:
             return self.store_error(request, error)
 
@@ -126,6 +130,12 @@ class QueueAdminViews:
     def render(self, request: HttpRequest, template: str, context: dict[str, Any], status: int = 200) -> HttpResponse:
         request.current_app = self.model_admin.admin_site.name
         return TemplateResponse(request, f"{TEMPLATE_DIR}/{template}", context, status=status)
+
+    def queue_error(self, request: HttpRequest, error: exceptions.QueueError) -> HttpResponse:
+        """The page shown when the service refuses a request the page itself could not foresee."""
+        logger.warning("FDB queue error on %s %s: %r", request.method, request.path, error)
+        context = self.context(request, "The queue cannot do that", error_message=str(error))
+        return self.render(request, "queue_error.html", context, status=400)
 
     def store_error(self, request: HttpRequest, error: Exception) -> HttpResponse:
         """The page shown when the store fails: what happened, and what to do about it."""

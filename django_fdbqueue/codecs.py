@@ -35,21 +35,60 @@ class Codec:
         raise NotImplementedError
 
 
+# Deep enough for any sensible payload, shallow enough to decode inside any request's stack.
+MAX_JSON_DEPTH = 256
+
+
+def _nesting_depth(value: Any) -> int:
+    """How deeply lists and dicts nest in `value` (iteratively: no recursion to exhaust)."""
+    deepest = 0
+    stack = [(value, 1)]
+    while stack:
+        current, depth = stack.pop()
+        if isinstance(current, dict):
+            children: Any = current.values()
+        elif isinstance(current, (list, tuple)):
+            children = current
+        else:
+            continue
+        deepest = max(deepest, depth)
+        if depth > MAX_JSON_DEPTH:
+            return depth
+        stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
 class JSONCodec(Codec):
     """Compact UTF-8 JSON; rejects NaN/Infinity so every stored value is valid JSON for any reader."""
 
     name = "json"
 
     def encode(self, value: Any) -> bytes:
+        # A stored value must read back wherever it is popped: json's decoder recurses once per
+        # level, so a value nested near the interpreter's limit would block its end of the queue.
+        if _nesting_depth(value) > MAX_JSON_DEPTH:
+            raise InvalidValue(
+                f"The value is nested more than {MAX_JSON_DEPTH} levels deep.", codec=self.name
+            )
         try:
             text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+            encoded = text.encode("utf-8")
+        except RecursionError:
+            raise InvalidValue(
+                "The value is nested too deeply to store as JSON.", codec=self.name
+            ) from None
+        except UnicodeEncodeError:
+            raise InvalidValue(
+                "The value contains text that is not valid Unicode (a lone surrogate).",
+                codec=self.name,
+            ) from None
         except (TypeError, ValueError) as exc:
             raise InvalidValue(
                 f"The value is not JSON-serializable ({exc}); pass bytes, or a codec that can "
                 "encode it.",
                 codec=self.name,
             ) from None
-        return text.encode("utf-8")
+        return encoded
 
     def decode(self, data: bytes) -> Any:
         return json.loads(data.decode("utf-8"))

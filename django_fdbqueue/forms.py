@@ -80,6 +80,10 @@ class JSONValueField(forms.CharField):
             return None
         try:
             return json.loads(text, parse_constant=_reject_constant)
+        except RecursionError:
+            raise forms.ValidationError(
+                "Enter valid JSON: it is nested too deeply.", code="invalid_json"
+            ) from None
         except ValueError as exc:
             detail = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
             where = f" (line {exc.lineno}, column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else ""

@@ -1,6 +1,8 @@
 """Django settings for the test suite: the demo's apps on a throw-away embedded store."""
 
+import atexit
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -62,9 +64,11 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
 }
 
-# Each test run gets its own embedded store; tests that need isolation point PATH elsewhere
-# through the `fdbqueue_settings` fixture.
+# Each test process gets its own embedded store, removed when it exits; tests that need
+# isolation point PATH elsewhere through the `fdbqueue_db` fixture.
+_STORE_DIR = tempfile.mkdtemp(prefix="fdbqueue-tests-")
+atexit.register(shutil.rmtree, _STORE_DIR, ignore_errors=True)
 FDBQUEUE = {
     "ENGINE": "embedded",
-    "PATH": os.path.join(tempfile.mkdtemp(prefix="fdbqueue-tests-"), "fdbqueue.sqlite3"),
+    "PATH": os.path.join(_STORE_DIR, "fdbqueue.sqlite3"),
 }

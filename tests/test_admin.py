@@ -6,6 +6,7 @@ did to the store, not only what it printed.
 
 from __future__ import annotations
 
+import base64
 import re
 
 import pytest
@@ -13,7 +14,7 @@ from django.contrib.auth.models import Permission
 from django.test import Client
 from django.urls import reverse
 
-from django_fdbqueue import admin_views, service
+from django_fdbqueue import admin_views, codecs, service
 from django_fdbqueue.fdbapi import make_error
 
 pytestmark = pytest.mark.django_db
@@ -344,6 +345,9 @@ def test_a_fifo_queue_is_pushed_without_a_priority(op, fdbqueue_db):
         ({"value": '"ok"', "priority": str(2**63)}, "less than or equal to"),
         ({"value": '"ok"', "priority": str(-(2**63) - 1)}, "greater than or equal to"),
         ({"value": '"' + "x" * 100_001 + '"', "priority": "1"}, "100,000"),
+        ({"value": '"\\ud800"', "priority": "1"}, "not valid Unicode"),
+        ({"value": "[" * 300 + "]" * 300, "priority": "1"}, "nested more than 256 levels"),
+        ({"value": "[" * 100_000 + "]" * 100_000, "priority": "1"}, "nested too deeply"),
     ],
 )
 def test_bad_push_input_re_renders_the_form_and_changes_nothing(op, jobs, data, message):
@@ -490,3 +494,30 @@ def test_a_store_failure_is_a_clear_page_not_a_server_error(op, jobs, monkeypatc
     response = op.post(url("pop", "jobs"), {"end": "min"})
     assert response.status_code == 503
     assert "may or may not have taken effect" in text(response)
+
+
+def test_crafted_cursor_tokens_fall_back_instead_of_failing(op, jobs):
+    """A token that unpacks into deeply nested tuples is just an unknown cursor."""
+    bomb = base64.urlsafe_b64encode(b"\x05" * 1400).rstrip(b"=").decode()
+    assert op.get(url("changelist"), {"cursor": bomb}).status_code == 200
+    assert op.get(url("change", "jobs"), {"cursor": bomb}).status_code == 200
+
+
+def test_an_item_this_process_cannot_decode_is_reported_not_a_500(op, jobs, monkeypatch):
+    """An item stored with a codec this process lacks: a 400 page that says which codec."""
+
+    class Upper(codecs.Codec):
+        name = "upper-test"
+
+        def encode(self, value):
+            return value.upper().encode()
+
+        def decode(self, data):
+            return data.decode()
+
+    service.push(jobs, "jobs", "shout", -100, codec=Upper())
+    monkeypatch.delitem(codecs._registry, "upper-test")
+    response = op.get(url("change", "jobs"))
+    assert response.status_code == 400
+    assert "upper-test" in text(response)
+    assert service.size(jobs, "jobs") == 4  # nothing was lost

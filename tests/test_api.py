@@ -244,9 +244,70 @@ def test_get_missing_queue_is_404(api):
     assert_error(api.get(queue_url("nope")), 404, "queue_not_found")
 
 
-def test_invalid_name_in_url_is_404(api):
-    # Outside the name pattern the route does not match at all.
-    assert api.get(f"{API}bad%20name/").status_code == 404
+@pytest.mark.parametrize("segment", ["bad%20name", "%C3%A9", "x" * 201, "a:b"])
+def test_invalid_name_in_url_is_a_json_400(api, segment):
+    """A name the service refuses is a JSON error naming the rule, not Django's HTML 404."""
+    body = assert_error(api.get(f"{API}{segment}/"), 400, "invalid_queue_name")
+    assert "1 to 200" in body["detail"]
+
+
+def test_queues_named_dot_and_dot_dot_are_reachable_as_tilde_segments(api):
+    """Clients collapse "/./" and "/../": those two names travel as "~." and "~.."."""
+    for name in (".", ".."):
+        created = make_queue(api, name)
+        assert created["url"].endswith(f"/api/queues/~{name}/")
+        assert api.get(created["url"]).json()["name"] == name
+        assert push(api, f"~{name}", {"value": 1}).status_code == 201
+        assert api.get(queue_url(f"~{name}")).json()["size"] == 1
+
+
+def test_unknown_fields_are_refused_not_dropped(api):
+    """A typo such as "prio" must not silently push at priority 0."""
+    make_queue(api, "typo", "priority")
+    body = assert_error(push(api, "typo", {"value": 1, "prio": 5}), 400, "invalid")
+    assert body["errors"] == {"prio": ["Unknown field."]}
+    batch = push(api, "typo", {"items": [{"value": 1, "priorty": 2}]})
+    assert_error(batch, 400, "invalid")
+    assert_error(api.post(API, {"name": "n", "knd": "fifo"}, format="json"), 400, "invalid")
+    assert api.get(queue_url("typo")).json()["size"] == 0
+
+
+def test_hostile_bodies_are_client_errors_and_store_nothing(api):
+    """A lone surrogate, or JSON nested past the parser's depth: 400 with a JSON body, nothing stored."""
+    make_queue(api, "hostile")
+    surrogate = api.post(
+        queue_url("hostile", "push"), data='{"value": "\\ud800"}', content_type="application/json"
+    )
+    assert_error(surrogate, 400, "invalid_value")
+    deep = "[" * 100_000 + "]" * 100_000
+    nested = api.post(queue_url("hostile", "push"), data='{"value": ' + deep + "}", content_type="application/json")
+    assert_error(nested, 400, "parse_error")
+    assert api.get(queue_url("hostile")).json()["size"] == 0
+
+
+def test_crafted_cursor_tokens_are_400_not_500(api):
+    """A token that unpacks into deeply nested tuples is just a bad cursor."""
+    make_queue(api, "c")
+    bomb = base64.urlsafe_b64encode(b"\x05" * 1400).rstrip(b"=").decode()
+    assert_error(api.get(queue_url("c", "items"), {"cursor": bomb}), 400, "invalid_cursor")
+    assert_error(api.get(API, {"cursor": bomb}), 400, "invalid_cursor")
+
+
+def test_foundationdb_size_limit_errors_are_413_not_503(api, monkeypatch):
+    """2101/2102/2103 cannot be cured by retrying: 413, and no Retry-After."""
+    from django_fdbqueue import service
+    from django_fdbqueue.fdbapi import make_error
+
+    make_queue(api, "big")
+
+    def too_large(*args, **kwargs):
+        raise make_error(2101)
+
+    monkeypatch.setattr(service, "push", too_large)
+    response = push(api, "big", {"value": 1})
+    body = assert_error(response, 413, "request_too_large")
+    assert body["fdb_error"] == 2101
+    assert "Retry-After" not in response
 
 
 def test_delete_queue(api):

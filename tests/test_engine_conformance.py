@@ -1394,3 +1394,10 @@ def test_cancelled_watch_raises_operation_cancelled(db, k):
     watch.cancel()
     assert wait_ready(watch)
     expect_error(1101, watch.wait)
+
+
+def test_inverted_conflict_ranges_are_refused_with_2005(db, k):
+    """add_read/write_conflict_range with begin > end fails with inverted_range."""
+    tr = db.create_transaction()
+    expect_error(2005, lambda: tr.add_read_conflict_range(k("b"), k("a")))
+    expect_error(2005, lambda: tr.add_write_conflict_range(k("b"), k("a")))

@@ -499,6 +499,26 @@ def test_values_json_cannot_encode(fdbqueue_db, pq, value):
     assert service.size(fdbqueue_db, pq) == 0
 
 
+def _nested(depth):
+    value = 0
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize("value", ["\ud800", {"k": "x\udfff"}, _nested(257), _nested(960), _nested(5000)])
+def test_values_that_could_not_be_read_back_are_refused(fdbqueue_db, pq, value):
+    """Lone surrogates and very deep nesting: refused up front, so no item can block the queue."""
+    with pytest.raises(exceptions.InvalidValue):
+        service.push(fdbqueue_db, pq, value)
+    assert service.size(fdbqueue_db, pq) == 0
+
+
+def test_values_nested_to_the_limit_round_trip(fdbqueue_db, pq):
+    service.push(fdbqueue_db, pq, _nested(256))
+    assert service.pop_min(fdbqueue_db, pq).value == _nested(256)
+
+
 def test_pluggable_codec(fdbqueue_db, pq):
     class UpperCodec(codecs.Codec):
         name = "test-upper"

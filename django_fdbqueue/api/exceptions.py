@@ -6,8 +6,9 @@ even when a project keeps DRF's default EXCEPTION_HANDLER; a project may also na
 
 Mapping:
   QueueNotFound -> 404, QueueAlreadyExists -> 409, ValueTooLarge -> 413, other QueueError -> 400;
-  FDBError (timeouts, retries exhausted, cluster unreachable) and a database that cannot be opened
-  -> 503 with Retry-After, since waiting is the client's only remedy;
+  FDBError of FoundationDB's size limits (2101, 2102, 2103) -> 413;
+  any other FDBError (timeouts, retries exhausted, cluster unreachable) and a database that cannot
+  be opened -> 503 with Retry-After, since waiting is the client's only remedy;
   a body over DATA_UPLOAD_MAX_MEMORY_SIZE -> 413; DRF's own exceptions keep their status codes;
   anything else -> a logged 500 without a traceback.
 """
@@ -32,6 +33,9 @@ logger = logging.getLogger("django_fdbqueue.api")
 # Seconds a client should wait before retrying after a 503. Short: most causes (a timed-out or
 # conflicting transaction, a recovering cluster) clear within a second or two.
 RETRY_AFTER_SECONDS = 1
+
+# FoundationDB's size limits (transaction, key, value): retrying the same request cannot help.
+TOO_LARGE_FDB_ERRORS = frozenset({2101, 2102, 2103})
 
 QUEUE_ERROR_STATUS: tuple[tuple[type[QueueError], int], ...] = (
     (QueueNotFound, status.HTTP_404_NOT_FOUND),
@@ -126,6 +130,11 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
 def _handle(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, QueueError):
         return Response({"detail": str(exc), "code": error_code(exc)}, status=queue_error_status(exc))
+
+    if isinstance(exc, FDBError) and getattr(exc, "code", None) in TOO_LARGE_FDB_ERRORS:
+        body = {"detail": f"{exc.description}: the request is too large for one transaction.",
+                "code": "request_too_large", "fdb_error": exc.code}
+        return Response(body, status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
 
     if isinstance(exc, FDBError):
         code = getattr(exc, "code", None)

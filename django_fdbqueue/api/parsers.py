@@ -13,6 +13,7 @@ import io
 from typing import Any
 
 from django.conf import settings
+from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 
 from .exceptions import RequestTooLarge
@@ -28,4 +29,7 @@ class BoundedJSONParser(JSONParser):
             if len(body) > limit:
                 raise RequestTooLarge(f"The request body is larger than {limit} bytes.")
             stream = io.BytesIO(body)
-        return super().parse(stream, media_type, parser_context)
+        try:
+            return super().parse(stream, media_type, parser_context)
+        except RecursionError:
+            raise ParseError("JSON parse error - the body is nested too deeply.") from None

@@ -15,6 +15,8 @@ from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 from rest_framework.reverse import reverse
 
+from django_fdbqueue.paths import name_to_segment
+
 QUEUE_NAME_REGEX = r"[A-Za-z0-9._-]{1,200}"
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
@@ -141,7 +143,7 @@ class QueueSerializer(serializers.Serializer):
         # Reverse inside the namespace the API was mounted under, whatever the project called it.
         namespace = request.resolver_match.namespace if request.resolver_match else ""
         viewname = f"{namespace}:queue-detail" if namespace else "queue-detail"
-        return reverse(viewname, kwargs={"name": queue.name}, request=request)
+        return reverse(viewname, kwargs={"name": name_to_segment(queue.name)}, request=request)
 
 
 # A page object, not a list, even on the list action.
@@ -164,7 +166,18 @@ class ItemPageSerializer(serializers.Serializer):
 # ----------------------------------------------------------------------------- requests
 
 
-class QueueCreateSerializer(serializers.Serializer):
+class StrictFieldsMixin:
+    """Refuse fields the serializer does not know: a typo ("prio") must not be silently dropped."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, dict):
+            unknown = sorted(set(data) - set(self.fields))  # type: ignore[attr-defined]
+            if unknown:
+                raise serializers.ValidationError({field: ["Unknown field."] for field in unknown})
+        return super().to_internal_value(data)  # type: ignore[misc]
+
+
+class QueueCreateSerializer(StrictFieldsMixin, serializers.Serializer):
     """POST queues/."""
 
     name = StrictRegexField(
@@ -175,7 +188,7 @@ class QueueCreateSerializer(serializers.Serializer):
     kind = serializers.ChoiceField(choices=KINDS, default="fifo")
 
 
-class PushItemSerializer(serializers.Serializer):
+class PushItemSerializer(StrictFieldsMixin, serializers.Serializer):
     """One value to push; FIFO queues accept only priority 0."""
 
     value = ValueField(required=True)
@@ -188,7 +201,7 @@ class PushBatchSerializer(serializers.Serializer):
     items = PushItemSerializer(many=True, allow_empty=False, max_length=MAX_BATCH_ITEMS)
 
 
-class PushSerializer(serializers.Serializer):
+class PushSerializer(StrictFieldsMixin, serializers.Serializer):
     """POST queues/{name}/push/: either one item ({"value", "priority"}) or a batch ({"items": [...]})."""
 
     value = ValueField(required=False)

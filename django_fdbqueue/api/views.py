@@ -26,6 +26,7 @@ from rest_framework.utils.urls import replace_query_param
 from django_fdbqueue import service
 from django_fdbqueue.connection import get_database
 from django_fdbqueue.fdbapi import FDBError, transactional
+from django_fdbqueue.paths import segment_to_name
 
 from . import permissions
 from .exceptions import DatabaseUnavailable, exception_handler
@@ -73,8 +74,11 @@ _NAME = OpenApiParameter(
     str,
     OpenApiParameter.PATH,
     required=True,
-    pattern=rf"^{QUEUE_NAME_REGEX}$",
-    description="Queue name: 1 to 200 letters, digits, '.', '_' or '-'.",
+    pattern=rf"^~?{QUEUE_NAME_REGEX}$",
+    description=(
+        "Queue name: 1 to 200 letters, digits, '.', '_' or '-'. The queues named '.' and '..' are "
+        "written '~.' and '~..' here, since clients collapse those path segments."
+    ),
 )
 _EMPTY = OpenApiResponse(description="The queue is empty: no body.")
 
@@ -159,7 +163,8 @@ class QueueViewSet(viewsets.ViewSet):
     """Named FIFO queues and double-ended priority queues."""
 
     lookup_field = "name"
-    lookup_value_regex = QUEUE_NAME_REGEX
+    # Any one path segment: a name the service refuses is then a JSON 400, not Django's HTML 404.
+    lookup_value_regex = r"[^/]+"
     # Bodies are JSON only: a push's nested items have no form encoding, and the schema says so.
     parser_classes = [BoundedJSONParser]
 
@@ -170,6 +175,11 @@ class QueueViewSet(viewsets.ViewSet):
 
     def get_exception_handler(self) -> Callable[[Exception, dict[str, Any]], Response | None]:
         return exception_handler
+
+    def dispatch(self, request: Any, *args: Any, **kwargs: Any) -> Any:
+        if "name" in kwargs:
+            kwargs["name"] = segment_to_name(kwargs["name"])  # "~.." is the queue ".."
+        return super().dispatch(request, *args, **kwargs)
 
     # -- helpers
 
@@ -248,7 +258,7 @@ class QueueViewSet(viewsets.ViewSet):
         data = serializer.validated_data
         if serializer.is_batch:
             pairs = [(entry["value"], entry["priority"]) for entry in data["items"]]
-            items = [pending.result() for pending in _push_batch(self.db, name, pairs)]
+            items = [pending.result(wait=True) for pending in _push_batch(self.db, name, pairs)]
             body = {"items": ItemSerializer(items, many=True).data}
             return Response(body, status=status.HTTP_201_CREATED)
         item = service.push(self.db, name, data["value"], data["priority"])

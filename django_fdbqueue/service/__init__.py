@@ -138,6 +138,8 @@ from .items import MAX_PUSHES_PER_TRANSACTION, MAX_VALUE_BYTES
 from .records import Item, Page, PendingItem, QueueInfo
 
 LIMIT_MAX = 1000
+# A range read's limit is a C int in FoundationDB's client.
+MAX_POP_MANY = 2**31 - 1
 
 __all__ = [
     "Item",
@@ -220,7 +222,7 @@ def push(db_or_tr: Any, name: str, value: Any, priority: int = 0, *, codec: Code
     _keys.check_name(name)
     prepared = _items.prepare(value, priority, codec)
     (pending,) = _items.push_prepared(db_or_tr, name, [prepared])
-    return pending if is_transaction(db_or_tr) else pending.result()
+    return pending if is_transaction(db_or_tr) else pending.result(wait=True)
 
 
 def enqueue(db_or_tr: Any, name: str, value: Any, *, codec: Codec = None) -> Item | PendingItem:
@@ -257,7 +259,7 @@ def push_many(db_or_tr: Any, name: str, items: Iterable[Any], *, codec: Codec = 
         return list(_items.push_prepared(db_or_tr, name, prepared))
     results: list[Item | PendingItem] = []
     for batch in _items.push_batches(prepared):
-        results.extend(p.result() for p in _items.push_prepared(db_or_tr, name, batch))
+        results.extend(p.result(wait=True) for p in _items.push_prepared(db_or_tr, name, batch))
     return results
 
 
@@ -306,7 +308,7 @@ def pop_many(db_or_tr: Any, name: str, n: int, end: str = "min") -> list[Item]:
     """Pop up to ``n`` items from ``end`` in pop order, in as few transactions as the limits allow."""
     _keys.check_name(name)
     _keys.check_end(end)
-    n = _keys.check_count(n, "n", minimum=1, maximum=None)
+    n = _keys.check_count(n, "n", minimum=1, maximum=MAX_POP_MANY)
     if is_transaction(db_or_tr):
         return _items.pop_n(db_or_tr, name, end, n, None)[0]
     popped: list[Item] = []

@@ -172,7 +172,7 @@ def _decode_token(token: object) -> tuple | None:
         if _encode_token(raw) != token:  # one spelling per token: ids are compared as strings
             return None
         return fdb.tuple.unpack(raw)
-    except (binascii.Error, ValueError, TypeError, IndexError, KeyError, struct.error):
+    except (binascii.Error, ValueError, TypeError, IndexError, KeyError, struct.error, RecursionError):
         return None
 
 

@@ -70,12 +70,16 @@ class PendingItem:
     def id(self) -> str:
         return self.result().id
 
-    def result(self) -> Item:
-        """The committed :class:`Item`; raises :class:`ItemNotCommitted` before the commit."""
+    def result(self, *, wait: bool = False) -> Item:
+        """The committed :class:`Item`; raises :class:`ItemNotCommitted` before the commit.
+
+        ``wait=True`` is for callers that know the commit has returned: they wait for the
+        versionstamp instead of assuming the client library already delivered it.
+        """
         if self._item is None:
             future = self._stamp_future
             is_ready = getattr(future, "is_ready", None)
-            if is_ready is not None and not is_ready():
+            if not wait and is_ready is not None and not is_ready():
                 raise ItemNotCommitted()
             try:
                 raw = bytes(future.wait())

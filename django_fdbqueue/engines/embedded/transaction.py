@@ -63,6 +63,14 @@ def _value_bytes(value: Any) -> bytes:
     return bytes(value)
 
 
+def _checked_range(begin: Any, end: Any) -> tuple[bytes, bytes]:
+    """A conflict range's keys; an inverted range is an error, as in the binding (2005)."""
+    begin, end = _key_bytes(begin), _key_bytes(end)
+    if begin > end:
+        raise make_error(ErrorCode.INVERTED_RANGE)
+    return begin, end
+
+
 def _is_selector(obj: Any) -> bool:
     return hasattr(obj, "or_equal") and hasattr(obj, "offset") and hasattr(obj, "key")
 
@@ -534,16 +542,18 @@ class Transaction(_ReadView):
 
     # -- conflict ranges by hand -----------------------------------------------------
     def add_read_conflict_range(self, begin: Any, end: Any) -> None:
+        begin, end = _checked_range(begin, end)
         self._ensure_read_version()
-        self._read_ranges.append([_key_bytes(begin), _key_bytes(end)])
+        self._read_ranges.append([begin, end])
 
     def add_read_conflict_key(self, key: Any) -> None:
         key = _key_bytes(key)
         self.add_read_conflict_range(key, key + b"\x00")
 
     def add_write_conflict_range(self, begin: Any, end: Any) -> None:
+        begin, end = _checked_range(begin, end)
         self._check_usable()
-        self._write_ranges.append((_key_bytes(begin), _key_bytes(end)))
+        self._write_ranges.append((begin, end))
 
     def add_write_conflict_key(self, key: Any) -> None:
         key = _key_bytes(key)
