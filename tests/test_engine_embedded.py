@@ -890,3 +890,34 @@ def test_get_and_watch_and_set_and_watch(embedded_db):
     assert value == b"1"
     embedded_db[key("s")] = b"2"
     assert _ready_soon(watch)
+
+
+def test_a_range_read_started_before_commit_cannot_run_after_it(embedded_db):
+    """get_range starts its read at once (as the binding's does): iterating after commit is 1025."""
+    embedded_db[key("late")] = b"v"
+    tr = embedded_db.create_transaction()
+    rows = tr.get_range(key("late"), key("lateZ"))
+    tr[key("other")] = b"x"
+    tr.commit().wait()
+    expect_error(1025, lambda: list(rows))
+
+
+def test_a_store_locked_past_the_busy_timeout_is_a_timeout_not_a_crash(open_db, monkeypatch):
+    """Another process holding SQLite's write lock too long surfaces as FDBError 1031."""
+    import sqlite3
+
+    from django_fdbqueue.engines.embedded import storage
+
+    monkeypatch.setattr(storage, "BUSY_TIMEOUT", 0.05)
+    database = open_db("locked.sqlite3")
+    holder = sqlite3.connect(database.path, isolation_level=None)
+    try:
+        holder.execute("BEGIN IMMEDIATE")
+        tr = database.create_transaction()
+        tr[key("x")] = b"1"
+        expect_error(TRANSACTION_TIMED_OUT, lambda: tr.commit().wait())
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    database[key("x")] = b"2"  # the store works again once the lock is gone
+    assert database[key("x")] == b"2"

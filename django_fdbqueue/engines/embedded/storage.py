@@ -55,6 +55,10 @@ class TooOldError(Exception):
     """The read version predates the kept conflict history (becomes FoundationDB's 1007)."""
 
 
+class StoreBusyError(Exception):
+    """Another process held the write lock past BUSY_TIMEOUT (becomes FoundationDB's 1031)."""
+
+
 class Storage:
     """One SQLite file and a pool of connections to it, shared by a database's transactions."""
 
@@ -252,7 +256,12 @@ class _immediate:
         self.conn = conn
 
     def __enter__(self) -> sqlite3.Connection:
-        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as error:
+            if "locked" in str(error) or "busy" in str(error):
+                raise StoreBusyError() from error
+            raise
         return self.conn
 
     def __exit__(self, exc_type, exc, tb) -> None:

@@ -32,7 +32,7 @@ from django_fdbqueue.fdbapi import RETRYABLE_CODES, ErrorCode, FDBError, make_er
 from . import atomic
 from .faults import NOT_COMMITTED, UNKNOWN_APPLIED, UNKNOWN_NOT_APPLIED
 from .futures import DeferredFuture, Future, Key, KeyValue, RangeResult, Value
-from .storage import ConflictError, Storage, TooOldError
+from .storage import ConflictError, Storage, StoreBusyError, TooOldError
 from .watches import WatchFuture
 
 if TYPE_CHECKING:
@@ -344,22 +344,35 @@ class Transaction(_ReadView):
         end = self._resolve_selector(end, snapshot) if _is_selector(end) else _key_bytes(end)
         if end > LEGAL_KEY_END:
             raise make_error(ErrorCode.KEY_OUTSIDE_LEGAL_RANGE)
-        return RangeResult(lambda: self._iterate(begin, end, limit, reverse, snapshot))
+        # Like the binding, whose range read starts when get_range is called: the result reads
+        # this attempt's snapshot, and fails (1025) if iterated after the attempt has ended.
+        self._ensure_read_version()
+        snapshot_conn = self._conn
+        return RangeResult(lambda: self._iterate(begin, end, limit, reverse, snapshot, snapshot_conn))
 
     def _iterate(
-        self, begin: bytes, end: bytes, limit: int, reverse: bool, snapshot: bool
+        self,
+        begin: bytes,
+        end: bytes,
+        limit: int,
+        reverse: bool,
+        snapshot: bool,
+        snapshot_conn: "sqlite3.Connection | None" = None,
     ) -> Iterator[KeyValue]:
         """Stored rows merged with the transaction's own writes, in order, lazily."""
         if begin >= end:
             return
         self._ensure_read_version()
+        if snapshot_conn is None:
+            snapshot_conn = self._conn
+        elif self._conn is not snapshot_conn:
+            raise make_error(ErrorCode.TRANSACTION_CANCELLED)
         covered = [end, end] if reverse else [begin, begin]
         if not snapshot:
             self._read_ranges.append(covered)
         local = self._cache.keys_between(begin, end)
         if reverse:
             local.reverse()
-        snapshot_conn = self._conn
         stored = self._storage.scan(
             snapshot_conn, begin, end, reverse, batch=max(1, min(limit or 100, 10_000))  # type: ignore[arg-type]
         )
@@ -643,6 +656,8 @@ class Transaction(_ReadView):
             raise make_error(ErrorCode.NOT_COMMITTED) from None
         except TooOldError:
             raise make_error(ErrorCode.TRANSACTION_TOO_OLD) from None
+        except StoreBusyError:
+            raise make_error(ErrorCode.TRANSACTION_TIMED_OUT) from None
         if fault == UNKNOWN_APPLIED:
             slot.error = ErrorCode.COMMIT_UNKNOWN_RESULT
             raise make_error(ErrorCode.COMMIT_UNKNOWN_RESULT)
