@@ -36,11 +36,17 @@ def pop_stamped(db, name: str, end: str) -> tuple[Any, bytes] | None:
     return item, bytes(stamp.wait())
 
 
-def produce(db, name: str, producer: int, count: int) -> list[str]:
-    """Push `count` items over three priorities, alternating single pushes and small batches."""
+def produce(db, name: str, producer: int, count: int, first_pop) -> list[str]:
+    """Push `count` items over three priorities, alternating single pushes and small batches.
+
+    Halfway through, wait (bounded) until some consumer has popped: so pops and pushes surely
+    interleave, however the machine schedules the clients.
+    """
     ids = []
     seq = 0
     while seq < count:
+        if seq >= count // 2:
+            first_pop.wait(JOIN_SECONDS)
         if seq % 5 == 4 and seq + 2 <= count:
             batch = [({"p": producer, "s": s}, PRIORITIES[s % 3]) for s in (seq, seq + 1)]
             ids.extend(item.id for item in service.push_many(db, name, batch))
@@ -51,8 +57,12 @@ def produce(db, name: str, producer: int, count: int) -> list[str]:
     return ids
 
 
-def consume(db, name: str, consumer: int, producers_done) -> list[tuple]:
-    """Pop (alternating ends) until the producers are done and the queue is empty."""
+def consume(db, name: str, consumer: int, producers_done, first_pop, all_popped) -> list[tuple]:
+    """Pop (alternating ends) until the producers are done and the queue is empty.
+
+    After its first item each consumer waits at `all_popped` until every consumer has one, so
+    the work is surely shared.
+    """
     popped = []
     turn = consumer
     while True:
@@ -67,6 +77,9 @@ def consume(db, name: str, consumer: int, producers_done) -> list[tuple]:
             continue
         item, stamp = got
         popped.append((stamp, item.id, item.priority, item.value["p"], item.value["s"]))
+        if len(popped) == 1:
+            first_pop.set()
+            all_popped.wait(JOIN_SECONDS)
 
 
 def check_exactly_once_in_order(pushed_ids: list[str], popped: list[tuple], producers: int, per_producer: int) -> None:
@@ -95,6 +108,8 @@ def test_threads_push_and_pop_one_queue(fdbqueue_db):
     producers, consumers, per_producer = 4, 4, 50
     barrier = threading.Barrier(producers + consumers, timeout=30)
     producers_done = threading.Event()
+    first_pop = threading.Event()
+    all_popped = threading.Barrier(consumers, timeout=JOIN_SECONDS)
     pushed: list[list[str]] = [[] for _ in range(producers)]
     popped: list[list[tuple]] = [[] for _ in range(consumers)]
     errors: list[BaseException] = []
@@ -102,14 +117,14 @@ def test_threads_push_and_pop_one_queue(fdbqueue_db):
     def producer(i: int) -> None:
         try:
             barrier.wait()
-            pushed[i] = produce(fdbqueue_db, name, i, per_producer)
+            pushed[i] = produce(fdbqueue_db, name, i, per_producer, first_pop)
         except BaseException as exc:  # reported by the main thread
             errors.append(exc)
 
     def consumer(i: int) -> None:
         try:
             barrier.wait()
-            popped[i] = consume(fdbqueue_db, name, i, producers_done)
+            popped[i] = consume(fdbqueue_db, name, i, producers_done, first_pop, all_popped)
         except BaseException as exc:
             errors.append(exc)
             producers_done.set()
@@ -127,7 +142,7 @@ def test_threads_push_and_pop_one_queue(fdbqueue_db):
     assert not errors, errors
     all_popped = [row for rows in popped for row in rows]
     check_exactly_once_in_order([i for ids in pushed for i in ids], all_popped, producers, per_producer)
-    assert sum(1 for rows in popped if rows) >= 2, "the consumers did not actually share the work"
+    assert all(popped), "a consumer took no item: the work was not shared"
     info = service.get_queue(fdbqueue_db, name)
     assert (info.size, info.pushed, info.popped) == (0, producers * per_producer, producers * per_producer)
 
@@ -152,14 +167,14 @@ def _child_setup(fdbqueue_setting: dict):
 
 
 def _process_main(role: str, index: int, fdbqueue_setting: dict, name: str, per_producer: int,
-                  barrier, producers_done, results) -> None:
+                  barrier, producers_done, first_pop, all_popped, results) -> None:
     try:
         db = _child_setup(fdbqueue_setting)
         barrier.wait(60)
         if role == "producer":
-            results.put((role, index, produce(db, name, index, per_producer)))
+            results.put((role, index, produce(db, name, index, per_producer, first_pop)))
         else:
-            results.put((role, index, consume(db, name, index, producers_done)))
+            results.put((role, index, consume(db, name, index, producers_done, first_pop, all_popped)))
     except BaseException as exc:  # the parent fails the test with this
         results.put(("error", index, repr(exc)))
 
@@ -171,12 +186,14 @@ def test_processes_push_and_pop_one_queue(fdbqueue_db):
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(producers + consumers)
     producers_done = ctx.Event()
+    first_pop = ctx.Event()
+    all_popped = ctx.Barrier(consumers)
     results = ctx.Queue()
     setting = dict(django_settings.FDBQUEUE)
     procs = [
         ctx.Process(
             target=_process_main,
-            args=(role, i, setting, name, per_producer, barrier, producers_done, results),
+            args=(role, i, setting, name, per_producer, barrier, producers_done, first_pop, all_popped, results),
             daemon=True,
         )
         for role, count in (("producer", producers), ("consumer", consumers))
