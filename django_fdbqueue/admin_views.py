@@ -29,7 +29,7 @@ from django.utils.http import urlencode
 
 from . import exceptions, service
 from .connection import get_database
-from .fdbapi import FDBError, transactional
+from .fdbapi import FDBError, describe, transactional
 from .forms import (
     BrowseForm,
     ConfirmForm,
@@ -144,7 +144,7 @@ class QueueAdminViews:
             request,
             "The queue store is unavailable",
             error_code=getattr(error, "code", None),
-            error_description=getattr(error, "description", None) or str(error),
+            error_description=describe(error),
             was_change=request.method == "POST",
             retry_url=request.get_full_path(),
         )

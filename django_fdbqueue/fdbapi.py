@@ -35,6 +35,7 @@ __all__ = [
     "FDBError",
     "KeySelector",
     "Subspace",
+    "describe",
     "fdb",
     "is_retryable",
     "is_transaction",
@@ -194,6 +195,23 @@ def make_error(code: int) -> Exception:
     if _impl is not None and not fdb.is_api_version_selected():
         error._description = _DESCRIPTIONS.get(code, "Unknown error")  # type: ignore[attr-defined]
     return error
+
+
+def describe(error: BaseException) -> str:
+    """FoundationDB's text for `error`, always as ``str``.
+
+    The binding's ``FDBError.description`` comes from the C library as ``bytes`` (and needs an
+    API version selected); messages shown to people should use this instead.
+    """
+    try:
+        text: Any = error.description  # type: ignore[attr-defined]
+    except Exception:  # no description attribute, or the C library could not be asked
+        text = None
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    if not isinstance(text, str) or not text:
+        text = _DESCRIPTIONS.get(getattr(error, "code", None), str(error))  # type: ignore[arg-type]
+    return text
 
 
 def _defuse_versionstamp_trap() -> None:

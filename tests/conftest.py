@@ -33,7 +33,7 @@ def cluster_database():
         pytest.skip(NO_CLUSTER)
     from django_fdbqueue.engines import open_database
 
-    return open_database(cluster_settings())
+    return open_database(cluster_settings(timeout=None))
 
 
 @pytest.fixture(params=ENGINES)
@@ -57,7 +57,13 @@ def embedded_db(tmp_path):
 def db(engine_name, request):
     """A raw database handle of the engine under test; keys go under the `keyspace` fixture."""
     if engine_name == "foundationdb":
-        return request.getfixturevalue("cluster_database")
+        from django_fdbqueue.engines.foundationdb import configure
+
+        database = request.getfixturevalue("cluster_database")
+        # The binding hands out one handle per cluster file, which app tests reconfigure: put
+        # back what the embedded fixture has (no timeout, no retry limit) for raw-API tests.
+        configure(database, cluster_settings(timeout=None))
+        return database
     return request.getfixturevalue("embedded_db")
 
 

@@ -168,8 +168,8 @@ class TestFoundationDBCluster:
         try:
             database[key] = b"v"
             assert database[key] == b"v"
-            del database[key]
         finally:
+            del database[key]
             engines.open_database(cluster_settings())  # the default options back for other tests
 
     def test_a_second_api_version_is_refused_clearly(self, cluster_database):

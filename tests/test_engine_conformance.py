@@ -1401,3 +1401,20 @@ def test_inverted_conflict_ranges_are_refused_with_2005(db, k):
     tr = db.create_transaction()
     expect_error(2005, lambda: tr.add_read_conflict_range(k("b"), k("a")))
     expect_error(2005, lambda: tr.add_write_conflict_range(k("b"), k("a")))
+
+
+def test_reads_reaching_this_transactions_versionstamped_insert_fail_1036(db, keyspace):
+    """Where a versionstamped key may land is unreadable until commit (accessed_unreadable)."""
+    log = keyspace["log"]
+    fill(db, {log.pack(("a-string-sorts-first",)): b"before"})
+    tr = db.create_transaction()
+    tr.get_read_version().wait()
+    tr.set_versionstamped_key(log.pack_with_versionstamp((Versionstamp(),)), b"new")
+    r = log.range()
+    # A read that stops before the unknowable part is fine ...
+    assert [kv.value for kv in tr.get_range(r.start, r.stop, limit=1)] == [b"before"]
+    # ... one that must go through it is not, in either direction.
+    expect_error(1036, lambda: list(tr.get_range(r.start, r.stop)))
+    expect_error(1036, lambda: list(tr.get_range(r.start, r.stop, limit=1, reverse=True)))
+    tr.commit().wait()
+    assert [kv.value for kv in db.get_range(r.start, r.stop)] == [b"before", b"new"]

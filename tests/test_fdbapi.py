@@ -246,8 +246,23 @@ DOCUMENTED = {
 
 
 @pytest.mark.parametrize("code", sorted(DOCUMENTED))
+def test_describe_gives_foundationdb_text_as_str_on_either_error_type(code):
+    """describe(): the error's text as str, whether FDBError is the binding's (bytes) or ours."""
+    assert fdbapi.describe(fdbapi.make_error(code)) == DOCUMENTED[code]
+
+
+def test_describe_decodes_the_bindings_bytes_description():
+    class BindingStyleError(Exception):
+        code = 1020
+        description = b"Transaction not committed due to conflict with another transaction"
+
+    assert fdbapi.describe(BindingStyleError()) == DOCUMENTED[1020]
+
+
+@pytest.mark.skipif(fdbapi.CLIENT_LIBRARY_AVAILABLE, reason="the C library's FDBError describes itself")
+@pytest.mark.parametrize("code", sorted(DOCUMENTED))
 def test_fdb_error_has_code_description_and_binding_str(code):
-    """FDBError(code): .code, .description (FoundationDB's text), str 'description (code)'."""
+    """Without the C library, FDBError(code) has .code, .description and str 'description (code)'."""
     error = FDBError(code)
     assert isinstance(error, Exception)
     assert error.code == code

@@ -703,7 +703,7 @@ def test_pop_many_rejects_bad_counts(fdbqueue_db, pq, n):
 
 
 def test_push_to_two_queues_and_own_key_commit_together(fdbqueue_db, pq, fifo):
-    own_key = b"my-app/order/17"
+    own_key = root_subspace().pack(("my-app", "order", 17))  # under ROOT: cleaned up with it
 
     @transactional
     def hand_over(tr):
@@ -717,22 +717,21 @@ def test_push_to_two_queues_and_own_key_commit_together(fdbqueue_db, pq, fifo):
     assert fdbqueue_db[own_key] == b"queued"
     assert service.pop_max(fdbqueue_db, pq) == a.result()
     assert service.dequeue(fdbqueue_db, fifo).id == b.id
-    del fdbqueue_db[own_key]
 
 
 def test_aborted_transaction_leaves_nothing(fdbqueue_db, pq, fifo):
     service.push(fdbqueue_db, pq, "existing", 1)
     before = dump(fdbqueue_db)
-    own_key = b"my-app/order/18"
+    own_key = root_subspace().pack(("my-app", "order", 18))
 
     class Abort(Exception):
         pass
 
     @transactional
     def hand_over(tr):
+        service.pop_min(tr, pq)  # pops first: a read reaching this transaction's pushes is 1036
         service.push(tr, pq, "a", 2)
         service.enqueue(tr, fifo, "b")
-        service.pop_min(tr, pq)
         tr[own_key] = b"queued"
         raise Abort
 
@@ -742,13 +741,24 @@ def test_aborted_transaction_leaves_nothing(fdbqueue_db, pq, fifo):
     assert fdbqueue_db[own_key] == None  # noqa: E711  (a missing value is absent, not falsy)
 
     tr = fdbqueue_db.create_transaction()
-    pending = service.push(tr, pq, "never committed", 9)
     service.pop_max(tr, pq)
+    pending = service.push(tr, pq, "never committed", 9)
     tr.reset()  # abandon
     assert dump(fdbqueue_db) == before
     with pytest.raises(exceptions.ItemNotCommitted):
         pending.result()
     assert not pending.committed
+
+
+def test_reading_a_queue_after_pushing_to_it_in_the_same_transaction_is_1036(fdbqueue_db, pq):
+    """FoundationDB cannot read where this transaction's versionstamped keys will land."""
+    service.push(fdbqueue_db, pq, "old", 1)
+    tr = fdbqueue_db.create_transaction()
+    service.push(tr, pq, "new", 5)
+    assert service.peek_min(tr, pq).value == "old"  # stops before the pushed item's range
+    with pytest.raises(FDBError) as caught:
+        service.pop_max(tr, pq)  # would have to read through it
+    assert caught.value.code == 1036
 
 
 def test_pending_item_resolves_after_commit(fdbqueue_db, pq):
@@ -867,7 +877,7 @@ def test_two_pops_of_one_item_conflict(fdbqueue_db, pq):
 def test_empty_answer_is_serializable(fdbqueue_db, pq):
     tr = fdbqueue_db.create_transaction()
     assert service.pop_max(tr, pq) is None
-    tr[b"my-app/flag"] = b"saw empty"  # a write, so the commit is conflict-checked
+    tr[root_subspace().pack(("my-app", "flag"))] = b"saw empty"  # a write: the commit is checked
     service.push(fdbqueue_db, pq, "late", 1)
     assert _conflicts(tr)
 

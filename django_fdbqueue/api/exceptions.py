@@ -26,7 +26,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.views import set_rollback
 
 from django_fdbqueue.exceptions import QueueAlreadyExists, QueueError, QueueNotFound, ValueTooLarge
-from django_fdbqueue.fdbapi import FDBError
+from django_fdbqueue.fdbapi import FDBError, describe
 
 logger = logging.getLogger("django_fdbqueue.api")
 
@@ -132,14 +132,13 @@ def _handle(exc: Exception, context: dict[str, Any]) -> Response | None:
         return Response({"detail": str(exc), "code": error_code(exc)}, status=queue_error_status(exc))
 
     if isinstance(exc, FDBError) and getattr(exc, "code", None) in TOO_LARGE_FDB_ERRORS:
-        body = {"detail": f"{exc.description}: the request is too large for one transaction.",
+        body = {"detail": f"{describe(exc)}: the request is too large for one transaction.",
                 "code": "request_too_large", "fdb_error": exc.code}
         return Response(body, status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
 
     if isinstance(exc, FDBError):
         code = getattr(exc, "code", None)
-        description = getattr(exc, "description", exc)
-        logger.warning("FoundationDB error %s (%s) in %s", code, description, _where(context))
+        logger.warning("FoundationDB error %s (%s) in %s", code, describe(exc), _where(context))
         return unavailable_response(DatabaseUnavailable(fdb_error=code))
 
     if isinstance(exc, DatabaseUnavailable):

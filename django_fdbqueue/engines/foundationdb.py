@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import ImproperlyConfigured
 
+from django_fdbqueue.fdbapi import describe
+
 if TYPE_CHECKING:
     from django_fdbqueue.conf import QueueSettings
 
@@ -110,7 +112,7 @@ def open_database(settings: QueueSettings) -> Any:
     except fdb.FDBError as exc:
         where = settings.cluster_file or "the client's default cluster file"
         raise ImproperlyConfigured(
-            f"Could not open the FoundationDB database of {where}: {exc.description} "
+            f"Could not open the FoundationDB database of {where}: {describe(exc)} "
             f"(error {exc.code}). Check FDBQUEUE['CLUSTER_FILE'] and that the file is readable."
         ) from exc
     configure(database, settings)

@@ -117,8 +117,10 @@ several is not as a whole. Given an open transaction, both put everything in tha
 
 Semantics worth knowing: a pop is at-most-once delivery (the item is gone when the pop
 commits); a push retried after ``commit_unknown_result`` may be stored twice (deduplication
-keys are a planned feature); pushes made in a transaction are not visible to reads in that same
-transaction (versionstamped keys are written at commit). Statistics reads are ordinary reads:
+keys are a planned feature). Pushes made in a transaction cannot be read in that same
+transaction: their versionstamped keys are unknown until the commit, so FoundationDB fails a
+read that reaches where they will land with ``FDBError`` 1036 (accessed_unreadable). In one
+transaction, pop or read a queue *before* pushing to it. Statistics reads are ordinary reads:
 inside your own read-write transaction they conflict with concurrent pushes and pops of that
 queue, which is what serializability asks for.
 """

@@ -81,6 +81,9 @@ class _WriteCache:
     A key's entry is either a known value (set, cleared, or an atomic op on a known value),
     a list of atomic ops awaiting the stored value, or "unreadable" (a versionstamped value).
     Cleared ranges hide stored rows; later writes inside them get entries of their own.
+    Unreadable ranges are where a versionstamped key may land: as in FoundationDB, a read that
+    reaches one fails with 1036 (accessed_unreadable), since its contents are unknown until
+    the commit.
     """
 
     KNOWN, OPS, UNREADABLE = "known", "ops", "unreadable"
@@ -89,6 +92,7 @@ class _WriteCache:
         self.keys: list[bytes] = []
         self.entries: dict[bytes, tuple[str, Any]] = {}
         self.clears: list[tuple[bytes, bytes]] = []
+        self.unreadable_ranges: list[tuple[bytes, bytes]] = []
 
     def _put(self, key: bytes, entry: tuple[str, Any]) -> None:
         if key not in self.entries:
@@ -118,6 +122,21 @@ class _WriteCache:
 
     def unreadable(self, key: bytes) -> None:
         self._put(key, (self.UNREADABLE, None))
+
+    def add_unreadable_range(self, begin: bytes, end: bytes) -> None:
+        self.unreadable_ranges.append((begin, end))
+
+    def in_unreadable_range(self, key: bytes) -> bool:
+        return any(b <= key < e for b, e in self.unreadable_ranges)
+
+    def unreadable_boundary(self, begin: bytes, end: bytes, reverse: bool) -> bytes | None:
+        """Where a scan of [begin, end) first meets an unreadable range (None: it never does)."""
+        hits = [(b, e) for b, e in self.unreadable_ranges if b < end and e > begin]
+        if not hits:
+            return None
+        if reverse:
+            return max(min(e, end) for _b, e in hits)
+        return min(max(b, begin) for b, _e in hits)
 
     def cleared(self, key: bytes) -> bool:
         return any(b <= key < e for b, e in self.clears)
@@ -326,6 +345,8 @@ class Transaction(_ReadView):
         self._check_usable()
         if key >= LEGAL_KEY_END:
             raise make_error(ErrorCode.KEY_OUTSIDE_LEGAL_RANGE)
+        if self._cache.in_unreadable_range(key):
+            raise make_error(ErrorCode.ACCESSED_UNREADABLE)
         kind, payload = self._cache.lookup(key)
         if kind == _WriteCache.KNOWN:
             return payload
@@ -377,6 +398,7 @@ class Transaction(_ReadView):
             snapshot_conn, begin, end, reverse, batch=max(1, min(limit or 100, 10_000))  # type: ignore[arg-type]
         )
         ahead = lambda a, b: a > b if reverse else a < b  # noqa: E731
+        unreadable = self._cache.unreadable_boundary(begin, end, reverse)
         row = next(stored, None)
         index = count = 0
         while row is not None or index < len(local):
@@ -386,6 +408,9 @@ class Transaction(_ReadView):
                 # Committed, reset or retried since the read began: its snapshot is gone.
                 raise make_error(ErrorCode.TRANSACTION_CANCELLED)
             mine = local[index] if index < len(local) else None
+            upcoming = mine if row is None or (mine is not None and ahead(mine, row[0])) else row[0]
+            if unreadable is not None and (upcoming < unreadable if reverse else upcoming >= unreadable):
+                raise make_error(ErrorCode.ACCESSED_UNREADABLE)
             if mine is None or (row is not None and ahead(row[0], mine)):
                 key, value = row  # type: ignore[misc]
                 row = next(stored, None)
@@ -408,6 +433,8 @@ class Transaction(_ReadView):
             yield KeyValue(key, value)
             if limit and count >= limit:
                 return
+        if unreadable is not None:
+            raise make_error(ErrorCode.ACCESSED_UNREADABLE)  # the rest of the range is unknowable
         covered[0], covered[1] = begin, end
 
     def _resolve_selector(self, selector: Any, snapshot: bool) -> bytes:
@@ -543,6 +570,7 @@ class Transaction(_ReadView):
         lowest = body[:offset] + floor + body[offset + 10 :]
         highest = body[:offset] + b"\xff" * VERSIONSTAMP_SIZE + body[offset + 10 :]
         self._write_ranges.append((lowest, highest + b"\x00"))
+        self._cache.add_unreadable_range(lowest, highest + b"\x00")
 
     def set_versionstamped_value(self, key: Any, value: Any) -> None:
         """Write `value` with its placeholder replaced by the commit's stamp; unreadable until then."""
