@@ -37,7 +37,6 @@ __all__ = [
     "Subspace",
     "describe",
     "fdb",
-    "is_retryable",
     "is_transaction",
     "strinc",
     "transactional",
@@ -246,11 +245,6 @@ def strinc(key: bytes) -> bytes:
     if not stripped:
         raise ValueError("Key must contain at least one byte not equal to 0xFF.")
     return stripped[:-1] + bytes([stripped[-1] + 1])
-
-
-def is_retryable(error: BaseException) -> bool:
-    """True when FoundationDB would retry `error` in ``on_error``."""
-    return isinstance(error, FDBError) and getattr(error, "code", None) in RETRYABLE_CODES
 
 
 def is_transaction(obj: Any) -> bool:

@@ -25,7 +25,7 @@ import os
 import sqlite3
 import threading
 import time
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS kv (key BLOB PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID;
@@ -231,10 +231,6 @@ class Storage:
             return
         conn.execute("DELETE FROM write_ranges WHERE version <= ?", (newest,))
         conn.execute("UPDATE meta SET value = ? WHERE name = 'pruned_through'", (newest,))
-
-    @staticmethod
-    def put_many(conn: sqlite3.Connection, rows: Iterable[tuple[bytes, bytes]]) -> None:
-        conn.executemany("INSERT OR REPLACE INTO kv (key, value) VALUES (?, ?)", rows)
 
     @staticmethod
     def put(conn: sqlite3.Connection, key: bytes, value: bytes) -> None:
