@@ -126,6 +126,20 @@ def register(codec: Codec) -> Codec:
     return codec
 
 
+def unregister(name: str) -> None:
+    """Forget the codec called ``name`` (items it encoded can no longer be decoded here)."""
+    with _lock:
+        if name not in _registry or name in (JSON.name, BYTES.name):
+            raise InvalidArgument(f"No removable codec is registered as {name!r}.")
+        del _registry[name]
+
+
+def registered() -> dict[str, Codec]:
+    """A copy of the registry: name -> codec."""
+    with _lock:
+        return dict(_registry)
+
+
 def get(name: str) -> Codec:
     """The registered codec called ``name`` (used to decode stored items)."""
     try:
@@ -153,4 +167,6 @@ def choose(value: Any, codec: Codec | str | None = None) -> Codec:
 JSON = register(JSONCodec())
 BYTES = register(BytesCodec())
 
-__all__ = ["Codec", "JSONCodec", "BytesCodec", "register", "get", "choose", "JSON", "BYTES"]
+__all__ = [
+    "Codec", "JSONCodec", "BytesCodec", "register", "unregister", "registered", "get", "choose", "JSON", "BYTES",
+]

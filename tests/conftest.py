@@ -26,14 +26,41 @@ def cluster_settings(**extra):
     return QueueSettings(engine="foundationdb", cluster_file=CLUSTER_FILE, **extra)
 
 
+@pytest.fixture(autouse=True)
+def _codec_registry_restored():
+    """Codecs a test registers are gone after it: the same test on the next engine starts clean."""
+    from django_fdbqueue import codecs
+
+    before = codecs.registered()
+    yield
+    for name in set(codecs.registered()) - set(before):
+        codecs.unregister(name)
+    for name, codec in before.items():
+        if codecs.registered().get(name) is not codec:
+            codecs.register(codec)
+
+
 @pytest.fixture(scope="session")
-def cluster_database():
+def _cluster_handle():
     """One handle to the real cluster for the whole run (the binding allows one network per process)."""
     if not CLUSTER_FILE:
         pytest.skip(NO_CLUSTER)
     from django_fdbqueue.engines import open_database
 
     return open_database(cluster_settings(timeout=None))
+
+
+@pytest.fixture
+def cluster_database(_cluster_handle):
+    """The shared cluster handle, set back to no timeout and no retry limit for raw-API tests.
+
+    The binding hands out one handle per cluster file, and app tests configure it with the app's
+    TIMEOUT (5 s by default): a raw-API test must not inherit that.
+    """
+    from django_fdbqueue.engines.foundationdb import configure
+
+    configure(_cluster_handle, cluster_settings(timeout=None))
+    return _cluster_handle
 
 
 @pytest.fixture(params=ENGINES)
@@ -57,13 +84,7 @@ def embedded_db(tmp_path):
 def db(engine_name, request):
     """A raw database handle of the engine under test; keys go under the `keyspace` fixture."""
     if engine_name == "foundationdb":
-        from django_fdbqueue.engines.foundationdb import configure
-
-        database = request.getfixturevalue("cluster_database")
-        # The binding hands out one handle per cluster file, which app tests reconfigure: put
-        # back what the embedded fixture has (no timeout, no retry limit) for raw-API tests.
-        configure(database, cluster_settings(timeout=None))
-        return database
+        return request.getfixturevalue("cluster_database")
     return request.getfixturevalue("embedded_db")
 
 

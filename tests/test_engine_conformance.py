@@ -1315,19 +1315,122 @@ def test_transaction_just_under_10mb_commits(db, k):
 
 
 @pytest.mark.cluster
-def test_read_six_seconds_after_read_version_fails_1007_on_cluster(cluster_database):
-    """On a real cluster a read 6 s after the read version fails with 1007 and on_error retries it.
+def test_old_read_write_transaction_fails_1007_and_read_only_one_commits_on_cluster(cluster_database):
+    """What FoundationDB guarantees 6 s after a read version: a read-write transaction cannot
+    commit (1007, from a read or from the commit), while a read-only one, whose reads were
+    served, commits (it has nothing to resolve).
 
-    The cluster's clock cannot be faked, so this one test waits out the 5-second MVCC window;
-    the embedded engine pins the same behaviour with a fake clock in test_engine_embedded.py.
+    A read may still be served from an idle cluster's storage after 5 s, so the test accepts
+    either place for the 1007 but insists on it before anything is written. The cluster's clock
+    cannot be faked, so this test waits out the window; test_engine_embedded.py pins the same
+    behaviour on the embedded engine with a fake clock.
     """
-    key = fdb.tuple.pack(("fdbqueue-test", uuid.uuid4().hex, "never-written"))
-    tr = cluster_database.create_transaction()
-    tr.get_read_version().wait()
+    space = fdb.Subspace(("fdbqueue-test", uuid.uuid4().hex))
+    writer = cluster_database.create_transaction()
+    assert not writer[space.pack(("seen",))].present()
+    reader = cluster_database.create_transaction()
+    assert not reader[space.pack(("seen",))].present()
     time.sleep(6.0)  # not synchronisation: the behaviour under test is the passage of time
-    error = expect_error(TRANSACTION_TOO_OLD, lambda: tr[key].present())
-    tr.on_error(error).wait()
-    assert not tr[key].present()
+
+    def late_read_then_commit():
+        writer[space.pack(("late",))].wait()
+        writer[space.pack(("written",))] = b"x"
+        writer.commit().wait()
+
+    error = expect_error(TRANSACTION_TOO_OLD, late_read_then_commit)
+    assert commit_outcome(reader) == COMMITTED
+    writer.on_error(error).wait()
+    assert not writer[space.pack(("written",))].present()
+    writer[space.pack(("written",))] = b"x"
+    writer.commit().wait()
+    assert cluster_database[space.pack(("written",))] == b"x"
+    del cluster_database[space.range().start : space.range().stop]
+
+
+# --------------------------------------------------------------------------- commit once
+
+
+def test_a_committed_transaction_cannot_commit_again_2017(db, k):
+    """After a successful commit, commit fails with 2017 (used_during_commit) until reset: nothing
+    applies twice, and a write made after the commit raises nothing at once but is never applied.
+    """
+    tr = db.create_transaction()
+    tr.add(k("counter"), le64(1))
+    tr[k("first")] = b"1"
+    tr.commit().wait()
+    tr[k("after")] = b"never"  # no error here, as in the binding
+    expect_error(2017, lambda: tr.commit().wait())
+    expect_error(2017, lambda: tr.commit().wait())
+    assert db[k("counter")] == le64(1)
+    assert db[k("after")] is None
+    tr.reset()
+    tr[k("second")] = b"2"
+    tr.commit().wait()
+    assert db[k("second")] == b"2"
+    assert db[k("counter")] == le64(1)
+
+
+def test_a_read_only_transaction_cannot_commit_twice_either(db, k):
+    tr = db.create_transaction()
+    tr[k("nothing")].wait()
+    tr.commit().wait()
+    expect_error(2017, lambda: tr.commit().wait())
+
+
+# --------------------------------------------------------------------------- range reads start at once
+
+
+def test_a_range_read_that_is_never_iterated_still_conflicts(db, k):
+    """get_range sends its read when called: its conflict range exists even if nobody iterates."""
+    fill(db, {k("r", 1): b"1", k("r", 5): b"5"})
+    outcome = interleave(
+        db,
+        lambda tr: tr.get_range(k("r", 0), k("r", 9)),
+        lambda tr: tr.set(k("r", 3), b"3"),
+        k("marker"),
+    )
+    assert outcome == NOT_COMMITTED
+
+
+def test_a_snapshot_range_read_that_is_never_iterated_does_not_conflict(db, k):
+    fill(db, {k("r", 1): b"1"})
+    outcome = interleave(
+        db,
+        lambda tr: tr.snapshot.get_range(k("r", 0), k("r", 9)),
+        lambda tr: tr.set(k("r", 3), b"3"),
+        k("marker"),
+    )
+    assert outcome == COMMITTED
+
+
+# --------------------------------------------------------------------------- size as the cluster counts it
+
+
+def test_overwriting_one_key_many_times_counts_its_final_value_once(db, k):
+    """11,000 sets of one key with a 1 KB value (11 MB of calls) commit: the last one counts."""
+    value = b"v" * 1000
+
+    def write(tr):
+        for index in range(11_000):
+            tr[k("same")] = value[:-5] + b"%05d" % index
+
+    commit_with(db, write)
+    assert db[k("same")] == value[:-5] + b"10999"
+
+
+def test_reading_one_key_many_times_counts_its_conflict_range_once(db, keyspace):
+    """Conflict ranges count coalesced: 20,000 reads of one 2 KB key (80 MB if each counted)
+    and one write commit."""
+    key = keyspace.key() + b"k" * (2_000 - len(keyspace.key()))
+    fill(db, {key: b"v"})
+
+    def read_often(tr):
+        for _ in range(20_000):
+            assert tr[key] == b"v"
+        tr[keyspace.pack(("written",))] = b"x"
+
+    commit_with(db, read_often)
+    assert db[keyspace.pack(("written",))] == b"x"
 
 
 # --------------------------------------------------------------------------- watches
@@ -1386,6 +1489,25 @@ def test_watch_of_a_transaction_that_fails_to_commit_carries_the_commit_error(db
     expect_error(NOT_COMMITTED, watch.wait)
 
 
+def test_setting_a_watch_reads_its_key_so_a_concurrent_change_conflicts(db, k):
+    """A watch reads its key with an ordinary read: a change by another transaction before this
+    one commits fails the commit with 1020, and the retry's watch starts from the new value."""
+    fill(db, {k("w"): b"old"})
+    tr = db.create_transaction()
+    watch = tr.watch(k("w"))
+    db[k("w")] = b"new"
+    tr[k("marker")] = b"x"
+    error = expect_error(NOT_COMMITTED, lambda: tr.commit().wait())
+    assert wait_ready(watch)
+    expect_error(NOT_COMMITTED, watch.wait)
+    tr.on_error(error).wait()
+    watch = tr.watch(k("w"))
+    tr[k("marker")] = b"x"
+    tr.commit().wait()
+    db[k("w")] = b"newer"
+    assert wait_ready(watch), "the retry's watch did not fire on the next change"
+
+
 def test_cancelled_watch_raises_operation_cancelled(db, k):
     """cancel() ends a waiting watch with 1101 (operation_cancelled)."""
     tr = db.create_transaction()
@@ -1416,5 +1538,13 @@ def test_reads_reaching_this_transactions_versionstamped_insert_fail_1036(db, ke
     # ... one that must go through it is not, in either direction.
     expect_error(1036, lambda: list(tr.get_range(r.start, r.stop)))
     expect_error(1036, lambda: list(tr.get_range(r.start, r.stop, limit=1, reverse=True)))
+    # ... and a transaction that hit 1036 cannot commit (a cluster refuses it with 1036 too),
+    expect_error(1036, lambda: tr.commit().wait())
+    assert [kv.value for kv in db.get_range(r.start, r.stop)] == [b"before"]
+    # ... while one that stays out of the landing range commits its insert.
+    tr = db.create_transaction()
+    tr.get_read_version().wait()
+    tr.set_versionstamped_key(log.pack_with_versionstamp((Versionstamp(),)), b"new")
+    assert [kv.value for kv in tr.get_range(r.start, r.stop, limit=1)] == [b"before"]
     tr.commit().wait()
     assert [kv.value for kv in db.get_range(r.start, r.stop)] == [b"before", b"new"]

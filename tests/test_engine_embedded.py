@@ -21,6 +21,7 @@ from typing import Any, Callable
 import pytest
 
 from django_fdbqueue.engines.embedded import EmbeddedDatabase
+from django_fdbqueue.engines.embedded.transaction import FIRST_BATCH_ROWS
 from django_fdbqueue.fdbapi import FDBError, KeySelector, fdb, transactional
 
 Versionstamp = fdb.tuple.Versionstamp
@@ -268,6 +269,19 @@ def test_commit_of_an_old_transaction_with_reads_fails_with_1007(open_db):
     clock.advance(6.0)
     expect_error(TRANSACTION_TOO_OLD, lambda: tr.commit().wait())
     assert database[key("a")] is None
+
+
+def test_commit_of_an_old_read_only_transaction_succeeds(open_db):
+    """A read-only transaction whose reads were served commits however old: nothing to resolve."""
+    clock = FakeClock()
+    database = open_db(clock=clock)
+    tr = database.create_transaction()
+    assert tr[key("a")] == None  # noqa: E711
+    watch = tr.watch(key("a"))
+    clock.advance(6.0)
+    tr.commit().wait()
+    database[key("a")] = b"changed"
+    assert _ready_soon(watch), "the old read-only transaction's watch did not start"
 
 
 def test_on_error_1007_resets_and_the_retry_succeeds(open_db):
@@ -801,15 +815,26 @@ def test_concurrent_processes_increments_are_serializable(spawn, tmp_path, embed
 
 
 def test_range_iteration_cannot_outlive_its_transactions_snapshot(embedded_db):
-    """A range iterator resumed after its transaction committed fails (1025) instead of reading another snapshot."""
-    for index in range(3):
-        embedded_db[key("r%d" % index)] = b"v"
+    """A range iterator resumed after its transaction committed fails (1025) instead of reading another snapshot.
+
+    Both for the rows read when get_range was called and for those past that first batch.
+    """
+    count = FIRST_BATCH_ROWS + 3
+    tr = embedded_db.create_transaction()
+    for index in range(count):
+        tr[key("r%04d" % index)] = b"v"
+    tr.commit().wait()
     tr = embedded_db.create_transaction()
     rows = iter(tr.get_range(key("r"), key("s")))
-    assert next(rows).key == key("r0")
+    assert next(rows).key == key("r0000")
     tr[key("other")] = b"x"
     tr.commit().wait()
-    expect_error(1025, lambda: next(rows))
+    served = 1
+    with pytest.raises(FDBError) as info:
+        for _row in rows:
+            served += 1
+    assert info.value.code == 1025
+    assert served == 1
 
 
 # --------------------------------------------------------------------------- watches

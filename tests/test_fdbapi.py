@@ -437,6 +437,8 @@ def test_engine_errors_carry_a_description_while_no_api_version_is_selected(monk
 
     monkeypatch.setattr(fdbapi, "_impl", object())
     monkeypatch.setattr(fdbapi, "FDBError", BindingStyleError)
+    # The state under test, whatever this process did before (a cluster run selects a version).
+    monkeypatch.setattr(fdbapi.fdb, "is_api_version_selected", lambda: False)
     error = fdbapi.make_error(1020)
     assert isinstance(error, BindingStyleError)
     assert error.code == 1020

@@ -10,14 +10,16 @@ import base64
 import dataclasses
 import datetime as dt
 import re
+import time
 
 import pytest
 
 from django_fdbqueue import codecs, exceptions, service
 from django_fdbqueue.connection import root_subspace
-from django_fdbqueue.fdbapi import FDBError, fdb, transactional
+from django_fdbqueue.fdbapi import FDBError, fdb, make_error, transactional
 from django_fdbqueue.service import items as service_items
-from django_fdbqueue.service.keys import item_id
+from django_fdbqueue.service import catalog as service_catalog
+from django_fdbqueue.service.keys import DELETIONS, QueueKeys, item_id
 
 URL_SAFE = re.compile(r"[A-Za-z0-9_-]+")
 
@@ -180,10 +182,19 @@ def test_delete_removes_the_queue_and_every_key_it_had(fdbqueue_db, pq):
         service.size(fdbqueue_db, pq)
     with pytest.raises(exceptions.QueueNotFound):
         service.delete_queue(fdbqueue_db, pq)
-    remaining = dump(fdbqueue_db)
+    remaining, markers = without_deletion_markers(dump(fdbqueue_db))
     assert remaining and set(remaining) < set(other_keys)
+    assert len(markers) == 1  # the proof this delete committed, for its retries (short-lived)
     service.delete_queue(fdbqueue_db, "other")
-    assert dump(fdbqueue_db) == []  # nothing left behind: not items, index entries or counters
+    remaining, markers = without_deletion_markers(dump(fdbqueue_db))
+    assert remaining == []  # nothing left behind: not items, index entries or counters
+    assert len(markers) == 2
+
+
+def without_deletion_markers(rows):
+    markers = root_subspace()[DELETIONS].range()
+    inside = [row for row in rows if markers.start <= row[0] < markers.stop]
+    return [row for row in rows if row not in inside], inside
 
 
 def test_recreated_queue_never_sees_the_old_items(fdbqueue_db, pq):
@@ -662,7 +673,8 @@ def test_push_many_splits_by_bytes_and_keeps_order(fdbqueue_db, pq):
     counting = CountingDatabase(fdbqueue_db)
     big = [bytes([i]) * 90_000 for i in range(25)]
     pushed = service.push_many(counting, pq, big)
-    per_transaction = service_items.BATCH_BYTES // (90_000 + service_items.PUSH_OVERHEAD_BYTES)
+    longest_keys = QueueKeys(root_subspace(), b"\x00" * service_catalog.QUEUE_ID_BYTES)
+    per_transaction = service_items.BATCH_BYTES // service_items.prepare(big[0], 0, None).cost(longest_keys)
     assert counting.transactions == -(-25 // per_transaction) == 3
     assert [p.value for p in pushed] == big
     counting = CountingDatabase(fdbqueue_db)
@@ -887,7 +899,7 @@ def test_push_racing_a_delete_retries_and_sees_the_queue_gone(fdbqueue_db, pq):
     service.push(tr, pq, "racing", 1)
     service.delete_queue(fdbqueue_db, pq)
     assert _conflicts(tr)
-    assert dump(fdbqueue_db) == []
+    assert without_deletion_markers(dump(fdbqueue_db))[0] == []
 
 
 def test_retried_transaction_restarts_user_versions(settings, tmp_path):
@@ -922,3 +934,104 @@ def test_one_transaction_holds_at_most_65536_pushes(fdbqueue_db, pq):
     assert "65536" in caught.value.message
     tr.reset()
     assert service.size(fdbqueue_db, pq) == 0
+
+
+# --- commit_unknown_result, attempts and batch sizing (review findings) ---------------------------
+
+
+@pytest.fixture
+def embedded_app_db(settings, tmp_path):
+    """The app's handle on a fresh embedded store, for fault injection (an embedded feature)."""
+    from django_fdbqueue import connection
+
+    settings.FDBQUEUE = {"ENGINE": "embedded", "PATH": str(tmp_path / "faults.sqlite3"), "TIMEOUT": None}
+    connection.reset_database()
+    yield connection.get_database()
+    connection.reset_database()
+
+
+def test_create_whose_commit_applied_but_reported_1021_succeeds(embedded_app_db):
+    """The retry finds the entry with the id this call chose: its own commit, so success."""
+    embedded_app_db.faults.fail_next("unknown_applied")
+    info = service.create_queue(embedded_app_db, "jobs", kind="priority")
+    assert info.name == "jobs" and info.kind == "priority"
+    assert embedded_app_db.faults.injected["unknown_applied"] == 1
+    assert service.get_queue(embedded_app_db, "jobs").kind == "priority"
+    with pytest.raises(exceptions.QueueAlreadyExists):  # a second call is still refused
+        service.create_queue(embedded_app_db, "jobs")
+
+
+def test_create_whose_commit_did_not_apply_and_reported_1021_succeeds(embedded_app_db):
+    embedded_app_db.faults.fail_next("unknown_not_applied", "not_committed")
+    service.create_queue(embedded_app_db, "jobs")
+    assert service.queue_exists(embedded_app_db, "jobs")
+
+
+def test_delete_whose_commit_applied_but_reported_1021_succeeds(embedded_app_db):
+    """The retry finds this call's deletion marker, so it reports success, not QueueNotFound."""
+    service.create_queue(embedded_app_db, "jobs")
+    service.push(embedded_app_db, "jobs", "x")
+    embedded_app_db.faults.fail_next("unknown_applied")
+    service.delete_queue(embedded_app_db, "jobs")
+    assert embedded_app_db.faults.injected["unknown_applied"] == 1
+    assert not service.queue_exists(embedded_app_db, "jobs")
+    with pytest.raises(exceptions.QueueNotFound):  # another call still learns there is none
+        service.delete_queue(embedded_app_db, "jobs")
+
+
+def test_deletion_markers_older_than_an_hour_are_forgotten(fdbqueue_db, monkeypatch):
+    service.create_queue(fdbqueue_db, "old")
+    service.delete_queue(fdbqueue_db, "old")
+    markers = root_subspace()[DELETIONS].range()
+    assert len(fdbqueue_db.get_range(markers.start, markers.stop)) == 1
+    later = time.time_ns() + 3601 * 10**9
+    monkeypatch.setattr(time, "time_ns", lambda: later)
+    service.create_queue(fdbqueue_db, "new")
+    service.delete_queue(fdbqueue_db, "new")
+    assert len(fdbqueue_db.get_range(markers.start, markers.stop)) == 1  # only the new one
+
+
+def test_user_versions_restart_on_every_attempt(fdbqueue_db, pq):
+    """A caller's transaction retried (on_error) with the same read version: numbering restarts,
+    so a big batch fits every attempt instead of running past 65,536 user versions."""
+    values_ = list(range(22_000))
+    tr = fdbqueue_db.create_transaction()
+    for _attempt in range(2):
+        service.push_many(tr, pq, values_)
+        tr.on_error(make_error(1020)).wait()  # what a conflict would do: reset, same store state
+    pending = service.push_many(tr, pq, values_)
+    tr.commit().wait()
+    assert service.size(fdbqueue_db, pq) == 22_000
+    assert [p.result().value for p in pending[:3]] == [0, 1, 2]
+    assert len({p.id for p in pending}) == 22_000
+    assert [item.value for item in service.pop_many(fdbqueue_db, pq, 5)] == [0, 1, 2, 3, 4]
+
+
+def test_user_versions_restart_after_a_failed_commit_with_the_same_read_version(embedded_app_db):
+    service.create_queue(embedded_app_db, "jobs")
+    embedded_app_db.faults.fail_next("not_committed", "not_committed")
+    tr = embedded_app_db.create_transaction()
+    while True:
+        service.push_many(tr, "jobs", range(22_000))
+        try:
+            tr.commit().wait()
+            break
+        except FDBError as error:
+            tr.on_error(error).wait()
+    assert embedded_app_db.faults.injected["not_committed"] == 2
+    assert service.size(embedded_app_db, "jobs") == 22_000
+
+
+def test_push_many_sizes_batches_from_the_real_key_length(fdbqueue_db, settings, monkeypatch):
+    """A 1 KB ROOT makes every key about 1 KB longer: batches shrink to stay under 10 MB."""
+    from django_fdbqueue import connection
+
+    long_root = ("r" * 1000,) + tuple(settings.FDBQUEUE.get("ROOT", ("fdbqueue",)))
+    settings.FDBQUEUE = {**settings.FDBQUEUE, "ROOT": long_root}
+    db = connection.get_database()
+    service.create_queue(db, "wide")
+    counting = CountingDatabase(db)
+    service.push_many(counting, "wide", range(3_000))
+    assert counting.transactions > 1
+    assert service.size(db, "wide") == 3_000
+    assert [item.value for item in service.pop_many(db, "wide", 3)] == [0, 1, 2]

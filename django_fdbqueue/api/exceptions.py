@@ -25,7 +25,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.views import set_rollback
 
-from django_fdbqueue.exceptions import QueueAlreadyExists, QueueError, QueueNotFound, ValueTooLarge
+from django_fdbqueue.exceptions import InvalidQueueName, QueueAlreadyExists, QueueError, QueueNotFound, ValueTooLarge
 from django_fdbqueue.fdbapi import FDBError, describe
 
 logger = logging.getLogger("django_fdbqueue.api")
@@ -101,10 +101,27 @@ def flatten_messages(errors: Any, prefix: str = "") -> list[str]:
     return [f"{prefix}: {errors}" if prefix else str(errors)]
 
 
+# Field error codes that name the service's own error when they are a request's only problem.
+SPECIFIC_FIELD_CODES = frozenset({InvalidQueueName.code})
+
+
+def _error_codes(errors: Any) -> set[str]:
+    """Every code in a (nested) DRF error structure."""
+    if isinstance(errors, dict):
+        return set().union(*(_error_codes(value) for value in errors.values()))
+    if isinstance(errors, list):
+        return set().union(*(_error_codes(value) for value in errors))
+    return {getattr(errors, "code", None) or "invalid"}
+
+
 def validation_body(exc: exceptions.ValidationError) -> dict[str, Any]:
+    """A 400 for invalid input: "invalid", or the one specific code every problem shares (a bad
+    queue name in a body answers invalid_queue_name, as it does in a URL)."""
     errors = exc.detail if isinstance(exc.detail, dict) else {"non_field_errors": exc.detail}
     detail = " ".join(flatten_messages(errors)) or "Invalid input."
-    return {"detail": detail, "code": "invalid", "errors": errors}
+    codes = _error_codes(errors)
+    code = codes.pop() if len(codes) == 1 and codes <= SPECIFIC_FIELD_CODES else "invalid"
+    return {"detail": detail, "code": code, "errors": errors}
 
 
 def api_error_body(exc: exceptions.APIException, data: Any) -> dict[str, Any]:

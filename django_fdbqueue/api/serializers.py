@@ -40,12 +40,44 @@ class StrictIntegerField(serializers.IntegerField):
 
 
 class StrictRegexField(serializers.RegexField):
-    """A JSON string only: DRF would turn 12 into "12" and accept it as a name."""
+    """A JSON string only, taken as sent: DRF would turn 12 into "12" and strip " jobs\\n" to
+    "jobs", accepting what the service refuses."""
+
+    def __init__(self, regex: str, **kwargs: Any) -> None:
+        kwargs.setdefault("trim_whitespace", False)
+        super().__init__(regex, **kwargs)
 
     def to_internal_value(self, data: Any) -> str:
         if not isinstance(data, str):
             self.fail("invalid")
         return super().to_internal_value(data)
+
+
+class QueueNameField(StrictRegexField):
+    """A queue name, refused with the code the service and the URL routes use for bad names."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("max_length", 200)
+        super().__init__(rf"^{QUEUE_NAME_REGEX}\Z", **kwargs)
+
+    def run_validation(self, data: Any = serializers.empty) -> Any:
+        try:
+            return super().run_validation(data)
+        except serializers.ValidationError as error:
+            if data is serializers.empty:
+                raise
+            raise serializers.ValidationError(
+                "1 to 200 characters of letters, digits, '.', '_' and '-', exactly as sent.",
+                code="invalid_queue_name",
+            ) from error
+
+
+class UntrimmedCharField(serializers.CharField):
+    """A query string taken as sent: a cursor or prefix with stray spaces is refused, not "fixed"."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("trim_whitespace", False)
+        super().__init__(**kwargs)
 
 
 class PriorityField(StrictIntegerField):
@@ -180,11 +212,7 @@ class StrictFieldsMixin:
 class QueueCreateSerializer(StrictFieldsMixin, serializers.Serializer):
     """POST queues/."""
 
-    name = StrictRegexField(
-        rf"^{QUEUE_NAME_REGEX}\Z",
-        max_length=200,
-        error_messages={"invalid": "1 to 200 characters of letters, digits, '.', '_' and '-'."},
-    )
+    name = QueueNameField()
     kind = serializers.ChoiceField(choices=KINDS, default="fifo")
 
 
@@ -233,8 +261,8 @@ class EndQuerySerializer(serializers.Serializer):
 class QueueListQuerySerializer(serializers.Serializer):
     """Query of GET queues/."""
 
-    prefix = serializers.CharField(required=False, default="", allow_blank=True, max_length=200)
-    cursor = serializers.CharField(required=False, default=None, allow_null=True, help_text="From a page's next link.")
+    prefix = UntrimmedCharField(required=False, default="", allow_blank=True, max_length=200)
+    cursor = UntrimmedCharField(required=False, default=None, allow_null=True, help_text="From a page's next link.")
     limit = serializers.IntegerField(
         required=False, default=DEFAULT_LIMIT, min_value=1, max_value=MAX_LIMIT, help_text="Page size."
     )
@@ -243,7 +271,7 @@ class QueueListQuerySerializer(serializers.Serializer):
 class BrowseQuerySerializer(EndQuerySerializer):
     """Query of GET queues/{name}/items/."""
 
-    cursor = serializers.CharField(required=False, default=None, allow_null=True, help_text="From a page's next link.")
+    cursor = UntrimmedCharField(required=False, default=None, allow_null=True, help_text="From a page's next link.")
     limit = serializers.IntegerField(
         required=False, default=DEFAULT_LIMIT, min_value=1, max_value=MAX_LIMIT, help_text="Page size."
     )

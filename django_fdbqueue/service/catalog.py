@@ -114,15 +114,27 @@ def info(tr: Any, entry: Entry, qk: keys.QueueKeys) -> QueueInfo:
 # --- public operations (wrapped by the package) ------------------------------------------------
 
 
-@transactional
-def create_queue(tr: Any, name: str, kind: str) -> QueueInfo:
-    root_space = root()
-    if read_entry(tr, root_space, name) is not None:
-        raise QueueAlreadyExists(f"A queue named {name!r} already exists.", name=name)
-    # A fresh random id per queue: its data never meets the data of an earlier queue of this name.
+def create_queue(db_or_tr: Any, name: str, kind: str) -> QueueInfo:
+    """Create the queue, choosing its id once for every attempt.
+
+    A fresh random id per queue means its data never meets the data of an earlier queue of this
+    name. Choosing it before the first attempt means a retry after ``commit_unknown_result``
+    (1021) that finds an entry with *this* id knows that its own earlier attempt committed, and
+    reports success instead of QueueAlreadyExists.
+    """
     entry = Entry(name, kind, now_micros(), os.urandom(QUEUE_ID_BYTES))
-    tr[keys.catalog_key(root_space, name)] = entry.pack()
-    return QueueInfo(name, kind, 0, 0, 0, None, None, None, to_datetime(entry.created_us))
+    return _create(db_or_tr, entry)
+
+
+@transactional
+def _create(tr: Any, entry: Entry) -> QueueInfo:
+    root_space = root()
+    existing = read_entry(tr, root_space, entry.name)
+    if existing is not None and existing.queue_id != entry.queue_id:
+        raise QueueAlreadyExists(f"A queue named {entry.name!r} already exists.", name=entry.name)
+    if existing is None:
+        tr[keys.catalog_key(root_space, entry.name)] = entry.pack()
+    return QueueInfo(entry.name, entry.kind, 0, 0, 0, None, None, None, to_datetime(entry.created_us))
 
 
 @transactional
@@ -136,12 +148,29 @@ def queue_exists(tr: Any, name: str) -> bool:
     return read_entry(tr, root(), name) is not None
 
 
+def delete_queue(db_or_tr: Any, name: str) -> None:
+    """Delete the queue and its data, leaving a short-lived marker of this very call.
+
+    A retry after ``commit_unknown_result`` (1021) finds the marker of its own earlier attempt
+    and reports success, where it would otherwise find no queue and raise QueueNotFound.
+    """
+    _delete(db_or_tr, name, keys.DeletionMarker.new())
+
+
 @transactional
-def delete_queue(tr: Any, name: str) -> None:
+def _delete(tr: Any, name: str, marker: keys.DeletionMarker) -> None:
+    root_space = root()
+    if tr[marker.key(root_space)].present():
+        return  # an earlier attempt of this call committed
     entry, qk = require(tr, name)
     del tr[keys.catalog_key(qk.root, name)]
     space = qk.space.range()
     tr.clear_range(space.start, space.stop)
+    tr[marker.key(root_space)] = b""
+    # Markers only need to outlive a retry loop: forget old ones with a blind clear (no reads,
+    # so concurrent deletes never conflict over it).
+    expired = marker.expired_before(root_space)
+    tr.clear_range(expired.start, expired.stop)
 
 
 @transactional

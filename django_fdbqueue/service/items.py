@@ -12,47 +12,63 @@ from django_fdbqueue.exceptions import InvalidArgument, ValueTooLarge, WrongQueu
 from django_fdbqueue.fdbapi import fdb, transactional
 
 from . import keys
-from .catalog import counter_bytes, first, read_counter, require
+from .catalog import QUEUE_ID_BYTES, counter_bytes, first, read_counter, require, root
 from .records import Item, Page, PendingItem, now_micros, to_datetime
 
 MAX_VALUE_BYTES = 100_000
 # FoundationDB caps a transaction at 10 MB and recommends staying near 1 MB; batches aim there.
 BATCH_BYTES = 1_000_000
-# Rough cost of one pushed item besides its payload: two keys, their versionstamp conflict
-# ranges and the order-index value. Erring high keeps batches safely inside the limit.
-PUSH_OVERHEAD_BYTES = 512
 PUSH_BATCH_ITEMS = 5_000
 POP_BATCH_ITEMS = 1_000
 # The tuple layer's user version is 16 bits: at most this many pushes in one transaction.
 MAX_PUSHES_PER_TRANSACTION = 1 << 16
 Versionstamp = fdb.tuple.Versionstamp
+# A complete stamp packs to the same length as the placeholder a push writes.
+_SAMPLE_STAMP = Versionstamp(b"\x00" * 10, 0)
 
 
 # --- user versions: distinct, increasing stamps for several pushes in one transaction -----------
 
-_versions_lock = threading.Lock()
-_versions: "weakref.WeakKeyDictionary[Any, list[int]]" = weakref.WeakKeyDictionary()
+class _Attempt:
+    """The pushes of one transaction attempt: its versionstamp future and the next user version."""
+
+    __slots__ = ("stamp", "next_user_version")
+
+    def __init__(self, stamp: Any) -> None:
+        self.stamp = stamp
+        self.next_user_version = 0
 
 
-def _next_user_version(tr: Any) -> int:
-    """0, 1, 2, ... per transaction attempt, so pushes in one transaction keep their order.
+_attempts_lock = threading.Lock()
+_attempts: "weakref.WeakKeyDictionary[Any, _Attempt]" = weakref.WeakKeyDictionary()
 
-    Kept beside the transaction (weakly, so it dies with it) and started afresh when the read
-    version changes, i.e. after ``on_error``/``reset`` began a new attempt.
+
+def _current_attempt(tr: Any) -> _Attempt:
+    """This attempt's numbering, kept beside the transaction (weakly, so it dies with it).
+
+    A new attempt is recognised by its versionstamp future: while an attempt is open the future
+    is pending, and commit, ``reset`` and ``on_error`` all settle it (with the stamp or with an
+    error), on both engines. So numbering restarts at 0 on every attempt, even when the read
+    version did not move, and no read is needed to tell.
     """
-    read_version = tr.get_read_version().wait()
-    with _versions_lock:
-        state = _versions.get(tr)
-        if state is None or state[0] != read_version:
-            state = [read_version, 0]
-            _versions[tr] = state
-        version = state[1]
-        if version >= MAX_PUSHES_PER_TRANSACTION:
+    with _attempts_lock:
+        attempt = _attempts.get(tr)
+        if attempt is None or attempt.stamp.is_ready():
+            attempt = _Attempt(tr.get_versionstamp())
+            _attempts[tr] = attempt
+        return attempt
+
+
+def _take_user_versions(attempt: _Attempt, count: int) -> int:
+    """Reserve `count` consecutive user versions of the attempt; the first one is returned."""
+    with _attempts_lock:
+        first = attempt.next_user_version
+        if first + count > MAX_PUSHES_PER_TRANSACTION:
             raise InvalidArgument(
                 f"At most {MAX_PUSHES_PER_TRANSACTION} items can be pushed in one transaction."
             )
-        state[1] = version + 1
-    return version
+        attempt.next_user_version = first + count
+    return first
 
 
 # --- values ----------------------------------------------------------------------------------
@@ -67,9 +83,16 @@ class Prepared:
     payload: bytes
     enqueued_us: int
 
-    @property
-    def cost(self) -> int:
-        return len(self.payload) + PUSH_OVERHEAD_BYTES
+    def cost(self, qk: keys.QueueKeys) -> int:
+        """Bytes this push adds to a transaction, as FoundationDB counts them.
+
+        Two versionstamped keys (item and order index), each counted as its mutation (key and
+        value) and its write conflict range (two keys long), so a long ROOT is paid for in full.
+        """
+        item = len(qk.items.pack((self.priority, _SAMPLE_STAMP, self.enqueued_us, self.codec)))
+        order = len(qk.order.pack((_SAMPLE_STAMP,)))
+        order_value = len(fdb.tuple.pack((self.priority, self.enqueued_us)))
+        return 3 * item + len(self.payload) + 3 * order + order_value + 2
 
 
 def prepare(value: Any, priority: Any, codec: codecs.Codec | str | None) -> Prepared:
@@ -105,10 +128,11 @@ def push_prepared(tr: Any, name: str, batch: list[Prepared]) -> list[PendingItem
                 raise WrongQueueKind(
                     f"{name!r} is a FIFO queue: its items all have priority 0.", name=name
                 )
-    stamp_future = tr.get_versionstamp()
+    attempt = _current_attempt(tr)
+    first = _take_user_versions(attempt, len(batch))
     pending = []
-    for p in batch:
-        stamp = Versionstamp(user_version=_next_user_version(tr))
+    for offset, p in enumerate(batch):
+        stamp = Versionstamp(user_version=first + offset)
         tr.set_versionstamped_key(
             qk.items.pack_with_versionstamp((p.priority, stamp, p.enqueued_us, p.codec)), p.payload
         )
@@ -116,7 +140,7 @@ def push_prepared(tr: Any, name: str, batch: list[Prepared]) -> list[PendingItem
             qk.order.pack_with_versionstamp((stamp,)), fdb.tuple.pack((p.priority, p.enqueued_us))
         )
         value = codecs.get(p.codec).decode(p.payload)  # what a pop will return (JSON: tuple -> list)
-        pending.append(PendingItem(p.priority, value, to_datetime(p.enqueued_us), stamp.user_version, stamp_future))
+        pending.append(PendingItem(p.priority, value, to_datetime(p.enqueued_us), stamp.user_version, attempt.stamp))
     if batch:
         tr.add(qk.counter(keys.SIZE), counter_bytes(len(batch)))
         tr.add(qk.counter(keys.PUSHED), counter_bytes(len(batch)))
@@ -124,15 +148,21 @@ def push_prepared(tr: Any, name: str, batch: list[Prepared]) -> list[PendingItem
 
 
 def push_batches(prepared: list[Prepared]) -> Iterable[list[Prepared]]:
-    """Split into transactions of about BATCH_BYTES / PUSH_BATCH_ITEMS, keeping order."""
+    """Split into transactions of about BATCH_BYTES / PUSH_BATCH_ITEMS, keeping order.
+
+    Sized from the real key lengths under the configured ROOT, with a queue id of the longest
+    encoding, so a batch never underestimates what it will cost.
+    """
+    qk = keys.QueueKeys(root(), b"\x00" * QUEUE_ID_BYTES)
     batch: list[Prepared] = []
     cost = 0
     for p in prepared:
-        if batch and (cost + p.cost > BATCH_BYTES or len(batch) >= PUSH_BATCH_ITEMS):
+        item_cost = p.cost(qk)
+        if batch and (cost + item_cost > BATCH_BYTES or len(batch) >= PUSH_BATCH_ITEMS):
             yield batch
             batch, cost = [], 0
         batch.append(p)
-        cost += p.cost
+        cost += item_cost
     if batch:
         yield batch
 

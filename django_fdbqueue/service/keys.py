@@ -3,9 +3,13 @@
 Everything the service writes lives under the app's root subspace (``FDBQUEUE["ROOT"]``)::
 
     root / "c" / name                              -> (kind, created_at_us, queue_id)   catalog
+    root / "t" / deleted_at_us / token             -> b""                          deletion markers
     root / "q" / queue_id / "i" / priority / vs / enqueued_at_us / codec -> payload     items
     root / "q" / queue_id / "o" / vs               -> (priority, enqueued_at_us)        push order
     root / "q" / queue_id / "n" / counter          -> 8-byte little-endian int          counters
+
+A deletion marker records that one ``delete_queue`` call committed, so that its retry after
+``commit_unknown_result`` knows; markers older than an hour are cleared by later deletes.
 
 ``vs`` is a 12-byte tuple-layer versionstamp (commit version + batch order + user version). The
 one-letter names keep keys short, since every item key repeats them. Per-queue letters reserved
@@ -20,6 +24,8 @@ import base64
 import binascii
 import re
 import struct
+import os
+import time
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -27,6 +33,9 @@ from django_fdbqueue.exceptions import InvalidArgument, InvalidCursor, InvalidQu
 from django_fdbqueue.fdbapi import fdb
 
 CATALOG = "c"
+DELETIONS = "t"
+# How long a deletion marker is kept: far longer than any retry loop of the call that wrote it.
+DELETION_MARKER_SECONDS = 3600
 QUEUES = "q"
 ITEMS = "i"
 ORDER = "o"
@@ -67,7 +76,7 @@ def check_name(name: object) -> str:
 def check_prefix(prefix: object) -> str:
     """A listing prefix is the start of a possible name (or empty for all names)."""
     if not isinstance(prefix, str) or (prefix and not _NAME_RE.fullmatch(prefix)):
-        raise InvalidArgument(
+        raise InvalidQueueName(
             "prefix must be empty or the start of a queue name (letters, digits, '.', '_', '-')."
         )
     return prefix
@@ -116,6 +125,27 @@ def catalog(root: fdb.Subspace) -> fdb.Subspace:
 
 def catalog_key(root: fdb.Subspace, name: str) -> bytes:
     return root[CATALOG].pack((name,))
+
+
+@dataclass(frozen=True)
+class DeletionMarker:
+    """The proof one delete_queue call leaves behind: when it ran, and a token only it knows."""
+
+    deleted_us: int
+    token: bytes
+
+    @classmethod
+    def new(cls) -> "DeletionMarker":
+        return cls(time.time_ns() // 1000, os.urandom(16))
+
+    def key(self, root: fdb.Subspace) -> bytes:
+        return root[DELETIONS].pack((self.deleted_us, self.token))
+
+    def expired_before(self, root: fdb.Subspace) -> slice:
+        """The markers old enough to forget: those written over DELETION_MARKER_SECONDS before this one."""
+        markers = root[DELETIONS]
+        cutoff = self.deleted_us - DELETION_MARKER_SECONDS * 1_000_000
+        return slice(markers.range().start, markers.pack((cutoff,)))
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ FoundationDB clients must survive two kinds of commit failure, and tests should 
 
 from __future__ import annotations
 
+import collections
 import random
 import threading
 from dataclasses import dataclass
@@ -75,19 +76,36 @@ class FaultInjector:
             self.config = config
             self._random = random.Random(seed)
             self.injected = {kind: 0 for kind in KINDS}
+            self._scheduled: collections.deque[str] = collections.deque()
 
     def disable(self) -> None:
         self.configure()
 
+    def fail_next(self, *kinds: str) -> None:
+        """Fail the next commits in this order, one kind each, before any random draw.
+
+        For tests that need one exact fault at one exact commit (say, ``unknown_applied`` on a
+        create) rather than a fraction of all commits.
+        """
+        unknown = [kind for kind in kinds if kind not in KINDS]
+        if unknown:
+            raise ValueError("unknown fault kind(s) %s; expected %s" % (", ".join(unknown), ", ".join(KINDS)))
+        with self._lock:
+            self._scheduled.extend(kinds)
+
     @property
     def active(self) -> bool:
-        return any(getattr(self.config, kind) for kind in KINDS)
+        return bool(self._scheduled) or any(getattr(self.config, kind) for kind in KINDS)
 
     def draw(self) -> str | None:
         """The fault to inject into the next commit, or None to let it through."""
         if not self.active:
             return None
         with self._lock:
+            if self._scheduled:
+                kind = self._scheduled.popleft()
+                self.injected[kind] += 1
+                return kind
             roll = self._random.random()
             for kind in KINDS:
                 fraction = getattr(self.config, kind)

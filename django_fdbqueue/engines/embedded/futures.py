@@ -181,14 +181,22 @@ class KeyValue:
 class RangeResult:
     """The result of ``get_range``: iterable (lazily, in batches) and ``to_list()``.
 
-    Each iteration reads afresh, as iterating the binding's ``FDBRange`` twice does.
+    `first` is the read already under way when ``get_range`` returned (the binding sends it at
+    once); the first iteration continues it. Each later iteration reads afresh, as iterating the
+    binding's ``FDBRange`` twice does.
     """
 
-    def __init__(self, iterate: Callable[[], Iterator[KeyValue]]) -> None:
+    def __init__(
+        self, iterate: Callable[[], Iterator[KeyValue]], first: Iterator[KeyValue] | None = None
+    ) -> None:
         self._iterate = iterate
+        self._first = first
 
     def __iter__(self) -> Iterator[KeyValue]:
+        if self._first is not None:
+            first, self._first = self._first, None
+            return first
         return self._iterate()
 
     def to_list(self) -> list[KeyValue]:
-        return list(self._iterate())
+        return list(self)

@@ -244,6 +244,16 @@ class Storage:
     def delete(conn: sqlite3.Connection, key: bytes) -> None:
         conn.execute("DELETE FROM kv WHERE key = ?", (key,))
 
+    @staticmethod
+    def put_many(conn: sqlite3.Connection, rows: Sequence[tuple[bytes, bytes]]) -> None:
+        if rows:
+            conn.executemany("INSERT OR REPLACE INTO kv (key, value) VALUES (?, ?)", rows)
+
+    @staticmethod
+    def delete_many(conn: sqlite3.Connection, keys: Sequence[bytes]) -> None:
+        if keys:
+            conn.executemany("DELETE FROM kv WHERE key = ?", ((key,) for key in keys))
+
 
 class _immediate:
     """``BEGIN IMMEDIATE`` ... ``COMMIT`` (or ``ROLLBACK`` on error) on one connection."""

@@ -25,7 +25,7 @@ import bisect
 import random
 import time
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 from django_fdbqueue.fdbapi import RETRYABLE_CODES, ErrorCode, FDBError, make_error, strinc
 
@@ -45,6 +45,8 @@ MAX_VALUE_SIZE = 100_000
 MAX_TRANSACTION_SIZE = 10_000_000
 VERSIONSTAMP_SIZE = 10
 LEGAL_KEY_END = b"\xff"
+# Rows a range read fetches when get_range is called, before anyone iterates it.
+FIRST_BATCH_ROWS = 100
 
 
 def _key_bytes(key: Any) -> bytes:
@@ -76,7 +78,7 @@ def _is_selector(obj: Any) -> bool:
 
 
 class _WriteCache:
-    """What the transaction's own writes say about each key, for read-your-writes.
+    """What the transaction's own writes say about each key: read-your-writes, and the commit.
 
     A key's entry is either a known value (set, cleared, or an atomic op on a known value),
     a list of atomic ops awaiting the stored value, or "unreadable" (a versionstamped value).
@@ -84,6 +86,11 @@ class _WriteCache:
     Unreadable ranges are where a versionstamped key may land: as in FoundationDB, a read that
     reaches one fails with 1036 (accessed_unreadable), since its contents are unknown until
     the commit.
+
+    The cache is also what the commit applies, as FoundationDB's client does with its write
+    map: one final mutation per written key (a key set 10,000 times is written, and counted
+    against the 10 MB limit, once), after the range mutations (clears and versionstamped keys)
+    in the order they were made.
     """
 
     KNOWN, OPS, UNREADABLE = "known", "ops", "unreadable"
@@ -93,38 +100,55 @@ class _WriteCache:
         self.entries: dict[bytes, tuple[str, Any]] = {}
         self.clears: list[tuple[bytes, bytes]] = []
         self.unreadable_ranges: list[tuple[bytes, bytes]] = []
+        # ("clear", begin, end) and ("stamped_key", body, offset, value), in call order.
+        self.range_mutations: list[tuple[Any, ...]] = []
+        self._costs: dict[bytes, int] = {}
+        self.size = 0  # bytes of the final mutations, as FoundationDB counts them
 
-    def _put(self, key: bytes, entry: tuple[str, Any]) -> None:
+    def _put(self, key: bytes, entry: tuple[str, Any], cost: int) -> None:
         if key not in self.entries:
             bisect.insort(self.keys, key)
         self.entries[key] = entry
+        self.size += cost - self._costs.get(key, 0)
+        self._costs[key] = cost
 
     def set(self, key: bytes, value: bytes | None) -> None:
-        self._put(key, (self.KNOWN, value))
+        """A value, or None for a cleared key (a clear of ``[key, key + b"\\x00")``)."""
+        cost = len(key) + (len(value) if value is not None else len(key) + 1)
+        self._put(key, (self.KNOWN, value), cost)
 
     def clear_range(self, begin: bytes, end: bytes) -> None:
         lo, hi = bisect.bisect_left(self.keys, begin), bisect.bisect_left(self.keys, end)
         for key in self.keys[lo:hi]:
             del self.entries[key]
+            self.size -= self._costs.pop(key)
         del self.keys[lo:hi]
         self.clears.append((begin, end))
+        self.range_mutations.append(("clear", begin, end))
+        self.size += len(begin) + len(end)
+
+    def stamped_key(self, body: bytes, offset: int, value: bytes, landing: tuple[bytes, bytes]) -> None:
+        self.range_mutations.append(("stamped_key", body, offset, value))
+        self.size += len(body) + len(value)
+        self.unreadable_ranges.append(landing)
 
     def atomic(self, key: bytes, op: Callable[[bytes | None, bytes], bytes | None], param: bytes) -> None:
         kind, payload = self.lookup(key)
-        if kind == self.KNOWN:
-            self._put(key, (self.KNOWN, op(payload, param)))
-        elif kind == self.OPS:
-            self._put(key, (self.OPS, payload + [(op, param)]))
-        elif kind == self.UNREADABLE:
+        if kind == self.UNREADABLE:
             return
-        else:
-            self._put(key, (self.OPS, [(op, param)]))
+        if kind == self.KNOWN:
+            value = op(payload, param)
+            self.set(key, value)
+            return
+        ops = payload + [(op, param)] if kind == self.OPS else [(op, param)]
+        # FoundationDB's write map folds a repeated operation into one mutation.
+        folded = kind == self.OPS and payload[-1][0] is op
+        cost = self._costs.get(key, 0) + (0 if folded else len(key) + len(param))
+        self._put(key, (self.OPS, ops), cost)
 
-    def unreadable(self, key: bytes) -> None:
-        self._put(key, (self.UNREADABLE, None))
-
-    def add_unreadable_range(self, begin: bytes, end: bytes) -> None:
-        self.unreadable_ranges.append((begin, end))
+    def unreadable(self, key: bytes, body: bytes, offset: int) -> None:
+        """A versionstamped value: `body` with its stamp placeholder at `offset`."""
+        self._put(key, (self.UNREADABLE, (body, offset)), len(key) + len(body))
 
     def in_unreadable_range(self, key: bytes) -> bool:
         return any(b <= key < e for b, e in self.unreadable_ranges)
@@ -165,6 +189,10 @@ class _WriteCache:
         for op, param in payload:
             value = op(value, param)
         return value
+
+    @property
+    def empty(self) -> bool:
+        return not self.entries and not self.range_mutations
 
 
 class _VersionstampSlot:
@@ -275,7 +303,7 @@ class Transaction(_ReadView):
         self._conn: "sqlite3.Connection | None" = None
         self._conn_finalizer: weakref.finalize | None = None
         self._slot = _VersionstampSlot()
-        self._watches: list[tuple[bytes, WatchFuture]] = []
+        self._watches: list[tuple[bytes, bytes | None, WatchFuture]] = []
         self._start_lifetime()
         self._clear_state()
 
@@ -289,13 +317,14 @@ class Transaction(_ReadView):
         self._release_snapshot()
         self._read_version: int | None = None
         self._read_version_at = 0.0
-        self._mutations: list[tuple[Any, ...]] = []
         self._cache = _WriteCache()
         self._read_ranges: list[list[bytes]] = []
         self._write_ranges: list[tuple[bytes, bytes]] = []
-        self._size = 0
         self._deferred_error: int | None = None
         self._committed_version: int | None = None
+        # Set by a commit that went through (or found nothing to do) until reset/on_error: as on a
+        # cluster, a second commit then fails with 2017 and nothing is ever applied twice.
+        self._committed = False
         if self._slot.stamp is None and self._slot.error is None:
             self._slot.error = ErrorCode.TRANSACTION_CANCELLED
         self._slot = _VersionstampSlot()
@@ -322,6 +351,29 @@ class Transaction(_ReadView):
         if self._timeout is not None and self._clock() - self._started > self._timeout:
             raise make_error(ErrorCode.TRANSACTION_TIMED_OUT)
 
+    def _check_readable(self) -> None:
+        """Reads of a committed transaction fail with 2017 (used_during_commit), as on a cluster."""
+        self._check_usable()
+        if self._committed:
+            raise make_error(ErrorCode.USED_DURING_COMMIT)
+
+    def _write_allowed(self) -> bool:
+        """False after commit: the write is dropped and the next commit fails with 2017.
+
+        The binding's writes return nothing, so a write to a committed transaction cannot fail at
+        once; FoundationDB keeps the error for the next commit, and so do we.
+        """
+        self._check_usable()
+        if self._committed:
+            self._deferred_error = self._deferred_error or ErrorCode.USED_DURING_COMMIT
+            return False
+        return True
+
+    def _unreadable(self) -> Exception:
+        """A read reached an unknowable key: it fails, and so does this attempt's commit (1036)."""
+        self._deferred_error = self._deferred_error or ErrorCode.ACCESSED_UNREADABLE
+        return make_error(ErrorCode.ACCESSED_UNREADABLE)
+
     def _check_age(self) -> None:
         if (
             self._read_version is not None
@@ -330,7 +382,7 @@ class Transaction(_ReadView):
             raise make_error(ErrorCode.TRANSACTION_TOO_OLD)
 
     def _ensure_read_version(self) -> int:
-        self._check_usable()
+        self._check_readable()
         if self._read_version is None:
             conn = self._storage.acquire()
             self._conn_finalizer = weakref.finalize(self, _release_connection, self._storage, conn)
@@ -342,14 +394,16 @@ class Transaction(_ReadView):
 
     # -- reads -----------------------------------------------------------------------
     def _read_key(self, key: bytes, snapshot: bool) -> bytes | None:
-        self._check_usable()
+        self._check_readable()
         if key >= LEGAL_KEY_END:
             raise make_error(ErrorCode.KEY_OUTSIDE_LEGAL_RANGE)
         if self._cache.in_unreadable_range(key):
-            raise make_error(ErrorCode.ACCESSED_UNREADABLE)
+            raise self._unreadable()
         kind, payload = self._cache.lookup(key)
         if kind == _WriteCache.KNOWN:
             return payload
+        if kind == _WriteCache.UNREADABLE:
+            raise self._unreadable()
         self._ensure_read_version()
         stored = self._storage.get(self._conn, key)  # type: ignore[arg-type]
         if not snapshot:
@@ -365,11 +419,21 @@ class Transaction(_ReadView):
         end = self._resolve_selector(end, snapshot) if _is_selector(end) else _key_bytes(end)
         if end > LEGAL_KEY_END:
             raise make_error(ErrorCode.KEY_OUTSIDE_LEGAL_RANGE)
-        # Like the binding, whose range read starts when get_range is called: the result reads
-        # this attempt's snapshot, and fails (1025) if iterated after the attempt has ended.
+        # Like the binding, whose range read starts when get_range is called: the first batch is
+        # read (and its conflict range recorded) now, even if the result is never iterated; the
+        # rest follows lazily from this attempt's snapshot, and fails (1025) once it has ended.
         self._ensure_read_version()
         snapshot_conn = self._conn
-        return RangeResult(lambda: self._iterate(begin, end, limit, reverse, snapshot, snapshot_conn))
+        first = self._iterate(begin, end, limit, reverse, snapshot, snapshot_conn)
+
+        def same_attempt() -> None:
+            if self._conn is not snapshot_conn:
+                raise make_error(ErrorCode.TRANSACTION_CANCELLED)
+
+        return RangeResult(
+            lambda: self._iterate(begin, end, limit, reverse, snapshot, snapshot_conn),
+            first=_read_ahead(first, min(limit or FIRST_BATCH_ROWS, FIRST_BATCH_ROWS), same_attempt),
+        )
 
     def _iterate(
         self,
@@ -410,7 +474,7 @@ class Transaction(_ReadView):
             mine = local[index] if index < len(local) else None
             upcoming = mine if row is None or (mine is not None and ahead(mine, row[0])) else row[0]
             if unreadable is not None and (upcoming < unreadable if reverse else upcoming >= unreadable):
-                raise make_error(ErrorCode.ACCESSED_UNREADABLE)
+                raise self._unreadable()
             if mine is None or (row is not None and ahead(row[0], mine)):
                 key, value = row  # type: ignore[misc]
                 row = next(stored, None)
@@ -434,7 +498,7 @@ class Transaction(_ReadView):
             if limit and count >= limit:
                 return
         if unreadable is not None:
-            raise make_error(ErrorCode.ACCESSED_UNREADABLE)  # the rest of the range is unknowable
+            raise self._unreadable()  # the rest of the range is unknowable
         covered[0], covered[1] = begin, end
 
     def _resolve_selector(self, selector: Any, snapshot: bool) -> bytes:
@@ -451,33 +515,38 @@ class Transaction(_ReadView):
         return found[-1].key if len(found) == wanted else b""
 
     # -- writes ----------------------------------------------------------------------
-    def _mutate(self, mutation: tuple[Any, ...], key: bytes, size: int) -> None:
-        self._check_usable()
+    def _check_key(self, key: bytes) -> None:
+        """Key limits fail at commit, as in the binding (its writes return nothing)."""
         if len(key) > MAX_KEY_SIZE:
             self._deferred_error = self._deferred_error or ErrorCode.KEY_TOO_LARGE
         elif key >= LEGAL_KEY_END:
             self._deferred_error = self._deferred_error or ErrorCode.KEY_OUTSIDE_LEGAL_RANGE
-        self._mutations.append(mutation)
-        self._size += size
 
     def _check_value(self, value: bytes) -> None:
         if len(value) > MAX_VALUE_SIZE:
             self._deferred_error = self._deferred_error or ErrorCode.VALUE_TOO_LARGE
 
+    def _write_point(self, key: bytes) -> bool:
+        """Common checks of a one-key write; records its write conflict range once per key."""
+        if not self._write_allowed():
+            return False
+        self._check_key(key)
+        if key not in self._cache.entries:
+            self._write_ranges.append((key, key + b"\x00"))
+        return True
+
     def set(self, key: Any, value: Any) -> None:
         key, value = _key_bytes(key), _value_bytes(value)
-        self._check_value(value)
-        self._mutate(("set", key, value), key, len(key) + len(value))
-        self._cache.set(key, value)
-        self._write_ranges.append((key, key + b"\x00"))
+        if self._write_point(key):
+            self._check_value(value)
+            self._cache.set(key, value)
 
     def clear(self, key: Any) -> None:
         if _is_selector(key):
             key = self._resolve_selector(key, False)
         key = _key_bytes(key)
-        self._mutate(("clear", key, key + b"\x00"), key, len(key))
-        self._cache.set(key, None)
-        self._write_ranges.append((key, key + b"\x00"))
+        if self._write_point(key):
+            self._cache.set(key, None)
 
     def clear_range(self, begin: Any, end: Any) -> None:
         begin = b"" if begin is None else begin
@@ -488,11 +557,8 @@ class Transaction(_ReadView):
             raise make_error(ErrorCode.INVERTED_RANGE)
         if end > LEGAL_KEY_END:
             raise make_error(ErrorCode.KEY_OUTSIDE_LEGAL_RANGE)
-        if begin == end:
+        if begin == end or not self._write_allowed():
             return
-        self._check_usable()
-        self._mutations.append(("clear", begin, end))
-        self._size += len(begin) + len(end)
         self._cache.clear_range(begin, end)
         self._write_ranges.append((begin, end))
 
@@ -511,11 +577,9 @@ class Transaction(_ReadView):
 
     def _atomic(self, name: str, key: Any, param: Any) -> None:
         key, param = _key_bytes(key), _value_bytes(param)
-        self._check_value(param)
-        operation = atomic.OPERATIONS[name]
-        self._mutate(("atomic", key, operation, param), key, len(key) + len(param))
-        self._cache.atomic(key, operation, param)
-        self._write_ranges.append((key, key + b"\x00"))
+        if self._write_point(key):
+            self._check_value(param)
+            self._cache.atomic(key, atomic.OPERATIONS[name], param)
 
     def add(self, key: Any, param: Any) -> None:
         """Atomic little-endian add; reads nothing, so concurrent adds never conflict."""
@@ -562,24 +626,25 @@ class Transaction(_ReadView):
         """Write `value` at `key` with its 10-byte placeholder replaced by the commit's stamp."""
         key, value = _key_bytes(key), _value_bytes(value)
         body, offset = self._split_stamp_offset(key)
+        if not self._write_allowed():
+            return
+        self._check_key(body)
         self._check_value(value)
-        self._mutate(("stamped_key", body, offset, value), body, len(body) + len(value))
         # Like the binding, use the read version only if the transaction already has one: a
         # blind insert takes none (and so can never be too old).
         floor = (self._read_version or 0).to_bytes(8, "big") + b"\x00\x00"
         lowest = body[:offset] + floor + body[offset + 10 :]
         highest = body[:offset] + b"\xff" * VERSIONSTAMP_SIZE + body[offset + 10 :]
         self._write_ranges.append((lowest, highest + b"\x00"))
-        self._cache.add_unreadable_range(lowest, highest + b"\x00")
+        self._cache.stamped_key(body, offset, value, (lowest, highest + b"\x00"))
 
     def set_versionstamped_value(self, key: Any, value: Any) -> None:
         """Write `value` with its placeholder replaced by the commit's stamp; unreadable until then."""
         key, value = _key_bytes(key), _value_bytes(value)
         body, offset = self._split_stamp_offset(value)
-        self._check_value(body)
-        self._mutate(("stamped_value", key, body, offset), key, len(key) + len(body))
-        self._cache.unreadable(key)
-        self._write_ranges.append((key, key + b"\x00"))
+        if self._write_point(key):
+            self._check_value(body)
+            self._cache.unreadable(key, body, offset)
 
     # -- conflict ranges by hand -----------------------------------------------------
     def add_read_conflict_range(self, begin: Any, end: Any) -> None:
@@ -593,8 +658,8 @@ class Transaction(_ReadView):
 
     def add_write_conflict_range(self, begin: Any, end: Any) -> None:
         begin, end = _checked_range(begin, end)
-        self._check_usable()
-        self._write_ranges.append((begin, end))
+        if self._write_allowed():
+            self._write_ranges.append((begin, end))
 
     def add_write_conflict_key(self, key: Any) -> None:
         key = _key_bytes(key)
@@ -604,28 +669,31 @@ class Transaction(_ReadView):
     def watch(self, key: Any) -> WatchFuture:
         """A future that becomes ready when `key` changes after this transaction commits.
 
-        It compares against the value this transaction sees (its own write, if any). It stays
+        As in FoundationDB, setting a watch reads the key (an ordinary read, so a change by
+        another transaction before this one commits is a conflict: 1020) and the watch compares
+        against the value this transaction sees at that point, its own writes included. It stays
         idle until the commit succeeds, and fails with the commit's error if it does not.
         """
         key = _key_bytes(key)
-        self._check_usable()
+        self._check_readable()
         if len(key) > MAX_KEY_SIZE:
             raise make_error(ErrorCode.KEY_TOO_LARGE)
         if key >= LEGAL_KEY_END:
             raise make_error(ErrorCode.KEY_OUTSIDE_LEGAL_RANGE)
+        baseline = self._read_key(key, snapshot=False)
         future = WatchFuture()
-        self._watches.append((key, future))
+        self._watches.append((key, baseline, future))
         return future
 
     def _end_watches(self, error: BaseException) -> None:
         """Fail the watches of an attempt that will not commit."""
         watches, self._watches = self._watches, []
-        for _key, future in watches:
+        for _key, _baseline, future in watches:
             future._finish(error)
 
-    def _start_watches(self, baselines: list[bytes | None]) -> None:
+    def _start_watches(self) -> None:
         watches, self._watches = self._watches, []
-        for (key, future), baseline in zip(watches, baselines):
+        for key, baseline, future in watches:
             self.db._watcher.add(key, baseline, future)
 
     # -- commit and retry ------------------------------------------------------------
@@ -639,11 +707,12 @@ class Transaction(_ReadView):
         return self._committed_version
 
     def get_approximate_size(self) -> Future:
-        return Future(self._size + self._conflict_bytes())
+        return Future(self._size())
 
-    def _conflict_bytes(self) -> int:
-        ranges = [*self._read_ranges, *self._write_ranges]
-        return sum(len(b) + len(e) for b, e in ranges)
+    def _size(self) -> int:
+        """Bytes as FoundationDB counts them: final mutations plus coalesced conflict ranges."""
+        ranges = [*_merge_ranges(self._read_ranges), *_merge_ranges(self._write_ranges)]
+        return self._cache.size + sum(len(b) + len(e) for b, e in ranges)
 
     def commit(self) -> Future:
         """Commit; the returned future raises FDBError (1020, 1021, 1007, limits...) on wait()."""
@@ -655,20 +724,23 @@ class Transaction(_ReadView):
         return Future()
 
     def _commit(self) -> None:
+        if self._committed:
+            raise make_error(ErrorCode.USED_DURING_COMMIT)
         self._check_usable()
-        self._check_age()
         slot = self._slot
         if self._deferred_error is not None:
             raise make_error(self._deferred_error)
-        if not self._mutations and not self._write_ranges:
-            # Read-only: nothing to resolve, as in FoundationDB.
-            baselines = [self._read_key(key, snapshot=True) for key, _future in self._watches]
+        if self._cache.empty and not self._write_ranges:
+            # Read-only: nothing to resolve, so (as in FoundationDB) no conflict check and no
+            # age limit: reads that were served stay valid however long ago they were made.
             self._release_snapshot()
+            self._committed = True
             self._committed_version = -1
             slot.error = ErrorCode.NO_COMMIT_VERSION
-            self._start_watches(baselines)
+            self._start_watches()
             return
-        if self._size + self._conflict_bytes() > MAX_TRANSACTION_SIZE:
+        self._check_age()
+        if self._size() > MAX_TRANSACTION_SIZE:
             raise make_error(ErrorCode.TRANSACTION_TOO_LARGE)
         fault = self.db.faults.draw()
         if fault == NOT_COMMITTED:
@@ -686,43 +758,49 @@ class Transaction(_ReadView):
             raise make_error(ErrorCode.TRANSACTION_TOO_OLD) from None
         except StoreBusyError:
             raise make_error(ErrorCode.TRANSACTION_TIMED_OUT) from None
+        self._committed = True
         if fault == UNKNOWN_APPLIED:
             slot.error = ErrorCode.COMMIT_UNKNOWN_RESULT
             raise make_error(ErrorCode.COMMIT_UNKNOWN_RESULT)
         self._committed_version = version
         slot.stamp = version.to_bytes(8, "big") + b"\x00\x00"
-        self._start_watches(self._watch_baselines)
+        self._start_watches()
         self.db._watcher.notify()
 
     def _apply(self, conn: "sqlite3.Connection", version: int) -> list[tuple[bytes, bytes]]:
-        """Write the mutations in order at `version` (inside the storage's commit)."""
+        """Write the final mutations at `version` (inside the storage's commit).
+
+        Range mutations first, in the order they were made; then one write per key from the
+        write cache, which already folds every later write over earlier ones.
+        """
         stamp = version.to_bytes(8, "big") + b"\x00\x00"
         storage = self._storage
-        for mutation in self._mutations:
-            kind = mutation[0]
-            if kind == "set":
-                storage.put(conn, mutation[1], mutation[2])
-            elif kind == "clear":
-                _, begin, end = mutation
-                if end == begin + b"\x00":
-                    storage.delete(conn, begin)
-                else:
-                    storage.delete_range(conn, begin, end)
-            elif kind == "atomic":
-                _, key, operation, param = mutation
-                value = operation(storage.get(conn, key), param)
-                if value is None:
-                    storage.delete(conn, key)
-                else:
-                    storage.put(conn, key, value)
-            elif kind == "stamped_key":
+        cache = self._cache
+        for mutation in cache.range_mutations:
+            if mutation[0] == "clear":
+                storage.delete_range(conn, mutation[1], mutation[2])
+            else:
                 _, body, offset, value = mutation
                 storage.put(conn, body[:offset] + stamp + body[offset + 10 :], value)
-            elif kind == "stamped_value":
-                _, key, body, offset = mutation
-                storage.put(conn, key, body[:offset] + stamp + body[offset + 10 :])
-        # What the watches compare against: the values as of this commit, own writes included.
-        self._watch_baselines = [storage.get(conn, key) for key, _future in self._watches]
+        puts: list[tuple[bytes, bytes]] = []
+        deletes: list[bytes] = []
+        for key in cache.keys:
+            kind, payload = cache.entries[key]
+            if kind == _WriteCache.KNOWN:
+                value = payload
+            elif kind == _WriteCache.OPS:
+                value = storage.get(conn, key)
+                for op, param in payload:
+                    value = op(value, param)
+            else:  # a versionstamped value
+                body, offset = payload
+                value = body[:offset] + stamp + body[offset + 10 :]
+            if value is None:
+                deletes.append(key)
+            else:
+                puts.append((key, value))
+        storage.put_many(conn, puts)
+        storage.delete_many(conn, deletes)
         return _merge_ranges(self._write_ranges)
 
     def on_error(self, error: Any) -> DeferredFuture:
@@ -756,7 +834,34 @@ class Transaction(_ReadView):
         return DeferredFuture(decide)
 
 
-def _merge_ranges(ranges: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+def _read_ahead(rows: Iterator[KeyValue], count: int, check: Callable[[], None]) -> Iterator[KeyValue]:
+    """Read up to `count` rows of a range now; hand them out (or the read's error) when iterated.
+
+    `check` runs before each row is handed out, so rows read ahead are not served once their
+    transaction attempt has ended, just as rows still to be read are not.
+    """
+    buffered: list[KeyValue] = []
+    failure: BaseException | None = None
+    try:
+        for row in rows:
+            buffered.append(row)
+            if len(buffered) >= count:
+                break
+    except FDBError as error:
+        failure = error
+
+    def serve() -> Iterator[KeyValue]:
+        for row in buffered:
+            check()
+            yield row
+        if failure is not None:
+            raise failure
+        yield from rows
+
+    return serve()
+
+
+def _merge_ranges(ranges: Iterable[Sequence[bytes]]) -> list[tuple[bytes, bytes]]:
     """Sort and coalesce overlapping or touching ranges (fewer rows of conflict history)."""
     merged: list[tuple[bytes, bytes]] = []
     for begin, end in sorted(r for r in ranges if r[0] < r[1]):
