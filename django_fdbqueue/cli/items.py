@@ -1,0 +1,202 @@
+"""Subcommands about a queue's items: push, pop, peek, browse.
+
+Values cross the command line as JSON: one value as an argument, or one value per line from a
+file or standard input. The priority is an option, so a line is nothing but its value.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Iterable
+
+from django_fdbqueue import service
+
+from .arguments import add_end, add_paging, add_queue_name, positive_int
+from .base import Context, add_subcommand
+from .errors import nothing_there, usage_error
+from .output import emit, item_data, items_table
+
+__all__ = ["register", "parse_value", "handle_push", "handle_pop", "handle_peek", "handle_browse"]
+
+STDIN = "-"
+
+
+def register(subparsers: Any) -> None:
+    """Add push, pop, peek and browse to ``manage.py fdbqueue``."""
+    parser = add_subcommand(
+        subparsers,
+        "push",
+        handle_push,
+        help="Add an item, or one item per line of a file.",
+        description=(
+            "Add an item to a queue. The value is JSON: '{\"to\": \"ada@example.com\"}', '42', or\n"
+            "'\"some text\"' (text needs its JSON quotes). With --file, every non-blank line of the\n"
+            "file (or of standard input, with --file -) is one JSON value; all of them get the\n"
+            "same --priority. Every line is checked before anything is pushed."
+        ),
+    )
+    add_queue_name(parser)
+    parser.add_argument("value", nargs="?", help="The value, as JSON. Leave it out when using --file.")
+    parser.add_argument(
+        "--priority",
+        type=int,
+        default=0,
+        help="A whole number from -2**63 to 2**63-1; FIFO queues take only 0. Default: 0.",
+    )
+    parser.add_argument(
+        "--file",
+        metavar="PATH",
+        help="Push one JSON value per line of PATH (UTF-8), or of standard input when PATH is '-'.",
+    )
+
+    parser = add_subcommand(
+        subparsers, "pop", handle_pop, help="Remove and show the next item (or -n items) from one end."
+    )
+    add_queue_name(parser)
+    add_end(parser)
+    parser.add_argument(
+        "-n", dest="count", metavar="N", type=positive_int, help="Pop up to this many items (output is then a list)."
+    )
+
+    parser = add_subcommand(
+        subparsers, "peek", handle_peek, help="Show the next item (or -n items) from one end, removing nothing."
+    )
+    add_queue_name(parser)
+    add_end(parser)
+    parser.add_argument(
+        "-n",
+        dest="count",
+        metavar="N",
+        type=positive_int,
+        help=f"Show up to this many items, at most {service.LIMIT_MAX} (output is then a list).",
+    )
+
+    parser = add_subcommand(
+        subparsers, "browse", handle_browse, help="Page through a queue's items in pop order, removing nothing."
+    )
+    add_queue_name(parser)
+    add_end(parser)
+    add_paging(parser, "items")
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def _finite_float(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):
+        raise ValueError(f"{text} is out of the range of a double")
+    return number
+
+
+def parse_value(text: str, where: str = "VALUE") -> Any:
+    """The JSON value in ``text``; a usage error (exit 2) that says where and why otherwise.
+
+    NaN, Infinity and numbers too large for a double (1e400), which Python's parser would let
+    through as floats, are refused here, where the message can point at the input.
+    """
+    try:
+        return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+    except json.JSONDecodeError as error:
+        hint = ""
+        if error.pos == 0 and text.strip()[:1].isalpha():
+            hint = " (text must be quoted as a JSON string, e.g. '\"hello\"')"
+        raise usage_error(f"{where} is not valid JSON: {error.msg} at column {error.colno}{hint}.") from None
+    except ValueError as error:
+        raise usage_error(f"{where} is not valid JSON: {error}.") from None
+    except RecursionError:
+        raise usage_error(f"{where} is nested too deeply.") from None
+
+
+def _parse_lines(lines: Iterable[str], source: str) -> list[Any]:
+    values = []
+    for number, line in enumerate(lines, start=1):
+        if line.strip():
+            values.append(parse_value(line, where=f"Line {number} of {source}"))
+    return values
+
+
+def _read_values(ctx: Context, path: str) -> list[Any]:
+    """Every value of the file (or standard input), parsed before anything is pushed."""
+    if path == STDIN:
+        try:
+            return _parse_lines(ctx.stdin, "standard input")
+        except UnicodeDecodeError as error:
+            raise usage_error(f"Standard input is not valid text: {error.reason}.") from None
+    try:
+        with open(path, encoding="utf-8") as stream:
+            return _parse_lines(stream, path)
+    except OSError as error:
+        raise usage_error(f"Cannot read {path}: {error.strerror or error}.") from None
+    except UnicodeDecodeError as error:
+        raise usage_error(f"{path} is not UTF-8 text: {error.reason}.") from None
+
+
+def handle_push(ctx: Context, options: dict[str, Any]) -> None:
+    """Push the VALUE argument, or every line of --file, all with --priority."""
+    name, text, path, priority = options["name"], options["value"], options["file"], options["priority"]
+    if text is not None and path is not None:
+        raise usage_error("Give either a VALUE or --file, not both.")
+    if text is None and path is None:
+        raise usage_error("Give a VALUE to push (as JSON), or --file PATH (--file - reads standard input).")
+    if text is not None:
+        item = service.push(ctx.database(), name, parse_value(text), priority)
+        emit(ctx, item_data(item), lambda: items_table([item]))
+        return
+    values = _read_values(ctx, path)
+    database = ctx.database()
+    if not values:
+        service.get_queue(database, name)  # nothing to push, but an unknown queue is still an error
+    items = service.push_many(database, name, [(value, priority) for value in values])
+    count = "1 item" if len(items) == 1 else f"{len(items)} items"
+    emit(ctx, [item_data(item) for item in items], f"Pushed {count} to queue {name!r}.", success=True)
+
+
+def handle_pop(ctx: Context, options: dict[str, Any]) -> None:
+    """Pop one item (a JSON object) or, with -n, up to n (a JSON list); exit 1 when there is none."""
+    name, end, count = options["name"], options["end"], options["count"]
+    if count is None:
+        item = service.pop(ctx.database(), name, end)
+        if item is None:
+            raise nothing_there(f"Queue {name!r} is empty.")
+        emit(ctx, item_data(item), lambda: items_table([item]))
+        return
+    items = service.pop_many(ctx.database(), name, count, end)
+    if not items:
+        raise nothing_there(f"Queue {name!r} is empty.")
+    emit(ctx, [item_data(item) for item in items], lambda: items_table(items))
+
+
+def handle_peek(ctx: Context, options: dict[str, Any]) -> None:
+    """Like pop, but the items stay; -n reads them as one page of ``service.browse``."""
+    name, end, count = options["name"], options["end"], options["count"]
+    if count is None:
+        item = service.peek(ctx.database(), name, end)
+        if item is None:
+            raise nothing_there(f"Queue {name!r} is empty.")
+        emit(ctx, item_data(item), lambda: items_table([item]))
+        return
+    if count > service.LIMIT_MAX:
+        raise usage_error(f"peek -n takes at most {service.LIMIT_MAX}; use browse with --cursor to see more.")
+    items = service.browse(ctx.database(), name, end=end, limit=count).items
+    if not items:
+        raise nothing_there(f"Queue {name!r} is empty.")
+    emit(ctx, [item_data(item) for item in items], lambda: items_table(items))
+
+
+def _page_text(items: list[Any], next_cursor: str | None) -> str:
+    text = items_table(items)
+    if next_cursor is not None:
+        text += f"\nNext page: add --cursor {next_cursor}"
+    return text
+
+
+def handle_browse(ctx: Context, options: dict[str, Any]) -> None:
+    """One page of items in pop order; an empty page is not an error (exit 0)."""
+    page = service.browse(
+        ctx.database(), options["name"], end=options["end"], cursor=options["cursor"], limit=options["limit"]
+    )
+    data = {"items": [item_data(item) for item in page.items], "next_cursor": page.next_cursor}
+    emit(ctx, data, lambda: _page_text(page.items, page.next_cursor))
