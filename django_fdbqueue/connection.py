@@ -7,6 +7,7 @@ opened on first use rather than at import time, so that importing the app never 
 
 from __future__ import annotations
 
+import functools
 import threading
 from typing import Any
 
@@ -46,9 +47,15 @@ def reset_database() -> None:
 
 def root_subspace() -> Any:
     """The ``fdb.Subspace`` of FDBQUEUE['ROOT']: every key the app writes starts with it."""
+    return _subspace(get_settings().root)
+
+
+@functools.lru_cache(maxsize=8)
+def _subspace(root: tuple) -> Any:
+    """One Subspace per ROOT value: every operation asks for it, and packing it is not free."""
     from django_fdbqueue.fdbapi import fdb
 
-    return fdb.Subspace(get_settings().root)
+    return fdb.Subspace(root)
 
 
 def _on_setting_changed(*, setting: str, **kwargs: Any) -> None:

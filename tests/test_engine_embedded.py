@@ -864,6 +864,56 @@ def test_watch_sees_a_commit_made_by_another_process(open_db):
     assert _ready_soon(watch), "a commit from another process never reached the watch"
 
 
+def test_another_process_commit_wakes_a_watch_through_the_shared_signal(open_db):
+    """With the store-version poll slowed to a minute, only the shared commit signal can deliver
+    another process's commit in time: the watch must still fire (typically within milliseconds)."""
+    database = open_db("signalled.sqlite3", watch_poll_interval=60.0)
+    database[key("w")] = b"0"
+    tr = database.create_transaction()
+    watch = tr.watch(key("w"))
+    tr.commit().wait()
+    script = (
+        "import sys; from django_fdbqueue.engines.embedded import EmbeddedDatabase; "
+        "from django_fdbqueue.fdbapi import fdb; "
+        "db = EmbeddedDatabase(sys.argv[1]); db[fdb.Subspace(('embedded-test',)).pack(('w',))] = b'1'"
+    )
+    subprocess.run([sys.executable, "-c", script, database.path], cwd=REPO_ROOT, check=True, timeout=WAIT)
+    assert _ready_soon(watch), "the shared commit signal did not wake the watch"
+
+
+def test_a_store_made_by_the_previous_schema_opens_and_keeps_its_data(tmp_path):
+    """Schema 1 kept a row per write range; opening it moves to schema 2 and keeps every key."""
+    import sqlite3
+
+    path = str(tmp_path / "old.sqlite3")
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.executescript(
+        """
+        PRAGMA journal_mode=WAL;
+        CREATE TABLE kv (key BLOB PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID;
+        CREATE TABLE meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+        CREATE TABLE write_ranges (version INTEGER NOT NULL, committed_at REAL NOT NULL,
+                                   begin BLOB NOT NULL, "end" BLOB NOT NULL);
+        INSERT INTO meta VALUES ('version', 5), ('pruned_through', 0);
+        INSERT INTO write_ranges VALUES (5, 0.0, X'00', X'01');
+        """
+    )
+    conn.execute("INSERT INTO kv VALUES (?, ?)", (key("kept"), b"yes"))
+    conn.close()
+    database = EmbeddedDatabase(path)
+    try:
+        assert database[key("kept")] == b"yes"
+        database[key("new")] = b"written"
+        assert database[key("new")] == b"written"
+    finally:
+        database.close()
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone() == (2,)
+    tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert "write_ranges" not in tables and "commit_ranges" in tables
+    conn.close()
+
+
 def test_writing_the_same_value_does_not_fire_a_watch(embedded_db):
     """Watches compare values: rewriting the watched value is no change (checked deterministically)."""
     embedded_db[key("same")] = b"v"

@@ -77,7 +77,7 @@ def require(tr: Any, name: str, *, fifo_ok: bool = True) -> tuple[Entry, keys.Qu
         raise WrongQueueKind(
             f"{name!r} is a FIFO queue: it has one end (use dequeue/peek or end='min').", name=name
         )
-    return entry, keys.QueueKeys(root_space, entry.queue_id)
+    return entry, keys.queue_keys(root_space, entry.queue_id)
 
 
 def info(tr: Any, entry: Entry, qk: keys.QueueKeys) -> QueueInfo:
@@ -191,7 +191,7 @@ def list_queues(tr: Any, prefix: str, after: str | None, limit: int) -> Page[Que
     for kv in rows[:limit]:
         (name,) = cat.unpack(bytes(kv.key))
         entry = Entry.unpack(name, kv.value)
-        infos.append(info(tr, entry, keys.QueueKeys(root_space, entry.queue_id)))
+        infos.append(info(tr, entry, keys.queue_keys(root_space, entry.queue_id)))
     next_cursor = keys.list_cursor(infos[-1].name) if len(rows) > limit else None
     return Page(infos, next_cursor)
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import re
 import struct
 import os
@@ -119,12 +120,13 @@ def check_count(value: object, what: str, *, minimum: int, maximum: int | None) 
 # --- the layout -----------------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=8)
 def catalog(root: fdb.Subspace) -> fdb.Subspace:
     return root[CATALOG]
 
 
 def catalog_key(root: fdb.Subspace, name: str) -> bytes:
-    return root[CATALOG].pack((name,))
+    return catalog(root).pack((name,))
 
 
 @dataclass(frozen=True)
@@ -175,8 +177,12 @@ class QueueKeys:
     def counters(self) -> fdb.Subspace:
         return self.space[COUNTERS]
 
+    @cached_property
+    def _counter_keys(self) -> dict[str, bytes]:
+        return {which: self.counters.pack((which,)) for which in (SIZE, PUSHED, POPPED)}
+
     def counter(self, which: str) -> bytes:
-        return self.counters.pack((which,))
+        return self._counter_keys[which]
 
     def item_prefix(self, priority: int, stamp: fdb.tuple.Versionstamp) -> bytes:
         """Every item key of (priority, stamp) starts with this; the rest is metadata."""
@@ -184,6 +190,12 @@ class QueueKeys:
 
     def priority_range(self, priority: int) -> slice:
         return self.items.range((priority,))
+
+
+@functools.lru_cache(maxsize=4096)
+def queue_keys(root: fdb.Subspace, queue_id: bytes) -> QueueKeys:
+    """The (cached) subspaces of one queue: built once per queue, not once per operation."""
+    return QueueKeys(root, queue_id)
 
 
 # --- tokens ---------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from django_fdbqueue.fdbapi import transactional
 from .faults import FaultConfig, FaultInjector
 from .storage import Storage
 from .transaction import Transaction
+from .wakeup import CommitSignal
 from .watches import Watcher, WatchFuture
 
 
@@ -41,7 +42,8 @@ class EmbeddedDatabase:
     ``set_transaction_timeout`` / ``set_transaction_retry_limit``. `faults` makes a fraction
     of commits fail (see ``faults.FaultConfig``). `max_transaction_age` (FoundationDB's five
     seconds) and `clock` exist so tests can reach ``transaction_too_old`` without waiting.
-    `watch_poll_interval` is how often watches look for commits made by other processes.
+    `watch_poll_interval` is how often watches also compare the store's version, besides the
+    shared commit signal they check every few milliseconds (see ``wakeup``).
     """
 
     def __init__(
@@ -63,7 +65,8 @@ class EmbeddedDatabase:
         self._max_retry_delay = max_retry_delay
         self._clock = clock
         self._storage = Storage(self.path, history_seconds=max_transaction_age)
-        self._watcher = Watcher(self._storage, poll_interval=watch_poll_interval)
+        self._signal = CommitSignal(self.path)
+        self._watcher = Watcher(self._storage, poll_interval=watch_poll_interval, signal=self._signal)
         self.faults = FaultInjector(faults)
         self.options = DatabaseOptions(self)
 
@@ -80,6 +83,7 @@ class EmbeddedDatabase:
         """
         self._watcher.close()
         self._storage.close()
+        self._signal.close()
 
     # -- one-transaction conveniences, as on fdb.Database --------------------------------
     def get(self, key: Any) -> bytes | None:

@@ -747,17 +747,17 @@ class Transaction(_ReadView):
             raise make_error(ErrorCode.NOT_COMMITTED)
         if fault == UNKNOWN_NOT_APPLIED:
             raise make_error(ErrorCode.COMMIT_UNKNOWN_RESULT)
-        read_version = self._read_version
         reads = [(b, e) for b, e in self._read_ranges if b < e]
-        self._release_snapshot()
         try:
-            version = self._storage.commit(read_version, reads, self._apply)
+            version = self._storage.commit(self._read_version, reads, self._apply, snapshot=self._conn)
         except ConflictError:
             raise make_error(ErrorCode.NOT_COMMITTED) from None
         except TooOldError:
             raise make_error(ErrorCode.TRANSACTION_TOO_OLD) from None
         except StoreBusyError:
             raise make_error(ErrorCode.TRANSACTION_TIMED_OUT) from None
+        finally:
+            self._release_snapshot()
         self._committed = True
         if fault == UNKNOWN_APPLIED:
             slot.error = ErrorCode.COMMIT_UNKNOWN_RESULT
@@ -765,6 +765,7 @@ class Transaction(_ReadView):
         self._committed_version = version
         slot.stamp = version.to_bytes(8, "big") + b"\x00\x00"
         self._start_watches()
+        self.db._signal.publish(version)
         self.db._watcher.notify()
 
     def _apply(self, conn: "sqlite3.Connection", version: int) -> list[tuple[bytes, bytes]]:
@@ -784,12 +785,14 @@ class Transaction(_ReadView):
                 storage.put(conn, body[:offset] + stamp + body[offset + 10 :], value)
         puts: list[tuple[bytes, bytes]] = []
         deletes: list[bytes] = []
+        # Atomic operations apply to the stored values: all of them are read in one statement.
+        stored = storage.get_many(conn, [k for k in cache.keys if cache.entries[k][0] == _WriteCache.OPS])
         for key in cache.keys:
             kind, payload = cache.entries[key]
             if kind == _WriteCache.KNOWN:
                 value = payload
             elif kind == _WriteCache.OPS:
-                value = storage.get(conn, key)
+                value = stored.get(key)
                 for op, param in payload:
                     value = op(value, param)
             else:  # a versionstamped value

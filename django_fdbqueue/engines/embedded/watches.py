@@ -7,13 +7,16 @@ anyone looks (A to B back to A) may go unnoticed, which FoundationDB allows too,
 re-read after a watch fires.
 
 One daemon thread per database does the looking, and only while watches are waiting: it wakes
-at once after commits made through this process's handle, and polls the store's commit version
-every `poll_interval` seconds to notice commits made by other processes.
+at once after commits made through this process's handle, checks the shared commit signal (see
+``wakeup``) every `signal_interval` seconds to notice commits made by other processes within a
+few milliseconds, and also compares the store's commit version every `poll_interval` seconds, in
+case the signal file could not be made.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from typing import TYPE_CHECKING, Callable
 
 from django_fdbqueue.fdbapi import ErrorCode, make_error
@@ -22,6 +25,7 @@ from .futures import Future
 
 if TYPE_CHECKING:
     from .storage import Storage
+    from .wakeup import CommitSignal
 
 # FoundationDB's default limit of outstanding watches per database.
 MAX_WATCHES = 10_000
@@ -72,9 +76,19 @@ class WatchFuture(Future):
 class Watcher:
     """Watches of one database, checked by a background thread while any are waiting."""
 
-    def __init__(self, storage: "Storage", *, poll_interval: float = 0.05, limit: int = MAX_WATCHES) -> None:
+    def __init__(
+        self,
+        storage: "Storage",
+        *,
+        poll_interval: float = 0.05,
+        limit: int = MAX_WATCHES,
+        signal: "CommitSignal | None" = None,
+        signal_interval: float = 0.002,
+    ) -> None:
         self._storage = storage
         self.poll_interval = poll_interval
+        self._signal = signal if signal is not None and signal.available else None
+        self.signal_interval = signal_interval
         self.limit = limit
         self._watches: list[tuple[bytes, bytes | None, WatchFuture]] = []
         self._wake = threading.Condition()
@@ -141,6 +155,8 @@ class Watcher:
 
     def _run(self) -> None:
         seen_version: int | None = None
+        seen_signal = self._signal.read() if self._signal is not None else None
+        next_poll = 0.0
         while True:
             with self._wake:
                 while not self._closed and not any(not w[2].is_ready() for w in self._watches):
@@ -148,15 +164,22 @@ class Watcher:
                 if self._closed:
                     return
                 if not self._dirty:
-                    self._wake.wait(self.poll_interval)
+                    self._wake.wait(self.signal_interval if self._signal is not None else self.poll_interval)
                 if self._closed:
                     return
                 dirty, self._dirty = self._dirty, False
             try:
-                version = self._storage.current_version()
-                if dirty or version != seen_version:
-                    seen_version = version
-                    self.check_now()
+                if self._signal is not None:
+                    signal = self._signal.read()
+                    if signal != seen_signal:
+                        seen_signal, dirty = signal, True
+                now = time.monotonic()
+                if dirty or now >= next_poll:
+                    next_poll = now + self.poll_interval
+                    version = self._storage.current_version()
+                    if dirty or version != seen_version:
+                        seen_version = version
+                        self.check_now()
             except Exception:  # a store that went away: the waiting watches cannot be served
                 with self._wake:
                     watches, self._watches = self._watches, []
