@@ -1548,3 +1548,33 @@ def test_reads_reaching_this_transactions_versionstamped_insert_fail_1036(db, ke
     assert [kv.value for kv in tr.get_range(r.start, r.stop, limit=1)] == [b"before"]
     tr.commit().wait()
     assert [kv.value for kv in db.get_range(r.start, r.stop)] == [b"before", b"new"]
+
+
+# --------------------------------------------------------------------------- the metadata version key
+
+METADATA_VERSION_KEY = b"\xff/metadataVersion"
+
+
+def test_the_metadata_version_key_is_readable_and_takes_a_versionstamped_value(db, k):
+    """\\xff/metadataVersion needs no system-key option: any transaction reads it, and a
+    versionstamped value (14 bytes: placeholder and offset 0) sets it to the commit's stamp."""
+    before = db[METADATA_VERSION_KEY]
+    tr = db.create_transaction()
+    tr.set_versionstamped_value(METADATA_VERSION_KEY, b"\x00" * 14)
+    tr[k("marker")] = b"x"
+    stamp = tr.get_versionstamp()
+    tr.commit().wait()
+    after = db[METADATA_VERSION_KEY]
+    assert after == bytes(stamp.wait())
+    assert len(after) == 10 and (before is None or after > before)
+
+
+def test_the_metadata_version_cannot_be_read_by_the_transaction_that_wrote_it(db):
+    tr = db.create_transaction()
+    tr.set_versionstamped_value(METADATA_VERSION_KEY, b"\x00" * 14)
+    expect_error(1036, lambda: tr[METADATA_VERSION_KEY].present())
+
+
+def test_other_system_keys_stay_out_of_reach(db):
+    tr = db.create_transaction()
+    expect_error(2004, lambda: tr[b"\xff/somethingElse"].present())

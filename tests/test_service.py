@@ -1035,3 +1035,45 @@ def test_push_many_sizes_batches_from_the_real_key_length(fdbqueue_db, settings,
     assert counting.transactions > 1
     assert service.size(db, "wide") == 3_000
     assert [item.value for item in service.pop_many(db, "wide", 3)] == [0, 1, 2]
+
+
+# --- the catalog entry cache ------------------------------------------------------------------------
+
+
+def test_a_cached_entry_saves_the_catalog_read(fdbqueue_db, pq, monkeypatch):
+    service.push(fdbqueue_db, pq, "warm")  # reads the entry once, under the current metadata version
+    reads = []
+    original = service_catalog.read_entry
+    monkeypatch.setattr(service_catalog, "read_entry", lambda *a: reads.append(a) or original(*a))
+    service.push(fdbqueue_db, pq, "cached")
+    assert service.pop(fdbqueue_db, pq).value == "warm"
+    assert reads == []
+
+
+def test_create_and_delete_make_cached_entries_stale(fdbqueue_db, pq):
+    service.push(fdbqueue_db, pq, "warm")
+    service.delete_queue(fdbqueue_db, pq)
+    with pytest.raises(exceptions.QueueNotFound):
+        service.push(fdbqueue_db, pq, "into a deleted queue")
+    service.create_queue(fdbqueue_db, pq, kind="fifo")
+    assert service.get_queue(fdbqueue_db, pq).kind == "fifo"
+    service.enqueue(fdbqueue_db, pq, "fresh")
+    assert [item.value for item in service.pop_many(fdbqueue_db, pq, 5)] == ["fresh"]
+
+
+def test_an_operation_using_a_cached_entry_still_conflicts_with_a_racing_delete(fdbqueue_db, pq):
+    service.push(fdbqueue_db, pq, "warm")
+    tr = fdbqueue_db.create_transaction()
+    service.push(tr, pq, "racing")  # the entry comes from the cache: no read of the catalog key
+    service.delete_queue(fdbqueue_db, pq)
+    assert _conflicts(tr)
+
+
+def test_create_then_push_in_one_transaction_reads_the_entry_it_wrote(fdbqueue_db):
+    """The attempt that changed the catalog cannot read the metadata version it wrote (1036):
+    it reads entries directly instead."""
+    tr = fdbqueue_db.create_transaction()
+    service.create_queue(tr, "born", kind="priority")
+    service.push(tr, "born", "first", 3)
+    tr.commit().wait()
+    assert service.pop(fdbqueue_db, "born").value == "first"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import struct
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,7 +12,7 @@ from django_fdbqueue import connection
 from django_fdbqueue.exceptions import QueueAlreadyExists, QueueNotFound, WrongQueueKind
 from django_fdbqueue.fdbapi import fdb, transactional
 
-from . import keys
+from . import attempts, keys
 from .records import Page, QueueInfo, now_micros, to_datetime
 
 QUEUE_ID_BYTES = 16
@@ -67,10 +68,59 @@ def read_entry(tr: Any, root_space: Any, name: str) -> Entry | None:
     return Entry.unpack(name, raw)
 
 
+# --- the entry cache ------------------------------------------------------------------------------
+#
+# Every operation needs its queue's entry. Reading it costs a read per operation (a round trip on a
+# cluster), although entries change only on create and delete. So entries are cached per process,
+# each tagged with the value of FoundationDB's metadata version key (\xff/metadataVersion) under
+# which it was read; create and delete bump that key (a versionstamped value) in the transaction
+# that changes the catalog. A transaction whose metadata version equals an entry's tag sees the
+# catalog as it was when the entry was read, so it can use the entry without reading it. It still
+# adds a read conflict on the entry's key by hand: a delete racing the operation then conflicts with
+# it exactly as if the key had been read. The metadata version comes with the read version (on a
+# cluster at no extra cost), and a transaction that wrote it cannot read it back (1036), so an
+# attempt that changed the catalog reads entries directly. The key is shared by every layer on a
+# cluster: another layer's bumps only cost cache misses. Writing the catalog other than through
+# this module (say, clearing the whole ROOT by hand) must also bump it, or stop the processes.
+
+METADATA_VERSION_KEY = b"\xff/metadataVersion"
+# A versionstamped value: 10 placeholder bytes, then the 4-byte offset of the stamp (0).
+_METADATA_VERSION_PARAM = b"\x00" * 14
+_CACHE_LIMIT = 10_000
+_cache: dict[tuple[bytes, str], tuple[bytes, Entry]] = {}
+_cache_lock = threading.Lock()
+
+
+def _catalog_changed(tr: Any) -> None:
+    """Bump the metadata version: every process's cached entries are stale once this commits."""
+    tr.set_versionstamped_value(METADATA_VERSION_KEY, _METADATA_VERSION_PARAM)
+    attempts.current(tr).catalog_changed = True
+
+
+def lookup(tr: Any, root_space: Any, name: str) -> Entry | None:
+    """The entry, from the cache when the metadata version allows, else read (and cached)."""
+    if attempts.changed_catalog(tr):
+        return read_entry(tr, root_space, name)
+    version_future = tr[METADATA_VERSION_KEY]
+    slot = (root_space.key(), name)
+    cached = _cache.get(slot)
+    version = bytes(version_future) if version_future.present() else b""
+    if cached is not None and cached[0] == version:
+        tr.add_read_conflict_key(keys.catalog_key(root_space, name))
+        return cached[1]
+    entry = read_entry(tr, root_space, name)
+    if entry is not None:
+        with _cache_lock:
+            if len(_cache) >= _CACHE_LIMIT:
+                _cache.clear()
+            _cache[slot] = (version, entry)
+    return entry
+
+
 def require(tr: Any, name: str, *, fifo_ok: bool = True) -> tuple[Entry, keys.QueueKeys]:
     """The queue's entry and key layout, or QueueNotFound."""
     root_space = root()
-    entry = read_entry(tr, root_space, name)
+    entry = lookup(tr, root_space, name)
     if entry is None:
         raise QueueNotFound(f"No queue is named {name!r}.", name=name)
     if not fifo_ok and entry.kind == "fifo":
@@ -134,6 +184,7 @@ def _create(tr: Any, entry: Entry) -> QueueInfo:
         raise QueueAlreadyExists(f"A queue named {entry.name!r} already exists.", name=entry.name)
     if existing is None:
         tr[keys.catalog_key(root_space, entry.name)] = entry.pack()
+        _catalog_changed(tr)
     return QueueInfo(entry.name, entry.kind, 0, 0, 0, None, None, None, to_datetime(entry.created_us))
 
 
@@ -167,6 +218,7 @@ def _delete(tr: Any, name: str, marker: keys.DeletionMarker) -> None:
     space = qk.space.range()
     tr.clear_range(space.start, space.stop)
     tr[marker.key(root_space)] = b""
+    _catalog_changed(tr)
     # Markers only need to outlive a retry loop: forget old ones with a blind clear (no reads,
     # so concurrent deletes never conflict over it).
     expired = marker.expired_before(root_space)

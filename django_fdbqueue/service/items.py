@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import threading
-import weakref
 from dataclasses import dataclass
 from typing import Any, Iterable
 
@@ -11,7 +9,8 @@ from django_fdbqueue import codecs
 from django_fdbqueue.exceptions import InvalidArgument, ValueTooLarge, WrongQueueKind
 from django_fdbqueue.fdbapi import fdb, transactional
 
-from . import keys
+from . import attempts, keys
+from .attempts import Attempt
 from .catalog import QUEUE_ID_BYTES, counter_bytes, first, read_counter, require, root
 from .records import Item, Page, PendingItem, now_micros, to_datetime
 
@@ -29,39 +28,9 @@ _SAMPLE_STAMP = Versionstamp(b"\x00" * 10, 0)
 
 # --- user versions: distinct, increasing stamps for several pushes in one transaction -----------
 
-class _Attempt:
-    """The pushes of one transaction attempt: its versionstamp future and the next user version."""
-
-    __slots__ = ("stamp", "next_user_version")
-
-    def __init__(self, stamp: Any) -> None:
-        self.stamp = stamp
-        self.next_user_version = 0
-
-
-_attempts_lock = threading.Lock()
-_attempts: "weakref.WeakKeyDictionary[Any, _Attempt]" = weakref.WeakKeyDictionary()
-
-
-def _current_attempt(tr: Any) -> _Attempt:
-    """This attempt's numbering, kept beside the transaction (weakly, so it dies with it).
-
-    A new attempt is recognised by its versionstamp future: while an attempt is open the future
-    is pending, and commit, ``reset`` and ``on_error`` all settle it (with the stamp or with an
-    error), on both engines. So numbering restarts at 0 on every attempt, even when the read
-    version did not move, and no read is needed to tell.
-    """
-    with _attempts_lock:
-        attempt = _attempts.get(tr)
-        if attempt is None or attempt.stamp.is_ready():
-            attempt = _Attempt(tr.get_versionstamp())
-            _attempts[tr] = attempt
-        return attempt
-
-
-def _take_user_versions(attempt: _Attempt, count: int) -> int:
+def _take_user_versions(attempt: Attempt, count: int) -> int:
     """Reserve `count` consecutive user versions of the attempt; the first one is returned."""
-    with _attempts_lock:
+    with attempts.lock:
         first = attempt.next_user_version
         if first + count > MAX_PUSHES_PER_TRANSACTION:
             raise InvalidArgument(
@@ -128,7 +97,7 @@ def push_prepared(tr: Any, name: str, batch: list[Prepared]) -> list[PendingItem
                 raise WrongQueueKind(
                     f"{name!r} is a FIFO queue: its items all have priority 0.", name=name
                 )
-    attempt = _current_attempt(tr)
+    attempt = attempts.current(tr)
     first = _take_user_versions(attempt, len(batch))
     pending = []
     for offset, p in enumerate(batch):

@@ -50,6 +50,12 @@ UPGRADE_FROM_1 = """
 DROP TABLE IF EXISTS write_ranges;
 UPDATE meta SET value = (SELECT value FROM meta WHERE name = 'version') WHERE name = 'pruned_through';
 """
+# FoundationDB's metadata version: a system key any transaction may read, and write with a
+# versionstamped value, so that clients can tell when cached metadata went stale.
+METADATA_VERSION_KEY = b"\xff/metadataVersion"
+_SNAPSHOT_QUERY = (
+    "SELECT (SELECT value FROM meta WHERE name = 'version'), (SELECT value FROM kv WHERE key = ?)"
+)
 _BUSY_CODES = frozenset({5, 6, 517})  # SQLITE_BUSY, SQLITE_LOCKED, SQLITE_BUSY_SNAPSHOT
 
 # How long SQLite waits for another process's write lock before giving up (seconds).
@@ -144,10 +150,11 @@ class Storage:
             conn.close()
 
     # -- reads (inside a snapshot opened by begin_snapshot) ----------------------------
-    def begin_snapshot(self, conn: sqlite3.Connection) -> int:
-        """Open a read transaction on `conn` and return the read version it sees."""
+    def begin_snapshot(self, conn: sqlite3.Connection) -> tuple[int, bytes | None]:
+        """Open a read transaction on `conn`: the read version it sees, and the value of
+        ``\\xff/metadataVersion`` then (FoundationDB hands it out with the read version, too)."""
         conn.execute("BEGIN")
-        return conn.execute("SELECT value FROM meta WHERE name = 'version'").fetchone()[0]
+        return conn.execute(_SNAPSHOT_QUERY, (METADATA_VERSION_KEY,)).fetchone()
 
     def current_version(self) -> int:
         """The last commit version, read outside any snapshot (for the watcher's polling)."""

@@ -32,7 +32,7 @@ from django_fdbqueue.fdbapi import RETRYABLE_CODES, ErrorCode, FDBError, make_er
 from . import atomic
 from .faults import NOT_COMMITTED, UNKNOWN_APPLIED, UNKNOWN_NOT_APPLIED
 from .futures import DeferredFuture, Future, Key, KeyValue, RangeResult, Value
-from .storage import ConflictError, Storage, StoreBusyError, TooOldError
+from .storage import METADATA_VERSION_KEY, ConflictError, Storage, StoreBusyError, TooOldError
 from .watches import WatchFuture
 
 if TYPE_CHECKING:
@@ -316,6 +316,7 @@ class Transaction(_ReadView):
     def _clear_state(self) -> None:
         self._release_snapshot()
         self._read_version: int | None = None
+        self._metadata_version: bytes | None = None
         self._read_version_at = 0.0
         self._cache = _WriteCache()
         self._read_ranges: list[list[bytes]] = []
@@ -387,7 +388,7 @@ class Transaction(_ReadView):
             conn = self._storage.acquire()
             self._conn_finalizer = weakref.finalize(self, _release_connection, self._storage, conn)
             self._conn = conn
-            self._read_version = self._storage.begin_snapshot(conn)
+            self._read_version, self._metadata_version = self._storage.begin_snapshot(conn)
             self._read_version_at = self._clock()
         self._check_age()
         return self._read_version
@@ -395,7 +396,7 @@ class Transaction(_ReadView):
     # -- reads -----------------------------------------------------------------------
     def _read_key(self, key: bytes, snapshot: bool) -> bytes | None:
         self._check_readable()
-        if key >= LEGAL_KEY_END:
+        if key >= LEGAL_KEY_END and key != METADATA_VERSION_KEY:
             raise make_error(ErrorCode.KEY_OUTSIDE_LEGAL_RANGE)
         if self._cache.in_unreadable_range(key):
             raise self._unreadable()
@@ -405,7 +406,10 @@ class Transaction(_ReadView):
         if kind == _WriteCache.UNREADABLE:
             raise self._unreadable()
         self._ensure_read_version()
-        stored = self._storage.get(self._conn, key)  # type: ignore[arg-type]
+        if key == METADATA_VERSION_KEY:
+            stored = self._metadata_version  # read with the snapshot, as the read version is
+        else:
+            stored = self._storage.get(self._conn, key)  # type: ignore[arg-type]
         if not snapshot:
             self._read_ranges.append([key, key + b"\x00"])
         return self._cache.resolve(key, stored)
@@ -515,22 +519,22 @@ class Transaction(_ReadView):
         return found[-1].key if len(found) == wanted else b""
 
     # -- writes ----------------------------------------------------------------------
-    def _check_key(self, key: bytes) -> None:
+    def _check_key(self, key: bytes, system_ok: bool = False) -> None:
         """Key limits fail at commit, as in the binding (its writes return nothing)."""
         if len(key) > MAX_KEY_SIZE:
             self._deferred_error = self._deferred_error or ErrorCode.KEY_TOO_LARGE
-        elif key >= LEGAL_KEY_END:
+        elif key >= LEGAL_KEY_END and not (system_ok and key == METADATA_VERSION_KEY):
             self._deferred_error = self._deferred_error or ErrorCode.KEY_OUTSIDE_LEGAL_RANGE
 
     def _check_value(self, value: bytes) -> None:
         if len(value) > MAX_VALUE_SIZE:
             self._deferred_error = self._deferred_error or ErrorCode.VALUE_TOO_LARGE
 
-    def _write_point(self, key: bytes) -> bool:
+    def _write_point(self, key: bytes, system_ok: bool = False) -> bool:
         """Common checks of a one-key write; records its write conflict range once per key."""
         if not self._write_allowed():
             return False
-        self._check_key(key)
+        self._check_key(key, system_ok)
         if key not in self._cache.entries:
             self._write_ranges.append((key, key + b"\x00"))
         return True
@@ -642,7 +646,8 @@ class Transaction(_ReadView):
         """Write `value` with its placeholder replaced by the commit's stamp; unreadable until then."""
         key, value = _key_bytes(key), _value_bytes(value)
         body, offset = self._split_stamp_offset(value)
-        if self._write_point(key):
+        # The one system key a versionstamped value may be written to without special options.
+        if self._write_point(key, system_ok=True):
             self._check_value(body)
             self._cache.unreadable(key, body, offset)
 
