@@ -853,15 +853,18 @@ def test_watch_sees_a_commit_made_by_another_process(open_db):
     tr = database.create_transaction()
     watch = tr.watch(key("w"))
     tr.commit().wait()
+    _set_w_from_another_process(database)
+    assert _ready_soon(watch), "a commit from another process never reached the watch"
+
+
+def _set_w_from_another_process(database: Any) -> None:
+    """Commit key("w") = b"1" from a separate Python process sharing the store file."""
     script = (
         "import sys; from django_fdbqueue.engines.embedded import EmbeddedDatabase; "
         "from django_fdbqueue.fdbapi import fdb; "
         "db = EmbeddedDatabase(sys.argv[1]); db[fdb.Subspace(('embedded-test',)).pack(('w',))] = b'1'"
     )
-    subprocess.run(
-        [sys.executable, "-c", script, database.path], cwd=REPO_ROOT, check=True, timeout=WAIT
-    )
-    assert _ready_soon(watch), "a commit from another process never reached the watch"
+    subprocess.run([sys.executable, "-c", script, database.path], cwd=REPO_ROOT, check=True, timeout=WAIT)
 
 
 def test_another_process_commit_wakes_a_watch_through_the_shared_signal(open_db):
@@ -872,12 +875,7 @@ def test_another_process_commit_wakes_a_watch_through_the_shared_signal(open_db)
     tr = database.create_transaction()
     watch = tr.watch(key("w"))
     tr.commit().wait()
-    script = (
-        "import sys; from django_fdbqueue.engines.embedded import EmbeddedDatabase; "
-        "from django_fdbqueue.fdbapi import fdb; "
-        "db = EmbeddedDatabase(sys.argv[1]); db[fdb.Subspace(('embedded-test',)).pack(('w',))] = b'1'"
-    )
-    subprocess.run([sys.executable, "-c", script, database.path], cwd=REPO_ROOT, check=True, timeout=WAIT)
+    _set_w_from_another_process(database)
     assert _ready_soon(watch), "the shared commit signal did not wake the watch"
 
 
