@@ -46,6 +46,7 @@ from .errors import exit_codes
 SUBCOMMAND_MODULES: tuple[str, ...] = (
     "django_fdbqueue.cli.queues",
     "django_fdbqueue.cli.items",
+    "django_fdbqueue.cli.bench",
 )
 
 __all__ = ["SUBCOMMAND_MODULES", "Context", "add_subcommands", "run"]

@@ -91,6 +91,18 @@ priority; the pop retries. Both engines behave alike here.
 FIFO queues are priority queues whose items all have priority 0 and that are used from the
 ``min`` end only; other priorities or the ``max`` end raise ``WrongQueueKind``.
 
+**Many poppers on one queue.** Every plain pop reads the first item, so pops of one queue that
+overlap in time conflict and retry; the more clients, and the slower each round trip, the more
+work is lost. ``pop(db, name, end, mode="high-contention")`` implements the recipe's
+high-contention pop, made safe against dead poppers and ``commit_unknown_result``: a pop that
+finds nobody waiting is one plain pop; one that finds pops waiting serves them and itself in one
+transaction; one that keeps losing races stages a versionstamped request under the queue's
+``"r"`` subspace, which any popper then serves in a batched "fulfil" transaction. Items still
+leave exactly once and in queue order (a round works from its snapshot, so a more urgent item
+pushed meanwhile waits for the next round). It needs a database, not a transaction (it runs
+several), and raises ``InvalidArgument`` if given one. ``service/contention.py`` documents the
+protocol, its order and its failure handling; the default stays ``mode="plain"``.
+
 Ids, cursors and pending items
 ==============================
 
@@ -127,19 +139,25 @@ queue, which is what serializability asks for.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Iterable, Literal
 
 from django_fdbqueue import codecs
 from django_fdbqueue.exceptions import InvalidArgument
 from django_fdbqueue.fdbapi import is_transaction
 
 from . import catalog as _catalog
+from . import contention as _contention
 from . import items as _items
 from . import keys as _keys
 from .items import MAX_PUSHES_PER_TRANSACTION, MAX_VALUE_BYTES
 from .records import Item, Page, PendingItem, QueueInfo
 
 LIMIT_MAX = 1000
+#: Pop modes: one transaction (joins the caller's), or staged requests for contended queues.
+PLAIN = "plain"
+HIGH_CONTENTION = "high-contention"
+POP_MODES = (PLAIN, HIGH_CONTENTION)
+PopMode = Literal["plain", "high-contention"]
 # A range read's limit is a C int in FoundationDB's client.
 MAX_POP_MANY = 2**31 - 1
 
@@ -149,6 +167,7 @@ __all__ = [
     "QueueInfo",
     "Page",
     "MAX_VALUE_BYTES",
+    "POP_MODES",
     "create_queue",
     "get_queue",
     "queue_exists",
@@ -268,27 +287,52 @@ def push_many(db_or_tr: Any, name: str, items: Iterable[Any], *, codec: Codec = 
 # --- popping and peeking -----------------------------------------------------------------------
 
 
-def pop(db_or_tr: Any, name: str, end: str = "min") -> Item | None:
-    """Remove and return the next item from ``end`` ("min" or "max"); None when empty."""
+def pop(
+    db_or_tr: Any, name: str, end: str = "min", *, mode: PopMode = "plain", timeout: float | None = None
+) -> Item | None:
+    """Remove and return the next item from ``end`` ("min" or "max"); None when empty.
+
+    ``mode="plain"`` (the default) is one transaction, and joins the caller's when given one.
+    ``mode="high-contention"`` is for many clients popping one queue at once: pops that meet
+    contention stage a request and are served in batches (see ``service/contention.py``). It
+    needs the database, not a transaction, and gives up after ``timeout`` seconds (default 5)
+    with ``FDBError`` 1031.
+    """
     _keys.check_name(name)
     _keys.check_end(end)
+    if mode == HIGH_CONTENTION:
+        return _contention.pop(db_or_tr, name, end, timeout=timeout)
+    if mode != PLAIN:
+        raise InvalidArgument(
+            f"mode must be {PLAIN!r} or {HIGH_CONTENTION!r}, not {mode!r}.", mode=str(mode)
+        )
+    if timeout is not None:
+        raise InvalidArgument(
+            "timeout applies to mode='high-contention'; a plain pop is bounded by FDBQUEUE['TIMEOUT']."
+        )
     popped, _cut = _items.pop_n(db_or_tr, name, end, 1, None)
     return popped[0] if popped else None
 
 
-def pop_min(db_or_tr: Any, name: str) -> Item | None:
+def pop_min(
+    db_or_tr: Any, name: str, *, mode: PopMode = "plain", timeout: float | None = None
+) -> Item | None:
     """The earliest-pushed item of the lowest priority."""
-    return pop(db_or_tr, name, "min")
+    return pop(db_or_tr, name, "min", mode=mode, timeout=timeout)
 
 
-def pop_max(db_or_tr: Any, name: str) -> Item | None:
+def pop_max(
+    db_or_tr: Any, name: str, *, mode: PopMode = "plain", timeout: float | None = None
+) -> Item | None:
     """The earliest-pushed item of the highest priority (the recipe would give the latest)."""
-    return pop(db_or_tr, name, "max")
+    return pop(db_or_tr, name, "max", mode=mode, timeout=timeout)
 
 
-def dequeue(db_or_tr: Any, name: str) -> Item | None:
+def dequeue(
+    db_or_tr: Any, name: str, *, mode: PopMode = "plain", timeout: float | None = None
+) -> Item | None:
     """FIFO spelling of ``pop_min``."""
-    return pop(db_or_tr, name, "min")
+    return pop(db_or_tr, name, "min", mode=mode, timeout=timeout)
 
 
 def peek(db_or_tr: Any, name: str, end: str = "min") -> Item | None:

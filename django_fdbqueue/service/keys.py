@@ -7,6 +7,19 @@ Everything the service writes lives under the app's root subspace (``FDBQUEUE["R
     root / "q" / queue_id / "i" / priority / vs / enqueued_at_us / codec -> payload     items
     root / "q" / queue_id / "o" / vs               -> (priority, enqueued_at_us)        push order
     root / "q" / queue_id / "n" / counter          -> 8-byte little-endian int          counters
+    root / "q" / queue_id / "r" / end / vs / token -> (deadline_us,)         staged pop requests
+    root / "q" / queue_id / "r" / "res" / deadline_us / token / 1 / priority / vs / enqueued_at_us / codec
+                                                   -> payload               a request's item
+    root / "q" / queue_id / "r" / "res" / deadline_us / token / 0 -> b""   "the queue was empty"
+    root / "q" / queue_id / "r" / "rcpt" / epoch / client -> (token, item_id)   receipts
+
+The "r" keys belong to high-contention pops (``contention.py`` explains the protocol): a
+request is keyed by the versionstamp of the commit that registered it (``end`` is "min" or
+"max"), so requests are served in registration order; a result is keyed by its owner's deadline
+and random token (the owner knows both, and expired results are one range read away) and
+carries the item's own key elements, so an item put back lands exactly where it was; a receipt
+(one slot per client thread, overwritten by each of its pops, grouped by the hour) tells a pop
+retrying after ``commit_unknown_result`` that its earlier attempt did commit.
 
 A deletion marker records that one ``delete_queue`` call committed, so that its retry after
 ``commit_unknown_result`` knows; markers older than an hour are cleared by later deletes.
@@ -14,8 +27,8 @@ A deletion marker records that one ``delete_queue`` call committed, so that its 
 ``vs`` is a 12-byte tuple-layer versionstamp (commit version + batch order + user version). The
 one-letter names keep keys short, since every item key repeats them. Per-queue letters reserved
 for later features, so they can be added without moving existing data: "l" leases, "d" delayed
-items, "x" dead letters, "k" deduplication keys, "r" staged pop requests, "w" wake-up key for
-watches, "m" per-queue metadata. See the package docstring for why the layout is what it is.
+items, "x" dead letters, "k" deduplication keys, "w" wake-up key for watches, "m" per-queue
+metadata. See the package docstring for why the layout is what it is.
 """
 
 from __future__ import annotations
@@ -41,7 +54,10 @@ QUEUES = "q"
 ITEMS = "i"
 ORDER = "o"
 COUNTERS = "n"
-RESERVED = ("l", "d", "x", "k", "r", "w", "m")
+STAGING = "r"
+RESULTS = "res"
+RECEIPTS = "rcpt"
+RESERVED = ("l", "d", "x", "k", "w", "m")
 
 SIZE = "size"
 PUSHED = "pushed"
@@ -183,6 +199,27 @@ class QueueKeys:
 
     def counter(self, which: str) -> bytes:
         return self._counter_keys[which]
+
+    @cached_property
+    def staging(self) -> fdb.Subspace:
+        """Everything of high-contention pops: requests, results, receipts."""
+        return self.space[STAGING]
+
+    @cached_property
+    def _request_spaces(self) -> dict[str, fdb.Subspace]:
+        return {end: self.staging[end] for end in ENDS}
+
+    def requests(self, end: str) -> fdb.Subspace:
+        """Pop requests waiting for ``end``, in the order their registrations committed."""
+        return self._request_spaces[end]
+
+    @cached_property
+    def results(self) -> fdb.Subspace:
+        return self.staging[RESULTS]
+
+    @cached_property
+    def receipts(self) -> fdb.Subspace:
+        return self.staging[RECEIPTS]
 
     def item_prefix(self, priority: int, stamp: fdb.tuple.Versionstamp) -> bytes:
         """Every item key of (priority, stamp) starts with this; the rest is metadata."""

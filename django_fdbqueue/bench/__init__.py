@@ -1,0 +1,37 @@
+"""``manage.py fdbqueue bench``: how fast the queues are here, against Redis and raw SQLite.
+
+The bench drives the queue service through its public API and ``get_database()``, so it measures
+whatever ``FDBQUEUE`` points at: the embedded engine's file or a FoundationDB cluster. With
+``--compare`` it runs the same workloads, in the same run, on a private redis-server (sorted
+sets) and on a plain SQLite table on the same disk, and reports each of our rates divided by the
+reference's: on a shared or noisy machine absolute rates drift, ratios measured minutes apart
+much less.
+
+Modules, one job each:
+
+* ``strategies``: the registry of pop strategies (``--strategy``) and their queue layouts;
+* ``targets``: the interface every measured store offers; ``service_target``, ``redis_ref`` and
+  ``sqlite_ref`` implement it for our service and the two references;
+* ``workloads``: what one client does per operation;
+* ``runner``: clients as threads or spawned processes, the shared timed window;
+* ``stats``: latency percentiles and peak memory;
+* ``suite``: the rows, their order, prefilling, the exactly-once check, the ratios;
+* ``progress`` and ``report``: what the user sees during and after the run.
+
+The bench creates its queues under names starting with ``fdbqueue-bench.`` and deletes them at
+the end, also when interrupted.
+"""
+
+from typing import Any
+
+__all__ = ["Bench", "BenchConfig", "BenchResult", "Row"]
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy, so that a client process importing the runner does not import the service for
+    # nothing (a process measuring Redis never needs it).
+    if name in __all__:
+        from . import suite
+
+        return getattr(suite, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

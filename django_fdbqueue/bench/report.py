@@ -1,0 +1,424 @@
+"""The run's results for people and programs: a table, a JSON document, a chart.
+
+The table and the chart show the same rows; the JSON document holds every field of every row
+plus the run's metadata, so a later run can be compared with this one by a script.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from typing import Any, Callable, Iterable, Sequence
+
+from .suite import MODES, NO_STRATEGY, REFERENCES, BenchResult, Row
+from .targets import OURS
+
+__all__ = [
+    "PlotUnavailable",
+    "check_plot_available",
+    "format_report",
+    "to_document",
+    "write_json",
+    "write_plot",
+]
+
+
+class PlotUnavailable(Exception):
+    """--plot needs matplotlib, which is not installed."""
+
+
+# --- numbers -----------------------------------------------------------------------------------
+
+
+def _rate(value: float) -> str:
+    return f"{value:,.0f}" if value >= 100 else f"{value:,.1f}"
+
+
+def _ms(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+
+
+def _times(value: float | None) -> str:
+    """A ratio: two decimals from 1 up, three significant digits below (0.0612x, 0.85x, 1.30x)."""
+    if value is None:
+        return "-"
+    if value >= 100:
+        return f"{value:,.0f}x"
+    if value >= 1:
+        return f"{value:.2f}x"
+    return f"{value:.3g}x"
+
+
+def _retries(row: Row) -> str:
+    return "-" if row.retries_per_op is None else f"{row.retries_per_op:.3f}"
+
+
+def _mib(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}"
+
+
+def _check(row: Row) -> str:
+    text = {None: "-", True: "ok", False: "FAILED"}[row.exactly_once]
+    return text + (" (ran dry)" if row.ran_dry and row.depth is None else "")
+
+
+# --- the table ---------------------------------------------------------------------------------
+
+
+def _table(headers: Sequence[str], rows: Iterable[Sequence[str]], left: int) -> str:
+    """Columns two spaces apart: the first ``left`` left-aligned, the numbers right-aligned."""
+    cells = [list(headers), *(list(row) for row in rows)]
+    widths = [max(len(row[index]) for row in cells) for index in range(len(headers))]
+    lines = []
+    for row in cells:
+        parts = [cell.ljust(widths[i]) if i < left else cell.rjust(widths[i]) for i, cell in enumerate(row)]
+        lines.append("  ".join(parts).rstrip())
+    return "\n".join(lines)
+
+
+_Column = tuple[str, Callable[[Row], str]]
+
+_COMMON_TAIL: list[_Column] = [
+    ("P50 MS", lambda r: _ms(r.p50_ms)),
+    ("P99 MS", lambda r: _ms(r.p99_ms)),
+    ("RETRIES/OP", _retries),
+    ("PEAK MIB", lambda r: _mib(r.peak_mib)),
+    ("VS REDIS", lambda r: _times(r.vs_redis)),
+    ("VS SQLITE", lambda r: _times(r.vs_sqlite)),
+    ("EXACTLY-ONCE", _check),
+]
+
+_TARGET_ORDER = (OURS, *REFERENCES)
+_OPERATION_ORDER = ("push", "push+pop", "pop")
+_DEPTH_ORDER = ("fill", "peek", "pop")
+
+
+def _series_order(row: Row, strategies: Sequence[str]) -> tuple:
+    """Rows by target, then strategy: each series reads top to bottom (the run interleaves them)."""
+    strategy = strategies.index(row.strategy) if row.strategy in strategies else -1
+    return (_TARGET_ORDER.index(row.target), strategy)
+
+
+# (title, which rows, columns, how many columns are left-aligned, row order)
+_Section = tuple[str, Callable[[Row], bool], list[_Column], int, Callable[[Row, Sequence[str]], tuple]]
+
+_SECTIONS: list[_Section] = [
+    (
+        "One client",
+        lambda r: r.depth is None and r.clients == 1 and r.mode == "threads",
+        [
+            ("TARGET", lambda r: r.target),
+            ("OPERATION", lambda r: r.operation),
+            ("STRATEGY", lambda r: r.strategy),
+            ("OPS/S", lambda r: _rate(r.ops_per_s)),
+            *_COMMON_TAIL,
+        ],
+        3,
+        lambda r, s: (_TARGET_ORDER.index(r.target), _OPERATION_ORDER.index(r.operation), _series_order(r, s)),
+    ),
+    (
+        "Concurrent pops (aggregate pops/s of all clients; VS 1 CLIENT: against the same series with one)",
+        lambda r: r.depth is None and r.operation == "pop",
+        [
+            ("TARGET", lambda r: r.target),
+            ("MODE", lambda r: r.mode),
+            ("STRATEGY", lambda r: r.strategy),
+            ("CLIENTS", lambda r: str(r.clients)),
+            ("POPS/S", lambda r: _rate(r.ops_per_s)),
+            ("VS 1 CLIENT", lambda r: _times(r.vs_one_client)),
+            *_COMMON_TAIL,
+        ],
+        3,
+        lambda r, s: (_series_order(r, s), MODES.index(r.mode), r.clients),
+    ),
+    (
+        "Queue depth (one client; VS SHALLOW: the deep row against the shallow one; fill rates are items/s)",
+        lambda r: r.depth is not None,
+        [
+            ("TARGET", lambda r: r.target),
+            ("OPERATION", lambda r: r.operation),
+            ("QUEUED", lambda r: f"{r.depth:,}"),
+            ("OPS/S", lambda r: _rate(r.ops_per_s)),
+            ("VS SHALLOW", lambda r: _times(r.vs_shallow)),
+            *_COMMON_TAIL,
+        ],
+        2,
+        lambda r, s: (_TARGET_ORDER.index(r.target), r.depth, _DEPTH_ORDER.index(r.operation)),
+    ),
+]
+
+
+def format_report(result: BenchResult) -> str:
+    """The tables, the headline figures, the exactly-once verdict and the run's settings."""
+    parts = []
+    strategies = list(result.meta["strategies"])
+    for title, wanted, columns, left, order in _SECTIONS:
+        rows = sorted((row for row in result.rows if wanted(row)), key=lambda row: order(row, strategies))
+        if rows:
+            cells = ([cell(row) for _, cell in columns] for row in rows)
+            body = _table([name for name, _ in columns], cells, left)
+            parts.append(f"{title}\n{body}")
+    if result.headline():
+        parts.append("\n".join(result.headline()))
+    popping = [row for row in result.rows if row.exactly_once is not None]
+    if result.exactly_once_passed:
+        parts.append(f"Exactly-once: passed ({len(popping)} rows checked: no item taken twice, none lost).")
+    else:
+        parts.append("Exactly-once: FAILED\n" + "\n".join(f"  {failure}" for failure in result.failures))
+    if result.warnings:
+        parts.append("Warnings:\n" + "\n".join(f"  {warning}" for warning in result.warnings))
+    parts.append(_settings_line(result.meta))
+    return "\n\n".join(parts)
+
+
+def _settings_line(meta: dict[str, Any]) -> str:
+    store = meta.get("store", {})
+    clients = ",".join(str(count) for count in meta["clients"])
+    text = (
+        f"Run: engine {meta['engine']} (root {store.get('root')}), {meta['duration_s']:g} s per row, "
+        f"clients {clients}, deep size {meta['deep_size']:,}, strategies {', '.join(meta['strategies'])}; "
+        f"{meta['cpu_count']} CPUs, Python {meta['python']}, {meta['date']}."
+    )
+    references = meta.get("references", {})
+    if "redis" in references:
+        text += f" Redis {references['redis'].get('server_version')} over loopback TCP, no persistence."
+    if "sqlite" in references:
+        text += (
+            f" SQLite {references['sqlite'].get('sqlite_version')}, WAL, synchronous=NORMAL, "
+            f"{references['sqlite'].get('location')}."
+        )
+    return text
+
+
+# --- JSON ----------------------------------------------------------------------------------------
+
+
+def _rounded(value: Any, digits: int) -> Any:
+    return None if value is None else round(value, digits)
+
+
+def _row_data(row: Row) -> dict[str, Any]:
+    data = dataclasses.asdict(row)
+    data["group"] = row.group
+    for name in ("ops_per_s", "peak_mib"):
+        data[name] = _rounded(data[name], 2)
+    for name in ("p50_ms", "p99_ms", "retries_per_op"):
+        data[name] = _rounded(data[name], 5)
+    for name in ("vs_redis", "vs_sqlite", "vs_one_client", "vs_shallow"):
+        data[name] = _rounded(data[name], 5)
+    if row.retries_by_code is not None:
+        data["retries_by_code"] = {str(code): count for code, count in row.retries_by_code.items()}
+    return data
+
+
+def to_document(result: BenchResult) -> dict[str, Any]:
+    """Everything about the run, as JSON data."""
+    return {
+        "meta": result.meta,
+        "rows": [_row_data(row) for row in result.rows],
+        "headline": result.headline(),
+        "exactly_once": {"passed": result.exactly_once_passed, "failures": list(result.failures)},
+        "warnings": list(result.warnings),
+    }
+
+
+def write_json(result: BenchResult, path: str) -> None:
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(to_document(result), handle, indent=2, ensure_ascii=False)
+        handle.write("\n")
+
+
+# --- the chart -----------------------------------------------------------------------------------
+
+_COLOURS = {OURS: "#2f6db5", "redis": "#c8443a", "sqlite": "#6d7a86"}
+_OUR_SHADES = ("#2f6db5", "#5fa35a", "#9a5fb4", "#d08a2b", "#3aa6a0")
+
+
+def check_plot_available() -> None:
+    """Raise PlotUnavailable unless matplotlib can be imported (checked before a long run)."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise PlotUnavailable(
+            "--plot needs matplotlib, which is not installed: pip install matplotlib "
+            "(or leave out --plot; the table and --json-file do not need it)."
+        ) from None
+
+
+def _series_name(row: Row, strategies: Sequence[str]) -> str:
+    if row.target != OURS or len(strategies) == 1 or row.strategy == NO_STRATEGY:
+        return row.target
+    return f"{row.target} ({row.strategy})"
+
+
+def _colour(name: str, strategies: Sequence[str]) -> str:
+    if name.startswith(OURS + " ("):
+        strategy = name[len(OURS) + 2 : -1]
+        if strategy in strategies:
+            return _OUR_SHADES[strategies.index(strategy) % len(_OUR_SHADES)]
+        return _COLOURS[OURS]
+    return _COLOURS.get(name, "#444444")
+
+
+def _grouped_bars(
+    axes: Any,
+    groups: Sequence[str],
+    series: dict[str, dict[str, float]],
+    colours: dict[str, str],
+    hatches: dict[str, str | None] | None = None,
+    *,
+    labels: bool = False,
+) -> None:
+    """One cluster of bars per group, one bar per series; missing values leave a gap.
+
+    ``labels`` marks ratio charts: each bar is labelled with its value and the axis reads in x.
+    """
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    names = list(series)
+    width = 0.8 / max(len(names), 1)
+    for position, name in enumerate(names):
+        xs, heights = [], []
+        for index, group in enumerate(groups):
+            value = series[name].get(group)
+            if value is not None and value > 0:
+                xs.append(index - 0.4 + width * (position + 0.5))
+                heights.append(value)
+        axes.bar(
+            xs, heights, width * 0.92, label=name, color=colours.get(name, "#444444"),
+            hatch=(hatches or {}).get(name), edgecolor="white", linewidth=0.5,
+        )
+        if labels:
+            for x, height in zip(xs, heights):
+                axes.annotate(
+                    _times(height), (x, height), xytext=(0, 2), textcoords="offset points",
+                    ha="center", va="bottom", fontsize=7, rotation=90,
+                )
+    axes.set_xticks(range(len(groups)), groups)
+    axes.set_yscale("log")
+    values = [v for points in series.values() for v in points.values() if v is not None and v > 0]
+    if values:
+        # Bars on a log scale start from the decade below the smallest, not from an arbitrary edge.
+        bottom = 10 ** math.floor(math.log10(min(values)))
+        axes.set_ylim(bottom=bottom, top=max(values) * (4 if labels else 2))
+    if labels:
+        axes.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}x"))
+    else:
+        axes.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:,.0f}"))
+    axes.yaxis.set_minor_formatter(NullFormatter())
+    axes.grid(axis="y", which="major", alpha=0.3)
+    axes.set_axisbelow(True)
+
+
+def write_plot(result: BenchResult, path: str) -> None:
+    """A PNG with four panels: one client, concurrent pops, queue depth, and our/reference ratios."""
+    check_plot_available()
+    from matplotlib.figure import Figure
+
+    meta = result.meta
+    strategies = list(meta["strategies"])
+    rows = sorted(result.rows, key=lambda r: (_series_order(r, strategies), MODES.index(r.mode), r.clients))
+    ratio_groups = sum(1 for r in rows if r.target == OURS)
+    # Wide enough for one labelled cluster of ratio bars per row of ours.
+    figure = Figure(figsize=(max(15.0, 4 + 0.34 * ratio_groups), 13), layout="constrained")
+    grid = figure.add_gridspec(3, 2)
+    figure.suptitle(
+        f"django-fdbqueue bench: engine {meta['engine']}, {meta['cpu_count']} CPUs, "
+        f"{meta['duration_s']:g} s per row, {meta['date']}",
+        fontsize=13,
+    )
+
+    # One client: push, pop, push+pop per target (push has no strategy: it joins every series).
+    axes = figure.add_subplot(grid[0, 0])
+    operations = ["push", "pop", "push+pop"]
+    series: dict[str, dict[str, float]] = {}
+    singles = [r for r in rows if r.depth is None and r.clients == 1 and r.mode == "threads"]
+    for row in singles:
+        if row.target == OURS and row.strategy == NO_STRATEGY and len(strategies) > 1:
+            for strategy in strategies:
+                series.setdefault(f"{OURS} ({strategy})", {})[row.operation] = row.ops_per_s
+        else:
+            series.setdefault(_series_name(row, strategies), {})[row.operation] = row.ops_per_s
+    _grouped_bars(axes, operations, series, {name: _colour(name, strategies) for name in series})
+    axes.set_title("One client: operations/s (log scale; push+pop counts pairs)")
+    axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+
+    # Queue depth: fill, peek, pop at each depth.
+    axes = figure.add_subplot(grid[0, 1])
+    depth_rows = [r for r in rows if r.depth is not None]
+    depths = sorted({r.depth for r in depth_rows if r.depth is not None})
+    series = {}
+    colours = {}
+    hatches = {}
+    for row in depth_rows:
+        name = f"{row.target} at {row.depth:,}"
+        series.setdefault(name, {})[row.operation] = row.ops_per_s
+        colours[name] = _COLOURS.get(row.target, "#444444")
+        hatches[name] = "//" if row.depth == depths[-1] and len(depths) > 1 else None
+    _grouped_bars(axes, ["fill", "peek", "pop"], series, colours, hatches)
+    axes.set_title("Queue depth: operations/s, shallow (plain) vs deep (hatched), log scale")
+    axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+
+    # Concurrent pops: aggregate pops/s by client count, threads plain, processes hatched.
+    axes = figure.add_subplot(grid[1, :])
+    clients = [str(count) for count in meta["clients"]]
+    series, colours, hatches = {}, {}, {}
+    for row in rows:
+        if row.depth is None and row.operation == "pop":
+            base = _series_name(row, strategies)
+            name = f"{base}, {row.mode}"
+            series.setdefault(name, {})[str(row.clients)] = row.ops_per_s
+            colours[name] = _colour(base, strategies)
+            hatches[name] = "//" if row.mode == "processes" else None
+    _grouped_bars(axes, clients, series, colours, hatches)
+    axes.set_xlabel("concurrent clients")
+    axes.set_title("Concurrent pops: aggregate pops/s of all clients (log scale; processes hatched)")
+    axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+
+    # Ratios: each of our rows divided by the same row on each reference.
+    axes = figure.add_subplot(grid[2, :])
+    ours = sorted(
+        (r for r in rows if r.target == OURS and any(getattr(r, f"vs_{ref}") for ref in REFERENCES)),
+        key=lambda r: (
+            ("one client", "concurrent", "depth").index(r.group),
+            _series_order(r, strategies),
+            MODES.index(r.mode),
+            r.clients,
+            r.depth or 0,
+            (_DEPTH_ORDER if r.depth is not None else _OPERATION_ORDER).index(r.operation),
+        ),
+    )
+    if ours:
+        labels = [_short_label(row, strategies) for row in ours]
+        series = {
+            f"vs {reference}": {label: getattr(row, f"vs_{reference}") for label, row in zip(labels, ours)}
+            for reference in REFERENCES
+            if any(getattr(row, f"vs_{reference}") for row in ours)
+        }
+        colours = {f"vs {reference}": _COLOURS[reference] for reference in REFERENCES}
+        _grouped_bars(axes, labels, series, colours, labels=True)
+        axes.axhline(1.0, color="black", linewidth=0.8)
+        axes.tick_params(axis="x", labelrotation=60, labelsize=8)
+        axes.set_title("Ours divided by the reference: same row, same run (log scale; above 1: we are faster)")
+        axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    else:
+        axes.axis("off")
+        axes.text(0.5, 0.5, "No reference in this run (--compare redis,sqlite adds them).", ha="center",
+                  va="center", fontsize=11)
+    figure.savefig(path, format="png", dpi=100)
+
+
+def _short_label(row: Row, strategies: Sequence[str]) -> str:
+    if row.depth is not None:
+        depth = f"{row.depth / 1e6:g}M" if row.depth >= 10**6 else f"{row.depth:,}"
+        text = f"{row.operation} @{depth}"
+    elif row.operation == "pop":
+        text = f"pop {row.clients} {'thr' if row.mode == 'threads' else 'proc'}"
+    else:
+        text = row.operation
+    if len(strategies) > 1 and row.strategy != NO_STRATEGY:
+        text += f" [{row.strategy}]"
+    return text

@@ -1,0 +1,264 @@
+"""``manage.py fdbqueue bench``: measure the queues here, and compare them with Redis and raw SQLite.
+
+The measuring lives in :mod:`django_fdbqueue.bench`; this module turns the command line into a
+:class:`~django_fdbqueue.bench.suite.BenchConfig`, shows progress on standard error, and writes
+the results: the table (or, with ``--json``, the full JSON document) on standard output, and
+optionally the same document to a file (``--json-file``) and a chart (``--plot``).
+
+Exit codes, as for every subcommand: 2 for what cannot run as asked (an unknown strategy,
+``--compare redis`` without redis-server, ``--plot`` without matplotlib), checked before anything
+is measured; 3 when a store fails during the run or the exactly-once check fails (the results
+are still printed and written, so the failing rows can be seen); 130 when interrupted, after the
+bench's queues, client processes and Redis server are cleaned up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import threading
+from typing import Any, Iterator
+
+from django.core.management.base import CommandError
+
+from django_fdbqueue.bench.progress import Progress
+from django_fdbqueue.bench.redis_ref import RedisUnavailable, check_available
+from django_fdbqueue.bench.report import (
+    PlotUnavailable,
+    check_plot_available,
+    format_report,
+    to_document,
+    write_json,
+    write_plot,
+)
+from django_fdbqueue.bench.runner import BenchError
+from django_fdbqueue.bench.strategies import STRATEGIES
+from django_fdbqueue.bench.suite import (
+    DEFAULT_CLIENTS,
+    DEFAULT_DEEP_SIZE,
+    DEFAULT_DURATION,
+    QUICK_CLIENTS,
+    QUICK_DEEP_SIZE,
+    QUICK_DURATION,
+    REFERENCES,
+    Bench,
+    BenchConfig,
+)
+
+from .arguments import positive_int
+from .base import Context, add_subcommand
+from .errors import EXIT_STORE, usage_error
+from .output import compact_json
+
+__all__ = ["register", "handle_bench"]
+
+EXIT_INTERRUPTED = 130
+
+_DESCRIPTION = """\
+Measure the queue service against the store FDBQUEUE points at (the embedded engine's file, or a
+FoundationDB cluster): push, pop and push+pop pairs with one client; pops with several concurrent
+clients, as threads and as processes, checked for exactly-once delivery; peek and pop on a
+shallow and a deep queue. With --compare, the same workloads run in the same run on a private
+redis-server (sorted sets) and on a raw SQLite table on the same disk, and every row of ours shows
+its rate divided by theirs: on a busy machine the ratios are the figures to trust.
+
+Defaults: {defaults} (a few minutes).
+With --quick: {quick}.
+The bench's queues (named fdbqueue-bench.*) are deleted at the end."""
+
+
+def _sizes(duration: float, clients: tuple[int, ...], deep_size: int) -> str:
+    return f"{duration:g} s per row, clients {','.join(map(str, clients))}, deep size {deep_size:,}"
+
+
+_DESCRIPTION = _DESCRIPTION.format(
+    defaults=_sizes(DEFAULT_DURATION, DEFAULT_CLIENTS, DEFAULT_DEEP_SIZE),
+    quick=_sizes(QUICK_DURATION, QUICK_CLIENTS, QUICK_DEEP_SIZE),
+)
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not 0 < seconds <= 3600:
+        raise argparse.ArgumentTypeError(f"expected more than 0 and at most 3600 seconds, got {text}")
+    return seconds
+
+
+def _client_counts(text: str) -> list[int]:
+    counts = [positive_int(part.strip()) for part in text.split(",") if part.strip()]
+    if not counts:
+        raise argparse.ArgumentTypeError("expected client counts such as 1,2,4")
+    if max(counts) > 256:
+        raise argparse.ArgumentTypeError(f"at most 256 clients, got {max(counts)}")
+    return counts
+
+
+def register(subparsers: Any) -> None:
+    """Add ``bench`` to ``manage.py fdbqueue``."""
+    parser = add_subcommand(
+        subparsers,
+        "bench",
+        handle_bench,
+        help="Measure queue throughput, latency and scaling; compare with Redis and raw SQLite.",
+        description=_DESCRIPTION,
+    )
+    parser.add_argument(
+        "--duration", type=_positive_seconds, metavar="SECONDS", help="How long each row is timed."
+    )
+    parser.add_argument("--quick", action="store_true", help="Tiny sizes and short rows, for a smoke run.")
+    parser.add_argument(
+        "--clients",
+        type=_client_counts,
+        metavar="N,N,...",
+        help="Client counts for the concurrent pop rows (1 is always measured).",
+    )
+    parser.add_argument(
+        "--strategy",
+        action="append",
+        dest="strategies",
+        metavar="NAME",
+        help=f"A pop strategy to measure; repeat for several. Default: all ({', '.join(STRATEGIES)}).",
+    )
+    parser.add_argument(
+        "--deep-size",
+        type=positive_int,
+        metavar="N",
+        help="Items in the deep queue of the queue-depth rows (the shallow one holds 1,000).",
+    )
+    parser.add_argument(
+        "--compare",
+        action="append",
+        metavar="REF[,REF]",
+        help="Run the same workloads on a reference too: redis, sqlite, or redis,sqlite; repeatable.",
+    )
+    parser.add_argument(
+        "--json-file", metavar="FILE", help="Also write every row and the run's metadata to FILE as JSON."
+    )
+    parser.add_argument(
+        "--plot", metavar="FILE.png", help="Also draw the results as a PNG chart (needs matplotlib)."
+    )
+
+
+def _references(values: list[str]) -> list[str]:
+    chosen: list[str] = []
+    for value in values:
+        for name in (part.strip().lower() for part in value.split(",")):
+            if not name:
+                continue
+            if name not in REFERENCES:
+                raise usage_error(f"--compare takes {' and '.join(REFERENCES)}, not {name!r}.")
+            if name not in chosen:
+                chosen.append(name)
+    return chosen
+
+
+def _writable_target(path: str | None, option: str) -> None:
+    """Refuse a FILE whose directory does not exist now, rather than after minutes of measuring."""
+    if path is None:
+        return
+    directory = os.path.dirname(os.path.abspath(path)) or "."
+    if not os.path.isdir(directory):
+        raise usage_error(f"{option} {path}: the directory {directory} does not exist.")
+    if os.path.isdir(path):
+        raise usage_error(f"{option} {path} is a directory; give a file name.")
+
+
+def _last_line(error: Exception) -> str:
+    """A client process's failure arrives as its whole traceback: its last line says what happened."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    if len(lines) <= 1:
+        return lines[0] if lines else type(error).__name__
+    return f"{lines[0]} {lines[-1]}"
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """Let SIGTERM clean up like Ctrl-C: stop the client processes and the Redis server, drop queues."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def handle_bench(ctx: Context, options: dict[str, Any]) -> None:
+    """Refuse what cannot run before measuring anything (a run takes minutes), then run and report."""
+    compare = _references(options.get("compare") or [])
+    try:
+        config = BenchConfig.build(
+            duration=options.get("duration"),
+            clients=options.get("clients"),
+            strategies=options.get("strategies"),
+            deep_size=options.get("deep_size"),
+            compare=compare,
+            quick=bool(options.get("quick")),
+        )
+    except KeyError as error:
+        raise usage_error(error.args[0]) from None
+    except ValueError as error:
+        raise usage_error(str(error)) from None
+    json_file, plot = options.get("json_file"), options.get("plot")
+    _writable_target(json_file, "--json-file")
+    _writable_target(plot, "--plot")
+    if plot:
+        try:
+            check_plot_available()
+        except PlotUnavailable as error:
+            raise usage_error(str(error)) from None
+    if "redis" in config.compare:
+        try:
+            check_available()
+        except RedisUnavailable as error:
+            raise usage_error(str(error)) from None
+
+    bench = Bench(config, ctx.database())
+    progress = Progress(
+        lambda text: ctx.stderr.write(text, style_func=lambda plain: plain, ending=""),
+        len(bench.rows),
+        live=ctx.stderr.isatty(),
+    )
+    try:
+        with _terminate_as_interrupt():
+            result = bench.run(progress)
+    except KeyboardInterrupt:
+        progress.close()
+        raise CommandError(
+            "Interrupted; the bench's queues, client processes and Redis server were cleaned up.",
+            returncode=EXIT_INTERRUPTED,
+        ) from None
+    except (BenchError, RedisUnavailable) as error:
+        progress.close()
+        raise CommandError(f"The bench failed: {_last_line(error)}", returncode=EXIT_STORE) from error
+    except Exception:
+        progress.close()
+        raise
+    progress.close()
+
+    if json_file:
+        write_json(result, json_file)
+        ctx.stderr.write(f"Wrote the results to {json_file}.")
+    if plot:
+        write_plot(result, plot)
+        ctx.stderr.write(f"Drew the chart in {plot}.")
+    if ctx.as_json:
+        ctx.stdout.write(compact_json(to_document(result)))
+    else:
+        ctx.stdout.write(format_report(result))
+    if not result.exactly_once_passed:
+        more = len(result.failures) - 1
+        raise CommandError(
+            "Exactly-once check FAILED: " + result.failures[0] + (f" (and {more} more)" if more else ""),
+            returncode=EXIT_STORE,
+        )
