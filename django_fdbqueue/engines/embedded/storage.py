@@ -60,6 +60,9 @@ _BUSY_CODES = frozenset({5, 6, 517})  # SQLITE_BUSY, SQLITE_LOCKED, SQLITE_BUSY_
 
 # How long SQLite waits for another process's write lock before giving up (seconds).
 BUSY_TIMEOUT = 60.0
+# Commits between two of this process's WAL checkpoints, and how long one may hold commits back.
+CHECKPOINT_EVERY = 1000
+CHECKPOINT_WAIT = 0.1
 # Versions advance by about a million a second, as FoundationDB's do.
 VERSIONS_PER_SECOND = 1_000_000
 
@@ -95,6 +98,7 @@ class Storage:
         self._pool_lock = threading.Lock()
         # Commits from this process queue here rather than in SQLite's sleeping busy handler.
         self._commit_lock = threading.Lock()
+        self._commits_since_checkpoint = 0
         self._closed = False
         conn = self._connect()
         try:
@@ -116,6 +120,11 @@ class Storage:
         # NORMAL in WAL mode: a commit survives the process being killed; only a power cut
         # or OS crash could lose the last commits.
         conn.execute("PRAGMA synchronous=NORMAL")
+        # SQLite's own checkpointing runs inside COMMIT once the WAL passes 1,000 pages, and with
+        # readers always present (several threads or processes) the WAL never resets, so it then
+        # runs, and syncs, on nearly every commit. We checkpoint every CHECKPOINT_EVERY commits
+        # instead, after the commit lock is released (see commit()).
+        conn.execute("PRAGMA wal_autocheckpoint=0")
         return conn
 
     # -- connections -------------------------------------------------------------------
@@ -221,26 +230,68 @@ class Storage:
         releases it afterwards either way. Raises ConflictError or TooOldError without writing
         anything.
         """
-        with self._commit_lock:
-            if snapshot is not None and read_version is not None:
+        # Never wait while holding a read snapshot: a checkpoint may be waiting for it to end while
+        # holding the write lock we wait for. So the in-place path is only for a free lock.
+        locked = self._commit_lock.acquire(blocking=False)
+        try:
+            version = None
+            if locked and snapshot is not None and read_version is not None:
                 version = self._commit_in_place(snapshot, read_version, apply)
-                if version is not None:
-                    return version
-            conn = self.acquire()
-            try:
-                with _immediate(conn):
-                    current, pruned_through = self._versions(conn)
-                    if read_version is not None:
-                        if read_version < pruned_through:
-                            raise TooOldError()
-                        if read_ranges and self._conflicts(conn, read_version, read_ranges):
-                            raise ConflictError()
-                    version = self._next_version(current)
-                    conn.execute("UPDATE meta SET value = ? WHERE name = 'version'", (version,))
-                    self._record(conn, version, apply(conn, version))
-                return version
-            finally:
-                self.release(conn)
+            if version is None:
+                if snapshot is not None and snapshot.in_transaction:
+                    snapshot.execute("ROLLBACK")
+                if not locked:
+                    self._commit_lock.acquire()
+                    locked = True
+                version = self._commit_resolving(read_version, read_ranges, apply)
+            self._commits_since_checkpoint += 1
+            checkpoint = self._commits_since_checkpoint >= CHECKPOINT_EVERY
+            if checkpoint:
+                self._commits_since_checkpoint = 0
+        finally:
+            if locked:
+                self._commit_lock.release()
+        if checkpoint:
+            self.checkpoint()
+        return version
+
+    def _commit_resolving(self, read_version: int | None, read_ranges: Sequence[Range], apply: CommitWork) -> int:
+        """The full path: take the write lock, check conflicts against newer commits, apply."""
+        conn = self.acquire()
+        try:
+            with _immediate(conn):
+                current, pruned_through = self._versions(conn)
+                if read_version is not None:
+                    if read_version < pruned_through:
+                        raise TooOldError()
+                    if read_ranges and self._conflicts(conn, read_version, read_ranges):
+                        raise ConflictError()
+                version = self._next_version(current)
+                conn.execute("UPDATE meta SET value = ? WHERE name = 'version'", (version,))
+                self._record(conn, version, apply(conn, version))
+            return version
+        finally:
+            self.release(conn)
+
+    def checkpoint(self) -> None:
+        """Copy committed pages from the WAL into the database file and restart the WAL.
+
+        With several threads or processes some read snapshot is nearly always open, and a
+        checkpoint that waits for no one then never gets to restart the WAL, which grows without
+        end (hundreds of MB per ten thousand commits). RESTART waits for the snapshots open now
+        to end (they last one transaction: milliseconds), holding new commits back meanwhile, so
+        it waits at most CHECKPOINT_WAIT and otherwise gives up until the next turn.
+        """
+        conn = self.acquire()
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(CHECKPOINT_WAIT * 1000)}")
+            conn.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()
+        except sqlite3.OperationalError as error:
+            if getattr(error, "sqlite_errorcode", None) not in _BUSY_CODES:
+                raise
+        finally:
+            conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT * 1000)}")
+            self.release(conn)
 
     def _commit_in_place(self, conn: sqlite3.Connection, read_version: int, apply: CommitWork) -> int | None:
         """Commit on the read snapshot if no one committed since; None when someone did."""

@@ -117,8 +117,14 @@ class Watcher:
             self._wake.notify()
 
     def notify(self) -> None:
-        """A commit went through this handle: look now rather than at the next poll."""
+        """A commit went through this handle: look now rather than at the next poll.
+
+        Watches that fired or were cancelled are dropped first, so a handle whose watches are
+        all done does not wake the thread on every commit.
+        """
         with self._wake:
+            if self._watches:
+                self._watches = [w for w in self._watches if not w[2].is_ready()]
             if self._watches:
                 self._dirty = True
                 self._wake.notify()
