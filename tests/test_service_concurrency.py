@@ -18,6 +18,7 @@ from django.conf import settings as django_settings
 from django_fdbqueue import service
 from django_fdbqueue.fdbapi import transactional
 from django_fdbqueue.service.keys import parse_item_id
+from tests.processes import child_database
 
 PRIORITIES = (0, 1, 2)
 JOIN_SECONDS = 120
@@ -150,26 +151,10 @@ def test_threads_push_and_pop_one_queue(fdbqueue_db):
 # --- processes --------------------------------------------------------------------------------
 
 
-def _child_setup(fdbqueue_setting: dict):
-    """Configure Django in a spawned child exactly like the parent's test store."""
-    import os
-
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
-    import django
-
-    django.setup()
-    from django.test.utils import override_settings
-
-    override_settings(FDBQUEUE=fdbqueue_setting).enable()
-    from django_fdbqueue import connection
-
-    return connection.get_database()
-
-
 def _process_main(role: str, index: int, fdbqueue_setting: dict, name: str, per_producer: int,
                   barrier, producers_done, first_pop, all_popped, results) -> None:
     try:
-        db = _child_setup(fdbqueue_setting)
+        db = child_database(fdbqueue_setting)
         barrier.wait(60)
         if role == "producer":
             results.put((role, index, produce(db, name, index, per_producer, first_pop)))

@@ -22,6 +22,7 @@ from django_fdbqueue.fdbapi import ErrorCode, FDBError, fdb, transactional
 from django_fdbqueue.service import contention
 from django_fdbqueue.service.catalog import require
 from django_fdbqueue.service.keys import parse_item_id
+from tests.processes import child_database
 
 HC = "high-contention"
 JOIN_SECONDS = 60
@@ -428,26 +429,10 @@ def test_threads_with_a_concurrent_producer_keep_fifo_order(fdbqueue_db):
 # --- many clients: processes -------------------------------------------------------------------
 
 
-def _child_database(fdbqueue_setting: dict):
-    """Configure Django in a spawned child like the parent's test store, and open it."""
-    import os
-
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
-    import django
-
-    django.setup()
-    from django.test.utils import override_settings
-
-    override_settings(FDBQUEUE=fdbqueue_setting).enable()
-    from django_fdbqueue import connection
-
-    return connection.get_database()
-
-
 def _child_main(index: int, setting: dict, name: str, end: str, staged: bool,
                 start, all_have_one, results) -> None:
     try:
-        db = _child_database(setting)
+        db = child_database(setting)
         if staged:
             real = contention._arrive
             contention._arrive = lambda db_, p, stage=False: real(db_, p, stage=True)
