@@ -86,6 +86,8 @@ def shoot(page, name: str) -> None:
 
 
 def test_operating_a_queue_in_the_browser(fdbqueue_db, live_server, operator, browser):
+    from playwright.sync_api import expect
+
     context = browser.new_context(viewport=DESKTOP)
     page = context.new_page()
     page.set_default_timeout(20_000)
@@ -116,14 +118,14 @@ def test_operating_a_queue_in_the_browser(fdbqueue_db, live_server, operator, br
         page.fill("#push-form input[name=priority]", priority)
         page.click("#push-form input[type=submit]")
         page.wait_for_selector("ul.messagelist li.success")
-    rows = page.locator("tr.fdbqueue-item td.field-priority")
-    assert rows.all_inner_texts() == ["-2", "5", "90"]
+    # expect() retries until the page shows it: a click only waits for the navigation to start.
+    expect(page.locator("tr.fdbqueue-item td.field-priority")).to_have_text(["-2", "5", "90"])
     values = page.locator("tr.fdbqueue-item pre.fdbqueue-value").all_inner_texts()
     assert values[0] == '{\n  "job": "backup"\n}'
 
     # The max end toggle reverses the order.
     page.get_by_role("link", name="max end", exact=True).click()
-    assert page.locator("tr.fdbqueue-item td.field-priority").all_inner_texts() == ["90", "5", "-2"]
+    expect(page.locator("tr.fdbqueue-item td.field-priority")).to_have_text(["90", "5", "-2"])
 
     # Bad input is refused in place.
     page.fill("#push-form textarea[name=value]", "{oops")
@@ -134,8 +136,8 @@ def test_operating_a_queue_in_the_browser(fdbqueue_db, live_server, operator, br
     # Pop the max end: the highest priority item leaves.
     page.get_by_role("button", name="Pop max").click()
     page.wait_for_selector("ul.messagelist li.success")
-    assert "priority 90" in page.locator("ul.messagelist").inner_text()
-    assert page.locator("tr.fdbqueue-item td.field-priority").all_inner_texts() == ["-2", "5"]
+    expect(page.locator("ul.messagelist")).to_contain_text("priority 90")
+    expect(page.locator("tr.fdbqueue-item td.field-priority")).to_have_text(["-2", "5"])
     assert page.locator("#stat-size").inner_text() == "2"
     assert page.locator("#stat-popped").inner_text() == "1"
     assert page.locator("#stat-max").inner_text() == "5"
@@ -159,7 +161,7 @@ def test_operating_a_queue_in_the_browser(fdbqueue_db, live_server, operator, br
 
     shoot(page, "queue")
     page.goto(live_server.url + reverse("admin:fdbqueue_queue_changelist"))
-    assert page.locator("#result_list th.field-name").all_inner_texts() == ["render-jobs"]
+    expect(page.locator("#result_list th.field-name")).to_have_text(["render-jobs"])
     shoot(page, "queue-list")
     for name in ("queue", "queue-list"):
         for label in ("desktop", "phone"):
