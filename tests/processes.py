@@ -18,3 +18,18 @@ def child_database(fdbqueue_setting: dict) -> Any:
     from django_fdbqueue import connection
 
     return connection.get_database()
+
+
+def join_all(processes: list, seconds: float) -> None:
+    """Join every process within `seconds` each; each must have exited cleanly."""
+    for process in processes:
+        process.join(seconds)
+        assert process.exitcode == 0, f"{process.name} ended with exit code {process.exitcode}"
+
+
+def kill_leftovers(processes: list) -> None:
+    """After a failure, leave no child running (bounded)."""
+    for process in processes:
+        if process.is_alive():
+            process.kill()
+            process.join(10)

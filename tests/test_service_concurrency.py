@@ -18,7 +18,7 @@ from django.conf import settings as django_settings
 from django_fdbqueue import service
 from django_fdbqueue.fdbapi import transactional
 from django_fdbqueue.service.keys import parse_item_id
-from tests.processes import child_database
+from tests.processes import child_database, join_all, kill_leftovers
 
 PRIORITIES = (0, 1, 2)
 JOIN_SECONDS = 120
@@ -195,14 +195,9 @@ def test_processes_push_and_pop_one_queue(fdbqueue_db):
         while len(collected) < producers + consumers:
             collected.append(results.get(timeout=JOIN_SECONDS))
             assert collected[-1][0] != "error", collected[-1]
-        for proc in procs:
-            proc.join(JOIN_SECONDS)
-            assert proc.exitcode == 0
+        join_all(procs, JOIN_SECONDS)
     finally:
-        for proc in procs:
-            if proc.is_alive():
-                proc.kill()
-                proc.join(10)
+        kill_leftovers(procs)
     pushed = [i for role, _, ids in collected if role == "producer" for i in ids]
     popped = [tuple(row) for role, _, rows in collected if role == "consumer" for row in rows]
     check_exactly_once_in_order(pushed, popped, producers, per_producer)

@@ -22,7 +22,7 @@ from django_fdbqueue.fdbapi import ErrorCode, FDBError, fdb, transactional
 from django_fdbqueue.service import contention
 from django_fdbqueue.service.catalog import require
 from django_fdbqueue.service.keys import parse_item_id
-from tests.processes import child_database
+from tests.processes import child_database, join_all, kill_leftovers
 
 HC = "high-contention"
 JOIN_SECONDS = 60
@@ -475,14 +475,9 @@ def test_processes_pop_exactly_once_in_order(fdbqueue_db, kind, ends):
             status, index, payload = results.get(timeout=max(0.1, deadline - time.monotonic()))
             assert status == "ok", payload
             collected[index] = payload
-        for proc in procs:
-            proc.join(JOIN_SECONDS)
-            assert proc.exitcode == 0
+        join_all(procs, JOIN_SECONDS)
     finally:
-        for proc in procs:
-            if proc.is_alive():
-                proc.kill()
-                proc.join(10)
+        kill_leftovers(procs)
     got = [collected[i] for i in range(CLIENTS)]
     check_exactly_once(pushed, got)
     for end in ends:
