@@ -368,10 +368,6 @@ class Storage:
         conn.execute("DELETE FROM kv WHERE key >= ? AND key < ?", (begin, end))
 
     @staticmethod
-    def delete(conn: sqlite3.Connection, key: bytes) -> None:
-        conn.execute("DELETE FROM kv WHERE key = ?", (key,))
-
-    @staticmethod
     def put_many(conn: sqlite3.Connection, rows: Sequence[tuple[bytes, bytes]]) -> None:
         if rows:
             conn.executemany("INSERT OR REPLACE INTO kv (key, value) VALUES (?, ?)", rows)
