@@ -531,22 +531,27 @@ def test_registration_under_1021_leaves_exactly_one_request(fdbqueue_db, faults,
     assert service.size(fdbqueue_db, "q") == 1
 
 
+def fail_first_round(monkeypatch, faults, fault: str) -> None:
+    """Make the commit of the first fulfil round fail with `fault`, and only that one."""
+    real_fulfil = contention._fulfil
+    rounds = []
+
+    def fulfil(db, name, end, p):
+        if not rounds:
+            faults.fail_next(fault)
+        rounds.append(1)
+        return real_fulfil(db, name, end, p)
+
+    monkeypatch.setattr(contention, "_fulfil", fulfil)
+
+
 @pytest.mark.parametrize("fault", ["unknown_applied", "unknown_not_applied"])
 def test_own_round_under_1021(fdbqueue_db, faults, monkeypatch, fault):
     """Commit 1 registers, commit 2 is the round that serves the pop itself and ends in 1021."""
     force_staging(monkeypatch)
     service.create_queue(fdbqueue_db, "q", kind="priority")
     ids = [item.id for item in service.push_many(fdbqueue_db, "q", [("a", 1), ("b", 2)])]
-    calls = []
-    real_fulfil = contention._fulfil
-
-    def fulfil(db, name, end, p):
-        if not calls:
-            faults.fail_next(fault)
-        calls.append(1)
-        return real_fulfil(db, name, end, p)
-
-    monkeypatch.setattr(contention, "_fulfil", fulfil)
+    fail_first_round(monkeypatch, faults, fault)
     assert hc_pop(fdbqueue_db, "q").id == ids[0]
     assert hc_pop(fdbqueue_db, "q").id == ids[1]
     assert hc_pop(fdbqueue_db, "q") is None
@@ -572,16 +577,7 @@ def test_collect_under_1021(fdbqueue_db, faults, fault):
 def test_own_empty_answer_under_1021(fdbqueue_db, faults, monkeypatch, fault):
     force_staging(monkeypatch)
     service.create_queue(fdbqueue_db, "q", kind="fifo")
-    real_fulfil = contention._fulfil
-    calls = []
-
-    def fulfil(db, name, end, p):
-        if not calls:
-            faults.fail_next(fault)
-        calls.append(1)
-        return real_fulfil(db, name, end, p)
-
-    monkeypatch.setattr(contention, "_fulfil", fulfil)
+    fail_first_round(monkeypatch, faults, fault)
     assert hc_pop(fdbqueue_db, "q") is None
     assert staging_keys(fdbqueue_db, "q")["min"] == []
 
