@@ -3,8 +3,8 @@
 Every error a caller can provoke through the service is a :class:`QueueError` carrying a stable
 ``code`` slug (for machines: the REST layer, logs, client libraries) and a message written for the
 person who has to fix the call. They are plain Python exceptions so the service stays usable
-outside HTTP; the REST layer maps them to status codes (not found -> 404, already exists -> 409,
-too large -> 413, everything else -> 400).
+outside HTTP; the REST layer maps them to status codes (not found -> 404, already exists or a
+lease that is over -> 409, too large -> 413, everything else -> 400).
 
 Database failures are not wrapped: they stay ``FDBError`` from ``django_fdbqueue.fdbapi`` so the
 retry machinery (``transactional`` / ``tr.on_error``) keeps working on them.
@@ -92,6 +92,35 @@ class ItemNotCommitted(QueueError):
     )
 
 
+class InvalidReceipt(InvalidArgument):
+    """Not a receipt this service handed out, or one of another queue than the one named."""
+
+    code = "invalid_receipt"
+    default_message = "This is not a receipt handed out by a claim on this queue."
+
+
+class LeaseNotFound(QueueError):
+    """The receipt's lease is over: acked or released already, or it expired and moved on."""
+
+    code = "lease_not_found"
+    default_message = (
+        "This receipt's lease is over: the item was acked or released, or the lease expired and "
+        "the item was claimed again or returned to the queue."
+    )
+
+
+class LeaseExpired(QueueError):
+    """The lease ran out: the holder may no longer ack, release or extend it."""
+
+    code = "lease_expired"
+    default_message = "The lease has expired: the item will be delivered again."
+
+
+class DeadLetterNotFound(QueueError):
+    code = "dead_letter_not_found"
+    default_message = "The queue has no dead letter with this id."
+
+
 __all__ = [
     "QueueError",
     "InvalidArgument",
@@ -104,4 +133,8 @@ __all__ = [
     "QueueNotFound",
     "QueueAlreadyExists",
     "ItemNotCommitted",
+    "InvalidReceipt",
+    "LeaseNotFound",
+    "LeaseExpired",
+    "DeadLetterNotFound",
 ]

@@ -103,6 +103,18 @@ pushed meanwhile waits for the next round). It needs a database, not a transacti
 several), and raises ``InvalidArgument`` if given one. ``service/contention.py`` documents the
 protocol, its order and its failure handling; the default stays ``mode="plain"``.
 
+Reliable consumption
+====================
+
+``claim`` is the at-least-once counterpart of ``pop``: the item is hidden under a lease and
+comes back, at its place in queue order, unless the holder acks it before the lease ends
+(``leases.py``). ``release`` gives it back at once or after a delay; ``extend`` moves the
+lease's end. An item claimed ``max_attempts`` times (a per-queue setting) without an ack moves
+to the queue's dead letters (``deadletters.py``). ``push(..., delay=)`` hides an item until a
+time (``visibility.py``: leased and delayed items are one index, ordered by when they show).
+``dedup_key`` makes a push idempotent (``dedup.py``). ``wait=`` makes pops and claims block
+on a watch until an item is visible (``waiting.py``).
+
 Ids, cursors and pending items
 ==============================
 
@@ -128,8 +140,8 @@ items or about 1 MB of values per transaction. Each transaction is atomic; a bat
 several is not as a whole. Given an open transaction, both put everything in that transaction.
 
 Semantics worth knowing: a pop is at-most-once delivery (the item is gone when the pop
-commits); a push retried after ``commit_unknown_result`` may be stored twice (deduplication
-keys are a planned feature). Pushes made in a transaction cannot be read in that same
+commits); a push retried after ``commit_unknown_result`` may be stored twice unless it carries a
+``dedup_key``. Pushes made in a transaction cannot be read in that same
 transaction: their versionstamped keys are unknown until the commit, so FoundationDB fails a
 read that reaches where they will land with ``FDBError`` 1036 (accessed_unreadable). In one
 transaction, pop or read a queue *before* pushing to it. Statistics reads are ordinary reads:
@@ -139,18 +151,26 @@ queue, which is what serializability asks for.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Literal
+import datetime as dt
+import time
+from typing import Any, Callable, Iterable, Literal
 
 from django_fdbqueue import codecs
 from django_fdbqueue.exceptions import InvalidArgument
-from django_fdbqueue.fdbapi import is_transaction
+from django_fdbqueue.fdbapi import is_transaction, transactional
 
 from . import catalog as _catalog
 from . import contention as _contention
+from . import deadletters as _deadletters
 from . import items as _items
 from . import keys as _keys
+from . import leases as _leases
+from . import visibility as _visibility
+from . import waiting as _waiting
+from .dedup import DEDUP_WINDOW_SECONDS
 from .items import MAX_PUSHES_PER_TRANSACTION, MAX_VALUE_BYTES
-from .records import Item, Page, PendingItem, QueueInfo
+from .leases import DEFAULT_LEASE_SECONDS, MAX_LEASE_SECONDS
+from .records import DeadLetter, Item, Lease, Page, PendingItem, QueueInfo, ScheduledItem, now_micros
 
 LIMIT_MAX = 1000
 #: Pop modes: one transaction (joins the caller's), or staged requests for contended queues.
@@ -160,15 +180,29 @@ POP_MODES = (PLAIN, HIGH_CONTENTION)
 PopMode = Literal["plain", "high-contention"]
 # A range read's limit is a C int in FoundationDB's client.
 MAX_POP_MANY = 2**31 - 1
+#: Longest a pop or claim may block with ``wait=`` (the API caps it lower for HTTP).
+MAX_WAIT_SECONDS = 3600.0
+#: Furthest into the future an item may be delayed.
+MAX_DELAY_SECONDS = 366 * 86_400.0
+MAX_ATTEMPTS_LIMIT = 1000
 
 __all__ = [
     "Item",
     "PendingItem",
     "QueueInfo",
     "Page",
+    "Lease",
+    "ScheduledItem",
+    "DeadLetter",
     "MAX_VALUE_BYTES",
+    "MAX_WAIT_SECONDS",
+    "MAX_DELAY_SECONDS",
+    "MAX_LEASE_SECONDS",
+    "DEFAULT_LEASE_SECONDS",
+    "DEDUP_WINDOW_SECONDS",
     "POP_MODES",
     "create_queue",
+    "set_max_attempts",
     "get_queue",
     "queue_exists",
     "delete_queue",
@@ -189,6 +223,15 @@ __all__ = [
     "pop_many",
     "browse",
     "get_item",
+    "claim",
+    "ack",
+    "release",
+    "extend",
+    "receipt_queue",
+    "scheduled",
+    "dead_letters",
+    "requeue_dead_letter",
+    "delete_dead_letter",
 ]
 
 Codec = codecs.Codec | str | None
@@ -197,11 +240,27 @@ Codec = codecs.Codec | str | None
 # --- catalog ---------------------------------------------------------------------------------
 
 
-def create_queue(db_or_tr: Any, name: str, kind: str = "fifo") -> QueueInfo:
-    """Create an empty queue; an existing name raises QueueAlreadyExists (never an overwrite)."""
+def _check_max_attempts(max_attempts: object) -> int | None:
+    if max_attempts is None:
+        return None
+    return _keys.check_count(max_attempts, "max_attempts", minimum=1, maximum=MAX_ATTEMPTS_LIMIT)
+
+
+def create_queue(db_or_tr: Any, name: str, kind: str = "fifo", *, max_attempts: int | None = None) -> QueueInfo:
+    """Create an empty queue; an existing name raises QueueAlreadyExists (never an overwrite).
+
+    ``max_attempts`` (1 to 1000, or None for no limit): claims an item may have without an
+    ack before it moves to the dead letters.
+    """
     _keys.check_name(name)
     _keys.check_kind(kind)
-    return _catalog.create_queue(db_or_tr, name, kind)
+    return _catalog.create_queue(db_or_tr, name, kind, _check_max_attempts(max_attempts))
+
+
+def set_max_attempts(db_or_tr: Any, name: str, max_attempts: int | None) -> QueueInfo:
+    """Change the queue's ``max_attempts`` (None: no limit); applies to leases ending from now on."""
+    _keys.check_name(name)
+    return _catalog.set_max_attempts(db_or_tr, name, _check_max_attempts(max_attempts))
 
 
 def get_queue(db_or_tr: Any, name: str) -> QueueInfo:
@@ -234,21 +293,56 @@ def list_queues(
 # --- pushing ---------------------------------------------------------------------------------
 
 
-def push(db_or_tr: Any, name: str, value: Any, priority: int = 0, *, codec: Codec = None) -> Item | PendingItem:
+def _visible_at(delay: object, not_before: object) -> int | None:
+    """When a pushed item becomes visible (microseconds), or None for at once."""
+    if delay is not None and not_before is not None:
+        raise InvalidArgument("Pass delay or not_before, not both.")
+    if delay is not None:
+        seconds = _keys.check_seconds(delay, "delay", minimum=0, maximum=MAX_DELAY_SECONDS)
+        return now_micros() + int(round(seconds * 1_000_000)) if seconds > 0 else None
+    if not_before is not None:
+        if not isinstance(not_before, dt.datetime) or not_before.utcoffset() is None:
+            raise InvalidArgument("not_before must be a timezone-aware datetime.", field="not_before")
+        micros = int((not_before - _EPOCH).total_seconds() * 1_000_000)
+        if micros - now_micros() > MAX_DELAY_SECONDS * 1_000_000:
+            raise InvalidArgument("not_before may be at most 366 days ahead.", field="not_before")
+        return micros
+    return None
+
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def push(
+    db_or_tr: Any,
+    name: str,
+    value: Any,
+    priority: int = 0,
+    *,
+    codec: Codec = None,
+    delay: float | None = None,
+    not_before: dt.datetime | None = None,
+    dedup_key: str | None = None,
+) -> Item | PendingItem:
     """Add ``value`` with ``priority``. Never conflicts with other pushes.
 
     Given a database: the committed Item. Given an open transaction: a PendingItem whose id
-    resolves after the caller commits.
+    resolves after the caller commits. ``delay`` (seconds) or ``not_before`` (an aware
+    datetime) hides the item until then. With ``dedup_key``, a push of a key whose item still
+    exists (queued, delayed, leased or dead) or was consumed less than DEDUP_WINDOW_SECONDS ago
+    adds nothing and returns that item with ``duplicate=True``, also when retried after
+    ``commit_unknown_result``.
     """
     _keys.check_name(name)
-    prepared = _items.prepare(value, priority, codec)
+    dedup_key = None if dedup_key is None else _keys.check_dedup_key(dedup_key)
+    prepared = _items.prepare(value, priority, codec, visible_us=_visible_at(delay, not_before), dedup_key=dedup_key)
     (pending,) = _items.push_prepared(db_or_tr, name, [prepared])
     return pending if is_transaction(db_or_tr) else pending.result(wait=True)
 
 
-def enqueue(db_or_tr: Any, name: str, value: Any, *, codec: Codec = None) -> Item | PendingItem:
-    """FIFO spelling of ``push(..., priority=0)``."""
-    return push(db_or_tr, name, value, 0, codec=codec)
+def enqueue(db_or_tr: Any, name: str, value: Any, *, codec: Codec = None, **options: Any) -> Item | PendingItem:
+    """FIFO spelling of ``push(..., priority=0)`` (same ``delay``, ``not_before``, ``dedup_key``)."""
+    return push(db_or_tr, name, value, 0, codec=codec, **options)
 
 
 def _split_pair(entry: Any) -> tuple[Any, Any]:
@@ -260,17 +354,27 @@ def _split_pair(entry: Any) -> tuple[Any, Any]:
     return entry, 0
 
 
-def push_many(db_or_tr: Any, name: str, items: Iterable[Any], *, codec: Codec = None) -> list[Item | PendingItem]:
+def push_many(
+    db_or_tr: Any,
+    name: str,
+    items: Iterable[Any],
+    *,
+    codec: Codec = None,
+    delay: float | None = None,
+    not_before: dt.datetime | None = None,
+) -> list[Item | PendingItem]:
     """Push many values, in order, in as few transactions as the limits allow.
 
     ``items`` yields ``(value, priority)`` tuples or bare values (priority 0; a list is a value,
     a 2-tuple is always a pair). Everything is
-    validated before the first write, so one bad value means nothing is written.
+    validated before the first write, so one bad value means nothing is written. ``delay`` or
+    ``not_before`` applies to every item.
     """
     _keys.check_name(name)
     if isinstance(items, (str, bytes, dict)):
         raise InvalidArgument("items must be an iterable of values or (value, priority) pairs.")
-    prepared = [_items.prepare(*_split_pair(entry), codec) for entry in items]
+    visible_us = _visible_at(delay, not_before)
+    prepared = [_items.prepare(*_split_pair(entry), codec, visible_us=visible_us) for entry in items]
     if is_transaction(db_or_tr):
         if len(prepared) > MAX_PUSHES_PER_TRANSACTION:
             raise InvalidArgument(
@@ -287,8 +391,30 @@ def push_many(db_or_tr: Any, name: str, items: Iterable[Any], *, codec: Codec = 
 # --- popping and peeking -----------------------------------------------------------------------
 
 
+def _blocking(db_or_tr: Any, name: str, end: str, wait: object, attempt: Callable[[], Any]) -> Any:
+    """Run ``attempt`` until it returns something or ``wait`` seconds pass (see ``waiting.py``)."""
+    if wait is None:
+        return attempt()
+    seconds = _keys.check_seconds(wait, "wait", minimum=0, maximum=MAX_WAIT_SECONDS)
+    if is_transaction(db_or_tr):
+        raise InvalidArgument(
+            "wait= blocks across several transactions, so it needs the database, not an open transaction."
+        )
+    deadline = time.monotonic() + seconds
+    while True:
+        got = attempt()
+        if got is not None or not _waiting.until_visible(db_or_tr, name, end, deadline):
+            return got
+
+
 def pop(
-    db_or_tr: Any, name: str, end: str = "min", *, mode: PopMode = "plain", timeout: float | None = None
+    db_or_tr: Any,
+    name: str,
+    end: str = "min",
+    *,
+    mode: PopMode = "plain",
+    timeout: float | None = None,
+    wait: float | None = None,
 ) -> Item | None:
     """Remove and return the next item from ``end`` ("min" or "max"); None when empty.
 
@@ -296,12 +422,13 @@ def pop(
     ``mode="high-contention"`` is for many clients popping one queue at once: pops that meet
     contention stage a request and are served in batches (see ``service/contention.py``). It
     needs the database, not a transaction, and gives up after ``timeout`` seconds (default 5)
-    with ``FDBError`` 1031.
+    with ``FDBError`` 1031. ``wait`` (seconds) blocks until an item is visible or the time is
+    up (then None), woken by a watch.
     """
     _keys.check_name(name)
     _keys.check_end(end)
     if mode == HIGH_CONTENTION:
-        return _contention.pop(db_or_tr, name, end, timeout=timeout)
+        return _blocking(db_or_tr, name, end, wait, lambda: _contention.pop(db_or_tr, name, end, timeout=timeout))
     if mode != PLAIN:
         raise InvalidArgument(
             f"mode must be {PLAIN!r} or {HIGH_CONTENTION!r}, not {mode!r}.", mode=str(mode)
@@ -310,29 +437,30 @@ def pop(
         raise InvalidArgument(
             "timeout applies to mode='high-contention'; a plain pop is bounded by FDBQUEUE['TIMEOUT']."
         )
-    popped, _cut = _items.pop_n(db_or_tr, name, end, 1, None)
-    return popped[0] if popped else None
+
+    def once() -> Item | None:
+        popped, _cut = _items.pop_n(db_or_tr, name, end, 1, None)
+        return popped[0] if popped else None
+
+    return _blocking(db_or_tr, name, end, wait, once)
 
 
-def pop_min(
-    db_or_tr: Any, name: str, *, mode: PopMode = "plain", timeout: float | None = None
-) -> Item | None:
+def pop_min(db_or_tr: Any, name: str, *, mode: PopMode = "plain", timeout: float | None = None,
+            wait: float | None = None) -> Item | None:
     """The earliest-pushed item of the lowest priority."""
-    return pop(db_or_tr, name, "min", mode=mode, timeout=timeout)
+    return pop(db_or_tr, name, "min", mode=mode, timeout=timeout, wait=wait)
 
 
-def pop_max(
-    db_or_tr: Any, name: str, *, mode: PopMode = "plain", timeout: float | None = None
-) -> Item | None:
+def pop_max(db_or_tr: Any, name: str, *, mode: PopMode = "plain", timeout: float | None = None,
+            wait: float | None = None) -> Item | None:
     """The earliest-pushed item of the highest priority (the recipe would give the latest)."""
-    return pop(db_or_tr, name, "max", mode=mode, timeout=timeout)
+    return pop(db_or_tr, name, "max", mode=mode, timeout=timeout, wait=wait)
 
 
-def dequeue(
-    db_or_tr: Any, name: str, *, mode: PopMode = "plain", timeout: float | None = None
-) -> Item | None:
+def dequeue(db_or_tr: Any, name: str, *, mode: PopMode = "plain", timeout: float | None = None,
+            wait: float | None = None) -> Item | None:
     """FIFO spelling of ``pop_min``."""
-    return pop(db_or_tr, name, "min", mode=mode, timeout=timeout)
+    return pop(db_or_tr, name, "min", mode=mode, timeout=timeout, wait=wait)
 
 
 def peek(db_or_tr: Any, name: str, end: str = "min") -> Item | None:
@@ -403,3 +531,99 @@ def clear(db_or_tr: Any, name: str) -> None:
     """Remove every item (the queue itself stays)."""
     _keys.check_name(name)
     _items.clear(db_or_tr, name)
+
+
+# --- leases: claim, then ack, release or extend ---------------------------------------------------
+
+
+def _check_lease(seconds: object, what: str = "lease") -> float:
+    return _keys.check_seconds(seconds, what, minimum=0, maximum=MAX_LEASE_SECONDS, inclusive_minimum=False)
+
+
+def claim(
+    db_or_tr: Any,
+    name: str,
+    *,
+    lease: float = DEFAULT_LEASE_SECONDS,
+    end: str = "min",
+    wait: float | None = None,
+) -> Lease | None:
+    """Take the next visible item for ``lease`` seconds (at-least-once delivery); None if none.
+
+    The item stays stored but hidden; ack it with the Lease's receipt when done, or it comes
+    back at its place in queue order when the lease ends. ``item.attempts`` counts this claim.
+    ``wait`` blocks as for ``pop`` (and then needs the database).
+    """
+    _keys.check_name(name)
+    _keys.check_end(end)
+    seconds = _check_lease(lease)
+    return _blocking(db_or_tr, name, end, wait, lambda: _leases.claim_once(db_or_tr, name, seconds, end))
+
+
+def ack(db_or_tr: Any, receipt: str, *, name: str | None = None) -> None:
+    """The claimed item is done: remove it for good.
+
+    Raises LeaseExpired once the lease's time is up, LeaseNotFound when the lease is over
+    (acked, released, or expired and moved on), InvalidReceipt for anything not a receipt (or,
+    with ``name``, a receipt of another queue). A retry after ``commit_unknown_result`` that
+    finds its own earlier ack reports success.
+    """
+    _leases.ack(db_or_tr, receipt, name)
+
+
+def release(db_or_tr: Any, receipt: str, *, delay: float = 0, name: str | None = None) -> str:
+    """Give the item back: visible again at once, or after ``delay`` seconds.
+
+    Returns "ready", "delayed", or "dead" when the item had its queue's ``max_attempts`` claims
+    and moved to the dead letters. Errors as for ``ack``.
+    """
+    seconds = _keys.check_seconds(delay, "delay", minimum=0, maximum=MAX_DELAY_SECONDS)
+    return _leases.release(db_or_tr, receipt, seconds, name)
+
+
+def extend(db_or_tr: Any, receipt: str, seconds: float, *, name: str | None = None) -> Lease:
+    """Make the lease end ``seconds`` from now (the receipt stays the same). Errors as for ``ack``."""
+    return _leases.extend(db_or_tr, receipt, _check_lease(seconds, "seconds"), name)
+
+
+def receipt_queue(receipt: str) -> str:
+    """The name of the queue a receipt belongs to (InvalidReceipt if it is not a receipt)."""
+    return _keys.parse_receipt(receipt).name
+
+
+# --- hidden items and dead letters ----------------------------------------------------------------
+
+
+@transactional
+def _scheduled(tr: Any, name: str, after: tuple | None, limit: int) -> Page[ScheduledItem]:
+    _entry, qk = _catalog.require(tr, name)
+    rows, last = _visibility.scheduled_page(tr, qk, after, limit)
+    cursor = None if last is None else _keys.position_cursor(_keys.SCHEDULE_CURSOR, *last)
+    return Page(rows, cursor)
+
+
+def scheduled(db_or_tr: Any, name: str, *, cursor: str | None = None, limit: int = 50) -> Page[ScheduledItem]:
+    """Leased and delayed items, in the order they become visible."""
+    _keys.check_name(name)
+    limit = _keys.check_count(limit, "limit", minimum=1, maximum=LIMIT_MAX)
+    after = None if cursor is None else _keys.parse_position_cursor(cursor, _keys.SCHEDULE_CURSOR, 4)
+    return _scheduled(db_or_tr, name, after, limit)
+
+
+def dead_letters(db_or_tr: Any, name: str, *, cursor: str | None = None, limit: int = 50) -> Page[DeadLetter]:
+    """The queue's dead letters, in queue order."""
+    _keys.check_name(name)
+    limit = _keys.check_count(limit, "limit", minimum=1, maximum=LIMIT_MAX)
+    after = None if cursor is None else _keys.parse_position_cursor(cursor, _keys.DEAD_CURSOR, 2)
+    return _deadletters.page(db_or_tr, name, after, limit)
+
+
+def requeue_dead_letter(db_or_tr: Any, name: str, item_id: str) -> Item:
+    """Put a dead letter back among the ready items, at its old place, attempts reset to 0."""
+    _keys.check_name(name)
+    return _deadletters.requeue(db_or_tr, name, *_keys.parse_item_id(item_id))
+
+
+def delete_dead_letter(db_or_tr: Any, name: str, item_id: str) -> None:
+    _keys.check_name(name)
+    _deadletters.delete(db_or_tr, name, *_keys.parse_item_id(item_id))

@@ -28,14 +28,17 @@ class Entry:
     kind: str
     created_us: int
     queue_id: bytes
+    #: Claims an item may have without an ack before it becomes a dead letter (None: no limit).
+    max_attempts: int | None = None
 
     def pack(self) -> bytes:
-        return fdb.tuple.pack((self.kind, self.created_us, self.queue_id))
+        extra = () if self.max_attempts is None else (self.max_attempts,)
+        return fdb.tuple.pack((self.kind, self.created_us, self.queue_id, *extra))
 
     @classmethod
     def unpack(cls, name: str, raw: bytes) -> "Entry":
-        kind, created_us, queue_id = fdb.tuple.unpack(bytes(raw))
-        return cls(name, kind, created_us, queue_id)
+        kind, created_us, queue_id, *extra = fdb.tuple.unpack(bytes(raw))
+        return cls(name, kind, created_us, queue_id, *extra)
 
 
 def root() -> Any:
@@ -131,14 +134,12 @@ def require(tr: Any, name: str, *, fifo_ok: bool = True) -> tuple[Entry, keys.Qu
 
 
 def info(tr: Any, entry: Entry, qk: keys.QueueKeys) -> QueueInfo:
-    """Statistics in constant time: three counters and the first/last keys of two ranges.
+    """Statistics in constant time: six counters and the first/last keys of two ranges.
 
     The reads are ordinary reads (serializable inside a caller's read-write transaction; a
     read-only transaction never conflicts). All of them are issued before any is waited on.
     """
-    size_f = tr[qk.counter(keys.SIZE)]
-    pushed_f = tr[qk.counter(keys.PUSHED)]
-    popped_f = tr[qk.counter(keys.POPPED)]
+    counters = {which: tr[qk.counter(which)] for which in keys.COUNTERS_ALL}
     r = qk.items.range()
     o = qk.order.range()
     lowest = first(tr.get_range(r.start, r.stop, limit=1))
@@ -151,20 +152,24 @@ def info(tr: Any, entry: Entry, qk: keys.QueueKeys) -> QueueInfo:
     return QueueInfo(
         name=entry.name,
         kind=entry.kind,
-        size=read_counter(size_f),
-        pushed=read_counter(pushed_f),
-        popped=read_counter(popped_f),
+        size=read_counter(counters[keys.SIZE]),
+        pushed=read_counter(counters[keys.PUSHED]),
+        popped=read_counter(counters[keys.POPPED]),
         min_priority=qk.items.unpack(bytes(lowest.key))[0] if lowest is not None else None,
         max_priority=qk.items.unpack(bytes(highest.key))[0] if highest is not None else None,
         oldest_enqueued_at=oldest_at,
         created_at=to_datetime(entry.created_us),
+        leased=read_counter(counters[keys.LEASED]),
+        delayed=read_counter(counters[keys.DELAYED]),
+        dead=read_counter(counters[keys.DEAD_COUNT]),
+        max_attempts=entry.max_attempts,
     )
 
 
 # --- public operations (wrapped by the package) ------------------------------------------------
 
 
-def create_queue(db_or_tr: Any, name: str, kind: str) -> QueueInfo:
+def create_queue(db_or_tr: Any, name: str, kind: str, max_attempts: int | None = None) -> QueueInfo:
     """Create the queue, choosing its id once for every attempt.
 
     A fresh random id per queue means its data never meets the data of an earlier queue of this
@@ -172,7 +177,7 @@ def create_queue(db_or_tr: Any, name: str, kind: str) -> QueueInfo:
     (1021) that finds an entry with *this* id knows that its own earlier attempt committed, and
     reports success instead of QueueAlreadyExists.
     """
-    entry = Entry(name, kind, now_micros(), os.urandom(QUEUE_ID_BYTES))
+    entry = Entry(name, kind, now_micros(), os.urandom(QUEUE_ID_BYTES), max_attempts)
     return _create(db_or_tr, entry)
 
 
@@ -185,7 +190,24 @@ def _create(tr: Any, entry: Entry) -> QueueInfo:
     if existing is None:
         tr[keys.catalog_key(root_space, entry.name)] = entry.pack()
         _catalog_changed(tr)
-    return QueueInfo(entry.name, entry.kind, 0, 0, 0, None, None, None, to_datetime(entry.created_us))
+    return QueueInfo(
+        entry.name, entry.kind, 0, 0, 0, None, None, None, to_datetime(entry.created_us),
+        max_attempts=entry.max_attempts,
+    )
+
+
+@transactional
+def set_max_attempts(tr: Any, name: str, max_attempts: int | None) -> QueueInfo:
+    """Rewrite the entry (and bump the metadata version: every cached copy is now stale).
+
+    Takes effect for leases that run out or are released from now on; items already dead stay.
+    """
+    entry, qk = require(tr, name)
+    changed = Entry(entry.name, entry.kind, entry.created_us, entry.queue_id, max_attempts)
+    if changed != entry:
+        tr[keys.catalog_key(qk.root, name)] = changed.pack()
+        _catalog_changed(tr)
+    return info(tr, changed, qk)
 
 
 @transactional

@@ -190,8 +190,9 @@ from django_fdbqueue.fdbapi import (
     make_error,
 )
 
-from . import keys
-from .catalog import counter_bytes, first, require
+from . import dedup, keys, visibility
+from .waiting import wait_on
+from .catalog import Entry, counter_bytes, first, require
 from .items import BATCH_BYTES, decode_item, take, walk
 from .records import Item, now_micros, to_datetime
 
@@ -282,6 +283,7 @@ class _Pop:
     deadline: float  # the same deadline on this process's monotonic clock
     token: bytes = field(default_factory=lambda: os.urandom(TOKEN_BYTES))
     qk: keys.QueueKeys | None = None
+    entry: Entry | None = None
     request_key: bytes | None = None
     candidates: dict[str, Item] = field(default_factory=dict)
     maybe_empty: bool = False
@@ -290,6 +292,7 @@ class _Pop:
     def bind(self, tr: Any) -> keys.QueueKeys:
         """Read the catalog entry (an ordinary read: a racing delete makes us retry)."""
         entry, qk = require(tr, self.name, fifo_ok=self.end == "min")
+        self.entry = entry
         if self.qk is None:
             self.qk = qk
         elif self.qk.queue_id != entry.queue_id:
@@ -349,9 +352,8 @@ def _retry(tr: Any, error: Exception) -> None:
 
 
 def _item_from(elements: tuple, payload: Any) -> Item:
-    priority, stamp, enqueued_us, codec_name = elements
-    value = codecs.get(codec_name).decode(bytes(payload))
-    return Item(keys.item_id(priority, stamp), priority, value, to_datetime(enqueued_us))
+    priority, stamp, *rest = elements
+    return visibility.item_from(priority, stamp, keys.ItemMeta.from_elements(rest), payload)
 
 
 def _epoch(micros: int) -> int:
@@ -365,9 +367,8 @@ def _expire_receipts(tr: Any, qk: keys.QueueKeys, now_us: int) -> None:
 
 def _put_back(tr: Any, qk: keys.QueueKeys, elements: tuple, payload: Any) -> None:
     """An item returns to its own key (and order index entry), so to its old place in the queue."""
-    priority, stamp, enqueued_us, _codec = elements
-    tr[qk.items.pack(tuple(elements))] = bytes(payload)
-    tr[qk.order.pack((stamp,))] = fdb.tuple.pack((priority, enqueued_us))
+    priority, stamp, *rest = elements
+    visibility.put_ready(tr, qk, priority, stamp, keys.ItemMeta.from_elements(rest), bytes(payload))
 
 
 class SnapshotReads:
@@ -447,10 +448,10 @@ def _arrive(db: Any, p: _Pop, *, stage: bool = False) -> Item | _Outcome | None:
                 r = requests.range()
                 waiting = list(tr.snapshot.get_range(r.start, r.stop, limit=ROUND_REQUESTS))
                 if waiting:
-                    done = _fulfil_in(tr, qk, p.end, p, waiting=waiting, serve_self=True)
+                    done = _fulfil_in(tr, p.entry, qk, p.end, p, waiting=waiting, serve_self=True)
                     took = done.mine if isinstance(done.mine, Item) else None
                 else:
-                    popped, _cut = take(tr, qk, p.end, 1)
+                    popped, _cut = take(tr, p.entry, qk, p.end, 1)
                     if popped:
                         took = popped[0]
                         tr[p.receipt_key] = p.receipt(took)
@@ -524,7 +525,7 @@ def _recover(tr: Any, qk: keys.QueueKeys, cutoff_us: int) -> int:
     return restored
 
 
-def _fulfil_in(tr: Any, qk: keys.QueueKeys, end: str, p: _Pop | None, *,
+def _fulfil_in(tr: Any, entry: Entry, qk: keys.QueueKeys, end: str, p: _Pop | None, *,
                waiting: list | None = None, serve_self: bool = False) -> Round:
     """The body of a round (see the module docstring); ``committed`` is left to the caller.
 
@@ -536,6 +537,7 @@ def _fulfil_in(tr: Any, qk: keys.QueueKeys, end: str, p: _Pop | None, *,
     now_us = now_micros()
     cutoff_us = now_us - _micros(GRACE_SECONDS)
     requests = qk.requests(end)
+    visibility.promote(tr, qk, entry, now_us)
     if waiting is None:
         r = requests.range()
         waiting = list(tr.snapshot.get_range(r.start, r.stop, limit=ROUND_REQUESTS))
@@ -562,8 +564,8 @@ def _fulfil_in(tr: Any, qk: keys.QueueKeys, end: str, p: _Pop | None, *,
         item_key = bytes(kv.key)
         elements = qk.items.unpack(item_key)
         tr.add_read_conflict_key(item_key)
-        del tr[item_key]
-        del tr[qk.order.pack((elements[1],))]
+        priority, stamp, meta = visibility.take_ready(tr, qk, item_key)
+        dedup.consumed(tr, qk, priority, stamp, meta)
         if key is not None:
             tr.add_read_conflict_key(key)
             del tr[key]
@@ -603,9 +605,10 @@ def _fulfil(db: Any, name: str, end: str, p: _Pop | None) -> Round:
     try:
         if p is not None:
             qk = p.bind(tr)
+            entry = p.entry
         else:
-            _entry, qk = require(tr, name, fifo_ok=end == "min")
-        done = _fulfil_in(tr, qk, end, p)
+            entry, qk = require(tr, name, fifo_ok=end == "min")
+        done = _fulfil_in(tr, entry, qk, end, p)
         tr.commit().wait()  # trivial when the round found nothing to do
         done.committed = True
         return done
@@ -693,17 +696,6 @@ def _settle(db: Any, p: _Pop, *, withdraw: bool) -> Any:
             _retry(tr, error)
 
 
-def _wait(watch: Any, seconds: float) -> None:
-    """Block until the watch fires or `seconds` pass; then let the watch go."""
-    fired = threading.Event()
-    watch.on_ready(lambda _future: fired.set())
-    try:
-        fired.wait(max(0.0, seconds))
-    finally:
-        if not watch.is_ready():
-            watch.cancel()
-
-
 def _finish(got: Item | _Outcome | None) -> Item | None:
     if got is GONE:
         raise make_error(ErrorCode.TRANSACTION_TIMED_OUT)
@@ -755,4 +747,4 @@ def pop(db: Any, name: str, end: str = "min", *, timeout: float | None = None) -
         if done.committed and done.more:
             state.cancel()  # more waiting than one round serves: run the next one now
             continue
-        _wait(state, min(random.uniform(*WAIT_SECONDS), p.left()))
+        wait_on(state, min(random.uniform(*WAIT_SECONDS), p.left()))

@@ -9,9 +9,9 @@ from django_fdbqueue import codecs
 from django_fdbqueue.exceptions import InvalidArgument, ValueTooLarge, WrongQueueKind
 from django_fdbqueue.fdbapi import fdb, transactional
 
-from . import attempts, keys
+from . import attempts, dedup, keys, visibility
 from .attempts import Attempt
-from .catalog import QUEUE_ID_BYTES, counter_bytes, first, read_counter, require, root
+from .catalog import QUEUE_ID_BYTES, Entry, counter_bytes, first, read_counter, require, root
 from .records import Item, Page, PendingItem, now_micros, to_datetime
 
 MAX_VALUE_BYTES = 100_000
@@ -51,20 +51,35 @@ class Prepared:
     codec: str
     payload: bytes
     enqueued_us: int
+    visible_us: int | None = None  # set: delayed until then
+    dedup: str | None = None
+
+    @property
+    def meta(self) -> keys.ItemMeta:
+        return keys.ItemMeta(self.enqueued_us, self.codec, 0, self.dedup)
 
     def cost(self, qk: keys.QueueKeys) -> int:
         """Bytes this push adds to a transaction, as FoundationDB counts them.
 
-        Two versionstamped keys (item and order index), each counted as its mutation (key and
-        value) and its write conflict range (two keys long), so a long ROOT is paid for in full.
+        Two versionstamped keys (item and order index, or hidden entry and its index), each
+        counted as its mutation (key and value) and its write conflict range (two keys long),
+        plus the dedup record, so a long ROOT is paid for in full.
         """
-        item = len(qk.items.pack((self.priority, _SAMPLE_STAMP, self.enqueued_us, self.codec)))
-        order = len(qk.order.pack((_SAMPLE_STAMP,)))
-        order_value = len(fdb.tuple.pack((self.priority, self.enqueued_us)))
-        return 3 * item + len(self.payload) + 3 * order + order_value + 2
+        tail = self.meta.elements()
+        item = len(qk.hidden.pack((self.visible_us or 0, self.priority, _SAMPLE_STAMP, b"", *tail)))
+        index = len(qk.hidden_index.pack((self.priority, _SAMPLE_STAMP)))
+        index_value = len(fdb.tuple.pack((self.visible_us or 0, b"", *tail)))
+        extra = 0
+        if self.dedup is not None:
+            record = len(qk.dedup_records.pack((self.dedup,)))
+            extra = 3 * record + len(fdb.tuple.pack((self.priority, _SAMPLE_STAMP, self.enqueued_us, 0))) + 4
+        return 3 * item + len(self.payload) + 3 * index + index_value + 2 + extra
 
 
-def prepare(value: Any, priority: Any, codec: codecs.Codec | str | None) -> Prepared:
+def prepare(
+    value: Any, priority: Any, codec: codecs.Codec | str | None, *,
+    visible_us: int | None = None, dedup_key: str | None = None,
+) -> Prepared:
     priority = keys.check_priority(priority)
     chosen = codecs.choose(value, codec)
     payload = chosen.encode(value)
@@ -75,21 +90,24 @@ def prepare(value: Any, priority: Any, codec: codecs.Codec | str | None) -> Prep
             size=len(payload),
             limit=MAX_VALUE_BYTES,
         )
-    return Prepared(priority, chosen.name, payload, now_micros())
+    return Prepared(priority, chosen.name, payload, now_micros(), visible_us, dedup_key)
 
 
 def decode_item(qk: keys.QueueKeys, kv: Any) -> Item:
-    priority, stamp, enqueued_us, codec_name = qk.items.unpack(bytes(kv.key))
-    value = codecs.get(codec_name).decode(bytes(kv.value))
-    return Item(keys.item_id(priority, stamp), priority, value, to_datetime(enqueued_us))
+    priority, stamp, *rest = qk.items.unpack(bytes(kv.key))
+    return visibility.item_from(priority, stamp, keys.ItemMeta.from_elements(rest), kv.value)
 
 
 # --- push ------------------------------------------------------------------------------------
 
 
 @transactional
-def push_prepared(tr: Any, name: str, batch: list[Prepared]) -> list[PendingItem]:
-    """Write a batch of items. Reads only the catalog entry, never the items: no push conflicts."""
+def push_prepared(tr: Any, name: str, batch: list[Prepared]) -> list[PendingItem | dedup.Known]:
+    """Write a batch of items. Reads only the catalog entry (and dedup records), never the items.
+
+    Pushes never conflict with each other or with pops; a push with a dedup key conflicts only
+    with another push of the same key, and returns the item already stored under it instead.
+    """
     entry, qk = require(tr, name)
     if entry.kind == "fifo":
         for p in batch:
@@ -98,22 +116,66 @@ def push_prepared(tr: Any, name: str, batch: list[Prepared]) -> list[PendingItem
                     f"{name!r} is a FIFO queue: its items all have priority 0.", name=name
                 )
     attempt = attempts.current(tr)
-    first = _take_user_versions(attempt, len(batch))
-    pending = []
-    for offset, p in enumerate(batch):
+    now_us = now_micros()
+    # A key pushed earlier in this attempt has a versionstamped record that cannot be read back
+    # (1036): those are answered from the attempt's own memory instead.
+    pending_here = {key for (queue_id, key) in attempt.dedup_pending if queue_id == qk.queue_id}
+    records = {
+        p.dedup: dedup.read(tr, qk, p.dedup)
+        for p in batch
+        if p.dedup is not None and p.dedup not in pending_here
+    }
+    if records:
+        dedup.prune(tr, qk, now_us, skip=pending_here)
+    out: list[PendingItem | dedup.Known | None] = [None] * len(batch)
+    fresh: list[tuple[int, Prepared]] = []
+    for position, p in enumerate(batch):
+        if p.dedup is not None:
+            earlier = attempt.dedup_pending.get((qk.queue_id, p.dedup))
+            if earlier is not None:
+                out[position] = earlier  # the same key twice in one attempt: one item
+                continue
+            value = codecs.get(p.codec).decode(p.payload)
+            known = dedup.existing(records[p.dedup], value, now_us)
+            if known is not None:
+                out[position] = dedup.Known(known)
+                continue
+        fresh.append((position, p))
+    if not fresh:
+        return out  # type: ignore[return-value]
+    first = _take_user_versions(attempt, len(fresh))
+    ready = delayed = 0
+    for offset, (position, p) in enumerate(fresh):
         stamp = Versionstamp(user_version=first + offset)
-        tr.set_versionstamped_key(
-            qk.items.pack_with_versionstamp((p.priority, stamp, p.enqueued_us, p.codec)), p.payload
-        )
-        tr.set_versionstamped_key(
-            qk.order.pack_with_versionstamp((stamp,)), fdb.tuple.pack((p.priority, p.enqueued_us))
-        )
+        tail = p.meta.elements()
+        if p.visible_us is not None and p.visible_us > now_us:
+            tr.set_versionstamped_key(
+                qk.hidden.pack_with_versionstamp((p.visible_us, p.priority, stamp, b"", *tail)), p.payload
+            )
+            tr.set_versionstamped_key(
+                qk.hidden_index.pack_with_versionstamp((p.priority, stamp)),
+                fdb.tuple.pack((p.visible_us, b"", *tail)),
+            )
+            delayed += 1
+        else:
+            tr.set_versionstamped_key(qk.items.pack_with_versionstamp((p.priority, stamp, *tail)), p.payload)
+            tr.set_versionstamped_key(
+                qk.order.pack_with_versionstamp((stamp,)), fdb.tuple.pack((p.priority, p.enqueued_us))
+            )
+            ready += 1
         value = codecs.get(p.codec).decode(p.payload)  # what a pop will return (JSON: tuple -> list)
-        pending.append(PendingItem(p.priority, value, to_datetime(p.enqueued_us), stamp.user_version, attempt.stamp))
-    if batch:
-        tr.add(qk.counter(keys.SIZE), counter_bytes(len(batch)))
-        tr.add(qk.counter(keys.PUSHED), counter_bytes(len(batch)))
-    return pending
+        pending = PendingItem(p.priority, value, to_datetime(p.enqueued_us), stamp.user_version, attempt.stamp)
+        if p.dedup is not None:
+            dedup.remember(tr, qk, p.dedup, p.priority, stamp, p.enqueued_us)
+            attempt.dedup_pending[(qk.queue_id, p.dedup)] = pending
+        out[position] = pending
+    if ready:
+        tr.add(qk.counter(keys.SIZE), counter_bytes(ready))
+    if delayed:
+        tr.add(qk.counter(keys.DELAYED), counter_bytes(delayed))
+    tr.add(qk.counter(keys.PUSHED), counter_bytes(ready + delayed))
+    visibility.wake(tr, qk)
+    return out  # type: ignore[return-value]
 
 
 def push_batches(prepared: list[Prepared]) -> Iterable[list[Prepared]]:
@@ -201,15 +263,18 @@ def walk(tr: Any, qk: keys.QueueKeys, end: str, limit: int, **kwargs: Any) -> tu
     return (walk_min if end == "min" else walk_max)(tr, qk, limit, **kwargs)
 
 
-def take(tr: Any, qk: keys.QueueKeys, end: str, n: int, max_bytes: int | None = None) -> tuple[list[Item], bool]:
-    """Remove up to n items from `end` (both keys of each) and update the counters atomically."""
+def take(tr: Any, entry: Entry, qk: keys.QueueKeys, end: str, n: int,
+         max_bytes: int | None = None) -> tuple[list[Item], bool]:
+    """Remove up to n items from `end` (both keys of each) and update the counters atomically.
+
+    What is due among the hidden items is moved in first, so it is taken in its turn.
+    """
+    visibility.promote(tr, qk, entry, now_micros())
     kvs, cut = walk(tr, qk, end, n, max_bytes=max_bytes)
     items = []
     for kv in kvs:
-        item_key = bytes(kv.key)
-        _priority, stamp, _enqueued, _codec = qk.items.unpack(item_key)
-        del tr[item_key]
-        del tr[qk.order.pack((stamp,))]
+        priority, stamp, meta = visibility.take_ready(tr, qk, bytes(kv.key))
+        dedup.consumed(tr, qk, priority, stamp, meta)
         items.append(decode_item(qk, kv))
     if items:
         tr.add(qk.counter(keys.SIZE), counter_bytes(-len(items)))
@@ -219,15 +284,33 @@ def take(tr: Any, qk: keys.QueueKeys, end: str, n: int, max_bytes: int | None = 
 
 @transactional
 def pop_n(tr: Any, name: str, end: str, n: int, max_bytes: int | None) -> tuple[list[Item], bool]:
-    _entry, qk = require(tr, name, fifo_ok=end == "min")
-    return take(tr, qk, end, n, max_bytes)
+    entry, qk = require(tr, name, fifo_ok=end == "min")
+    return take(tr, entry, qk, end, n, max_bytes)
 
 
 @transactional
 def peek_one(tr: Any, name: str, end: str) -> Item | None:
-    _entry, qk = require(tr, name, fifo_ok=end == "min")
+    """What a pop would take, without writing: the first ready item or a due hidden one."""
+    entry, qk = require(tr, name, fifo_ok=end == "min")
     kvs, _cut = walk(tr, qk, end, 1)
-    return decode_item(qk, kvs[0]) if kvs else None
+    best = None
+    if kvs:
+        priority, stamp, *rest = qk.items.unpack(bytes(kvs[0].key))
+        best = (priority, stamp, (keys.ItemMeta.from_elements(rest), kvs[0].value))
+    for candidate in visibility.due_as_ready(qk, entry, visibility.due(tr, qk, now_micros())):
+        if best is None or _before(candidate, best, end):
+            best = candidate
+    if best is None:
+        return None
+    priority, stamp, (meta, payload) = best
+    return visibility.item_from(priority, stamp, meta, payload)
+
+
+def _before(a: tuple, b: tuple, end: str) -> bool:
+    """Would a pop from `end` take (priority, stamp) `a` before `b`?"""
+    if a[0] != b[0]:
+        return a[0] < b[0] if end == "min" else a[0] > b[0]
+    return a[1] < b[1]
 
 
 @transactional
@@ -245,10 +328,19 @@ def browse_page(tr: Any, name: str, end: str, after: tuple | None, limit: int) -
 
 @transactional
 def get_item(tr: Any, name: str, priority: int, stamp: Any) -> Item | None:
+    """The item if it is ready, delayed or leased (two reads, issued together)."""
     _entry, qk = require(tr, name)
     prefix = qk.item_prefix(priority, stamp)
-    kv = first(tr.get_range(prefix, prefix + b"\xff", limit=1))
-    return decode_item(qk, kv) if kv is not None else None
+    ready = tr.get_range(prefix, prefix + b"\xff", limit=1)
+    hidden = tr[qk.hidden_index.pack((priority, stamp))]
+    kv = first(ready)
+    if kv is not None:
+        return decode_item(qk, kv)
+    if hidden.present():
+        h = visibility.Hidden.from_index(priority, stamp, bytes(hidden))
+        payload = tr[h.key(qk)]
+        return visibility.item_from(priority, stamp, h.meta, payload) if payload.present() else None
+    return None
 
 
 # --- counters and clearing -------------------------------------------------------------------------
@@ -262,17 +354,28 @@ def size(tr: Any, name: str) -> int:
 
 @transactional
 def empty(tr: Any, name: str) -> bool:
-    """Looks at the first item rather than the size counter: conflicts only with its neighbours."""
-    _entry, qk = require(tr, name)
+    """Looks at the first item rather than the size counter: conflicts only with its neighbours.
+
+    A hidden item whose time has come counts, since the next pop would take it.
+    """
+    entry, qk = require(tr, name)
     r = qk.items.range()
-    return first(tr.get_range(r.start, r.stop, limit=1)) is None
+    if first(tr.get_range(r.start, r.stop, limit=1)) is not None:
+        return False
+    return not any(visibility.due_as_ready(qk, entry, visibility.due(tr, qk, now_micros())))
 
 
 @transactional
 def clear(tr: Any, name: str) -> None:
-    """Blind writes only: a push committed after us lands after the clear and is counted."""
+    """Remove ready, delayed and leased items, and forget dedup keys; dead letters stay.
+
+    Blind writes only: a push committed after us lands after the clear and is counted. Leases
+    cleared this way can no longer be acked (``LeaseNotFound``).
+    """
     _entry, qk = require(tr, name)
-    for space in (qk.items, qk.order):
+    for space in (qk.items, qk.order, qk.hidden, qk.hidden_index):
         r = space.range()
         tr.clear_range(r.start, r.stop)
-    tr[qk.counter(keys.SIZE)] = counter_bytes(0)
+    dedup.forget_all(tr, qk)
+    for which in (keys.SIZE, keys.LEASED, keys.DELAYED):
+        tr[qk.counter(which)] = counter_bytes(0)

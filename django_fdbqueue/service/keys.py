@@ -4,7 +4,7 @@ Everything the service writes lives under the app's root subspace (``FDBQUEUE["R
 
     root / "c" / name                              -> (kind, created_at_us, queue_id)   catalog
     root / "t" / deleted_at_us / token             -> b""                          deletion markers
-    root / "q" / queue_id / "i" / priority / vs / enqueued_at_us / codec -> payload     items
+    root / "q" / queue_id / "i" / priority / vs / meta...  -> payload                ready items
     root / "q" / queue_id / "o" / vs               -> (priority, enqueued_at_us)        push order
     root / "q" / queue_id / "n" / counter          -> 8-byte little-endian int          counters
     root / "q" / queue_id / "r" / end / vs / token -> (deadline_us,)         staged pop requests
@@ -12,6 +12,24 @@ Everything the service writes lives under the app's root subspace (``FDBQUEUE["R
                                                    -> payload               a request's item
     root / "q" / queue_id / "r" / "res" / deadline_us / token / 0 -> b""   "the queue was empty"
     root / "q" / queue_id / "r" / "rcpt" / epoch / client -> (token, item_id)   receipts
+    root / "q" / queue_id / "d" / visible_at_us / priority / vs / lease_token / meta... -> payload
+                                                   hidden items: delayed ones and leased ones
+    root / "q" / queue_id / "l" / priority / vs   -> (visible_at_us, lease_token, meta...)
+                                                   the same hidden items, found by id
+    root / "q" / queue_id / "x" / priority / vs / died_at_us / meta... -> payload   dead letters
+    root / "q" / queue_id / "k" / "k" / dedup_key -> (priority, vs, enqueued_at_us, kept_until_us)
+    root / "q" / queue_id / "k" / "t" / kept_until_us / dedup_key -> b""   when to forget a key
+    root / "q" / queue_id / "s" / epoch / lease_token -> outcome   settled leases (for 1021 retries)
+    root / "q" / queue_id / "w"                    -> 8-byte counter      wake-up key for watches
+
+``meta...`` is ``enqueued_at_us, codec[, attempts[, dedup_key]]`` (see :class:`ItemMeta`): what
+an item carries with it from state to state, trailing defaults left out, so the keys of items
+that were never claimed nor deduplicated are exactly the short ones of earlier releases.
+
+An item is in exactly one of four places: ready (``"i"``, in pop order, plus its push-order
+entry in ``"o"``), hidden (``"d"`` ordered by the time it becomes visible, plus its ``"l"``
+entry), dead (``"x"``), or gone. A hidden item with an empty ``lease_token`` is delayed; with a
+token it is leased, and the token is the secret half of its receipt.
 
 The "r" keys belong to high-contention pops (``contention.py`` explains the protocol): a
 request is keyed by the versionstamp of the commit that registered it (``end`` is "min" or
@@ -25,10 +43,8 @@ A deletion marker records that one ``delete_queue`` call committed, so that its 
 ``commit_unknown_result`` knows; markers older than an hour are cleared by later deletes.
 
 ``vs`` is a 12-byte tuple-layer versionstamp (commit version + batch order + user version). The
-one-letter names keep keys short, since every item key repeats them. Per-queue letters reserved
-for later features, so they can be added without moving existing data: "l" leases, "d" delayed
-items, "x" dead letters, "k" deduplication keys, "w" wake-up key for watches, "m" per-queue
-metadata. See the package docstring for why the layout is what it is.
+one-letter names keep keys short, since every item key repeats them. "m" stays reserved for
+per-queue metadata. See the package docstring for why the layout is what it is.
 """
 
 from __future__ import annotations
@@ -42,6 +58,7 @@ import os
 import time
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
 
 from django_fdbqueue.exceptions import InvalidArgument, InvalidCursor, InvalidQueueName, InvalidPriority
 from django_fdbqueue.fdbapi import fdb
@@ -57,11 +74,23 @@ COUNTERS = "n"
 STAGING = "r"
 RESULTS = "res"
 RECEIPTS = "rcpt"
-RESERVED = ("l", "d", "x", "k", "w", "m")
+HIDDEN = "d"
+HIDDEN_INDEX = "l"
+DEAD = "x"
+DEDUP = "k"
+DEDUP_RECORDS = "k"
+DEDUP_EXPIRY = "t"
+SETTLED = "s"
+WAKE = "w"
+RESERVED = ("m",)
 
 SIZE = "size"
 PUSHED = "pushed"
 POPPED = "popped"
+LEASED = "leased"
+DELAYED = "delayed"
+DEAD_COUNT = "dead"
+COUNTERS_ALL = (SIZE, PUSHED, POPPED, LEASED, DELAYED, DEAD_COUNT)
 
 KINDS = ("fifo", "priority")
 ENDS = ("min", "max")
@@ -73,6 +102,11 @@ _TOKEN_RE = re.compile(r"[A-Za-z0-9_-]+")
 # Tags inside the tokens: an item id can never be accepted as a cursor, or one kind of cursor as another.
 _BROWSE_TAG = "b"
 _LIST_TAG = "l"
+_RECEIPT_TAG = "r"
+_SCHEDULE_TAG = "s"
+_DEAD_TAG = "x"
+DEDUP_KEY_MAX_LENGTH = 200
+LEASE_TOKEN_BYTES = 16
 
 
 # --- validation -----------------------------------------------------------------------------
@@ -167,6 +201,38 @@ class DeletionMarker:
 
 
 @dataclass(frozen=True)
+class ItemMeta:
+    """What an item carries from state to state (ready, hidden, dead) in the tail of its keys.
+
+    Trailing defaults are left out when packed, so an item never claimed and pushed without a
+    dedup key has the key layout of earlier releases, and those keys still read back.
+    """
+
+    enqueued_us: int
+    codec: str
+    attempts: int = 0
+    dedup: str | None = None
+
+    def elements(self) -> tuple:
+        if self.dedup is not None:
+            return (self.enqueued_us, self.codec, self.attempts, self.dedup)
+        if self.attempts:
+            return (self.enqueued_us, self.codec, self.attempts)
+        return (self.enqueued_us, self.codec)
+
+    @classmethod
+    def from_elements(cls, rest: tuple | list) -> "ItemMeta":
+        return cls(*rest)
+
+    def claimed(self) -> "ItemMeta":
+        return ItemMeta(self.enqueued_us, self.codec, self.attempts + 1, self.dedup)
+
+    def fresh(self) -> "ItemMeta":
+        """Attempts forgotten: a dead letter requeued by hand starts over."""
+        return ItemMeta(self.enqueued_us, self.codec, 0, self.dedup)
+
+
+@dataclass(frozen=True)
 class QueueKeys:
     """The subspaces of one queue's data, addressed by its id (never its name).
 
@@ -195,7 +261,7 @@ class QueueKeys:
 
     @cached_property
     def _counter_keys(self) -> dict[str, bytes]:
-        return {which: self.counters.pack((which,)) for which in (SIZE, PUSHED, POPPED)}
+        return {which: self.counters.pack((which,)) for which in COUNTERS_ALL}
 
     def counter(self, which: str) -> bytes:
         return self._counter_keys[which]
@@ -220,6 +286,37 @@ class QueueKeys:
     @cached_property
     def receipts(self) -> fdb.Subspace:
         return self.staging[RECEIPTS]
+
+    @cached_property
+    def hidden(self) -> fdb.Subspace:
+        """Delayed and leased items, ordered by the time each becomes visible."""
+        return self.space[HIDDEN]
+
+    @cached_property
+    def hidden_index(self) -> fdb.Subspace:
+        """Hidden items by (priority, vs): one point read finds an item's lease or delay."""
+        return self.space[HIDDEN_INDEX]
+
+    @cached_property
+    def dead(self) -> fdb.Subspace:
+        return self.space[DEAD]
+
+    @cached_property
+    def dedup_records(self) -> fdb.Subspace:
+        return self.space[DEDUP][DEDUP_RECORDS]
+
+    @cached_property
+    def dedup_expiry(self) -> fdb.Subspace:
+        return self.space[DEDUP][DEDUP_EXPIRY]
+
+    @cached_property
+    def settled(self) -> fdb.Subspace:
+        return self.space[SETTLED]
+
+    @cached_property
+    def wake_key(self) -> bytes:
+        """Changed (atomic add) whenever an item becomes visible: what waiting pops watch."""
+        return self.space.pack((WAKE,))
 
     def item_prefix(self, priority: int, stamp: fdb.tuple.Versionstamp) -> bytes:
         """Every item key of (priority, stamp) starts with this; the rest is metadata."""
@@ -314,3 +411,87 @@ def parse_list_cursor(token: object) -> str:
         raise InvalidCursor()
     return parts[1]
 
+
+
+@dataclass(frozen=True)
+class Receipt:
+    """What a claim hands out: where the leased item is, and the lease's secret token."""
+
+    name: str
+    queue_id: bytes
+    priority: int
+    stamp: fdb.tuple.Versionstamp
+    token: bytes
+
+    def encode(self) -> str:
+        return _encode_token(
+            fdb.tuple.pack((_RECEIPT_TAG, self.name, self.queue_id, self.priority, self.stamp, self.token))
+        )
+
+
+def parse_receipt(token: object) -> Receipt:
+    from django_fdbqueue.exceptions import InvalidReceipt
+
+    parts = _decode_token(token)
+    if (
+        parts is None
+        or len(parts) != 6
+        or parts[0] != _RECEIPT_TAG
+        or not isinstance(parts[1], str)
+        or not _NAME_RE.fullmatch(parts[1])
+        or not isinstance(parts[2], bytes)
+        or not _is_priority(parts[3])
+        or not _is_stamp(parts[4])
+        or not isinstance(parts[5], bytes)
+        or len(parts[5]) != LEASE_TOKEN_BYTES
+    ):
+        raise InvalidReceipt()
+    return Receipt(*parts[1:])
+
+
+def position_cursor(tag: str, *position: Any) -> str:
+    """A cursor for the scheduled and dead-letter listings: the last position shown."""
+    return _encode_token(fdb.tuple.pack((tag, *position)))
+
+
+def parse_position_cursor(token: object, tag: str, length: int) -> tuple:
+    """The position in a scheduled (visible_at, priority, vs, token) or dead-letter (priority, vs) cursor."""
+    parts = _decode_token(token)
+    if parts is None or len(parts) != length + 1 or parts[0] != tag:
+        raise InvalidCursor()
+    position = tuple(parts[1:])
+    if tag == _SCHEDULE_TAG:
+        ok = _is_priority(position[0]) and _is_priority(position[1]) and _is_stamp(position[2]) and isinstance(position[3], bytes)
+    else:
+        ok = _is_priority(position[0]) and _is_stamp(position[1])
+    if not ok:
+        raise InvalidCursor()
+    return position
+
+
+SCHEDULE_CURSOR = _SCHEDULE_TAG
+DEAD_CURSOR = _DEAD_TAG
+
+
+def check_dedup_key(key: object) -> str:
+    if not isinstance(key, str) or not 1 <= len(key) <= DEDUP_KEY_MAX_LENGTH:
+        raise InvalidArgument(
+            f"dedup_key must be a string of 1 to {DEDUP_KEY_MAX_LENGTH} characters.", field="dedup_key"
+        )
+    return key
+
+
+def check_seconds(value: object, what: str, *, minimum: float, maximum: float, inclusive_minimum: bool = True) -> float:
+    """A number of seconds within bounds: finite, not a bool, and said plainly when it is not."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if ok:
+        number = float(value)  # type: ignore[arg-type]
+        ok = number == number and number not in (float("inf"), float("-inf"))
+        ok = ok and (number >= minimum if inclusive_minimum else number > minimum) and number <= maximum
+    if not ok:
+        lower = f"at least {minimum:g}" if inclusive_minimum else f"more than {minimum:g}"
+        raise InvalidArgument(
+            f"{what} must be a number of seconds, {lower} and at most {maximum:g}; got {value!r}."[:300],
+            field=what,
+        )
+    return float(value)  # type: ignore[arg-type]

@@ -26,12 +26,49 @@ def now_micros() -> int:
 
 @dataclass(frozen=True)
 class Item:
-    """One queued value. ``id`` is opaque, URL-safe and stable for the item's whole life."""
+    """One queued value. ``id`` is opaque, URL-safe and stable for the item's whole life.
+
+    ``attempts`` counts the claims the item has had. ``duplicate`` is True only on what a push
+    with a ``dedup_key`` returns when that key was already taken: nothing was added, the id,
+    priority and enqueue time are the first item's, and ``value`` is the one this push passed.
+    """
 
     id: str
     priority: int
     value: Any
     enqueued_at: dt.datetime
+    attempts: int = 0
+    duplicate: bool = False
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A claimed item, hidden from other consumers until ``expires_at`` unless acked first.
+
+    ``receipt`` is what ack, release and extend take; it names the queue and carries a random
+    token that only this claim knows, so no other holder of the item can use it.
+    """
+
+    item: Item
+    receipt: str
+    expires_at: dt.datetime
+
+
+@dataclass(frozen=True)
+class ScheduledItem:
+    """An item that is not visible yet: leased until ``visible_at``, or delayed until then."""
+
+    item: Item
+    state: str  # "leased" or "delayed"
+    visible_at: dt.datetime
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """An item set aside after ``max_attempts`` claims without an ack."""
+
+    item: Item
+    died_at: dt.datetime
 
 
 class PendingItem:
@@ -99,7 +136,12 @@ class PendingItem:
 
 @dataclass(frozen=True)
 class QueueInfo:
-    """A queue's description and statistics, all read in constant time."""
+    """A queue's description and statistics, all read in constant time.
+
+    ``size`` counts the items a pop could take (ready ones); ``leased``, ``delayed`` and ``dead``
+    the claimed, not-yet-visible and dead-lettered ones. An item whose lease or delay ran out is
+    counted where it was until the next pop, claim or peek of the queue moves it.
+    """
 
     name: str
     kind: str
@@ -110,6 +152,10 @@ class QueueInfo:
     max_priority: int | None
     oldest_enqueued_at: dt.datetime | None
     created_at: dt.datetime
+    leased: int = 0
+    delayed: int = 0
+    dead: int = 0
+    max_attempts: int | None = None
 
     @property
     def oldest_age_seconds(self) -> float | None:

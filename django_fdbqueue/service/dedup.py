@@ -1,0 +1,103 @@
+"""Idempotent pushes: a ``dedup_key`` names an item, and a second push of that key adds nothing.
+
+Each key has one record, ``k/"k"/dedup_key -> (priority, vs, enqueued_at_us, kept_until_us)``,
+written with a versionstamped value in the push's own transaction, so it names the item's
+versionstamp exactly. ``kept_until_us`` is 0 while the item exists in any state (ready, hidden
+or dead); when the item is consumed (popped, acked, or its dead letter deleted) the record is
+kept :data:`DEDUP_WINDOW_SECONDS` longer and an expiry entry ``k/"t"/kept_until_us/dedup_key``
+says when to forget it.
+
+A push reads the record with an ordinary read: two pushes of one key conflict, and the retry
+sees the first. A push retried after ``commit_unknown_result`` finds the record of its own first
+attempt if that attempt committed, and returns the item it stored: exactly one item either way.
+
+Forgetting is done by pushes that carry a dedup key: each clears up to :data:`PRUNE_BATCH`
+records whose window has passed (reading each one, so a record re-used meanwhile is kept).
+``clear`` forgets every key of the queue.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django_fdbqueue.fdbapi import fdb
+
+from . import keys
+from .records import Item, now_micros, to_datetime
+
+DEDUP_WINDOW_SECONDS = 300
+PRUNE_BATCH = 4
+_ALIVE = 0
+
+
+class Known:
+    """What a deduplicated push hands back inside a transaction: the first item, already known."""
+
+    __slots__ = ("item",)
+    committed = True
+
+    def __init__(self, item: Item) -> None:
+        self.item = item
+
+    @property
+    def id(self) -> str:
+        return self.item.id
+
+    def result(self, *, wait: bool = False) -> Item:
+        return self.item
+
+
+def read(tr: Any, qk: keys.QueueKeys, dedup_key: str) -> Any:
+    """The record's future (an ordinary read: a concurrent push of the same key conflicts)."""
+    return tr[qk.dedup_records.pack((dedup_key,))]
+
+
+def existing(raw: Any, value: Any, now_us: int) -> Item | None:
+    """The first item of the key, if the record still holds it; else None (push anew)."""
+    if raw is None or not raw.present():
+        return None
+    priority, stamp, enqueued_us, kept_until_us = fdb.tuple.unpack(bytes(raw))
+    if kept_until_us != _ALIVE and kept_until_us <= now_us:
+        return None
+    return Item(keys.item_id(priority, stamp), priority, value, to_datetime(enqueued_us), duplicate=True)
+
+
+def remember(tr: Any, qk: keys.QueueKeys, dedup_key: str, priority: int, stamp: Any, enqueued_us: int) -> None:
+    """Record the key for the item this transaction pushes (its stamp is filled in at commit)."""
+    tr.set_versionstamped_value(
+        qk.dedup_records.pack((dedup_key,)),
+        fdb.tuple.pack_with_versionstamp((priority, stamp, enqueued_us, _ALIVE)),
+    )
+
+
+def consumed(tr: Any, qk: keys.QueueKeys, priority: int, stamp: Any, meta: keys.ItemMeta) -> None:
+    """The item is gone for good: keep its key for the window, then forget it."""
+    if meta.dedup is None:
+        return
+    kept_until_us = now_micros() + DEDUP_WINDOW_SECONDS * 1_000_000
+    record = qk.dedup_records.pack((meta.dedup,))
+    tr[record] = fdb.tuple.pack((priority, stamp, meta.enqueued_us, kept_until_us))
+    tr[qk.dedup_expiry.pack((kept_until_us, meta.dedup))] = b""
+
+
+def prune(tr: Any, qk: keys.QueueKeys, now_us: int, skip: set[str] | frozenset[str] = frozenset()) -> None:
+    """Forget up to PRUNE_BATCH keys whose window has passed (except ``skip``: pushed just now)."""
+    r = qk.dedup_expiry.range()
+    rows = list(tr.snapshot.get_range(r.start, qk.dedup_expiry.pack((now_us,)), limit=PRUNE_BATCH))
+    pending = []
+    for kv in rows:
+        kept_until_us, dedup_key = qk.dedup_expiry.unpack(bytes(kv.key))
+        if dedup_key in skip:
+            continue
+        pending.append((bytes(kv.key), kept_until_us, dedup_key, read(tr, qk, dedup_key)))
+    for expiry_key, kept_until_us, dedup_key, raw in pending:
+        tr.add_read_conflict_key(expiry_key)
+        del tr[expiry_key]
+        if raw.present() and fdb.tuple.unpack(bytes(raw))[3] == kept_until_us:
+            del tr[qk.dedup_records.pack((dedup_key,))]
+
+
+def forget_all(tr: Any, qk: keys.QueueKeys) -> None:
+    for space in (qk.dedup_records, qk.dedup_expiry):
+        r = space.range()
+        tr.clear_range(r.start, r.stop)
