@@ -38,6 +38,12 @@ class QueueAdmin(admin.ModelAdmin):
             path("<fdbqueue_name:name>/peek/", wrap(views.peek), name=f"{prefix}_peek"),
             path("<fdbqueue_name:name>/clear/", wrap(views.clear), name=f"{prefix}_clear"),
             path("<fdbqueue_name:name>/delete/", wrap(views.delete), name=f"{prefix}_delete"),
+            path("<fdbqueue_name:name>/max-attempts/", wrap(views.set_max_attempts),
+                 name=f"{prefix}_max_attempts"),
+            path("<fdbqueue_name:name>/dead/<str:item_id>/requeue/", wrap(views.dead_requeue),
+                 name=f"{prefix}_dead_requeue"),
+            path("<fdbqueue_name:name>/dead/<str:item_id>/delete/", wrap(views.dead_delete),
+                 name=f"{prefix}_dead_delete"),
             # Like the admin: a bare object address leads to its change page.
             path("<fdbqueue_name:name>/", wrap(self._to_change), name=f"{prefix}_redirect"),
         ]

@@ -1,11 +1,15 @@
-"""The admin's queue pages: list, create, browse, push, pop, peek, clear and delete.
+"""The admin's queue pages: list, create, browse, push, pop, peek, clear, delete, dead letters.
 
 They replace the changelist, add, change and delete views of the placeholder ``Queue`` model
 (see ``admin.py``), so they sit at the usual admin addresses, behind the admin's login, with the
 model's permissions:
 
 - view (or change) permission: the list, the queue page, peek;
-- add: create a queue; change: push, pop, clear; delete: delete a queue.
+- add: create a queue; change: push, pop, clear, set the attempt limit, requeue a dead letter;
+  delete: delete a queue, delete a dead letter.
+
+The queue page has three tabs (``?view=``): the ready items (default), the leased and delayed
+items (``scheduled``), and the dead letters (``dead``), each paged by cursor.
 
 The views stay thin: a form checks the input, one service call does the work, and the outcome is
 reported through Django's messages framework. Service errors become form errors or messages, a
@@ -34,12 +38,14 @@ from .forms import (
     BrowseForm,
     ConfirmForm,
     EndForm,
+    MaxAttemptsForm,
     PushForm,
     QueueCreateForm,
     QueueFilterForm,
     add_service_error,
+    limit_text,
 )
-from .templatetags.fdbqueue_admin import compact_json
+from .templatetags.fdbqueue_admin import age, compact_json
 
 logger = logging.getLogger(__name__)
 
@@ -70,23 +76,33 @@ def _store_guard(view: View) -> View:
 
 
 @transactional
-def _read_queue_page(tr: Any, name: str, end: str, cursor: str | None, limit: int) -> tuple[Any, Any, str]:
-    """The queue's statistics and one page of its items, from one consistent snapshot.
+def _read_queue_page(tr: Any, name: str, view: str, end: str, cursor: str | None,
+                     limit: int) -> tuple[Any, Any, str]:
+    """The queue's statistics and one page of the chosen tab, from one consistent snapshot.
 
     A FIFO queue has only its min end to read from, whatever end was asked for.
     """
     info = service.get_queue(tr, name)
     if info.kind == "fifo":
         end = "min"
-    return info, service.browse(tr, name, end=end, cursor=cursor, limit=limit), end
+    if view == "scheduled":
+        page = service.scheduled(tr, name, cursor=cursor, limit=limit)
+    elif view == "dead":
+        page = service.dead_letters(tr, name, cursor=cursor, limit=limit)
+    else:
+        page = service.browse(tr, name, end=end, cursor=cursor, limit=limit)
+    return info, page, end
 
 
 @transactional
 def _clear_counting(tr: Any, name: str) -> int:
-    """Clear the queue and say how many items that removed (one transaction, so exact)."""
-    removed = service.size(tr, name)
+    """Clear the queue and say how many items that removed (one transaction, so exact).
+
+    Clearing removes the ready, leased and delayed items; the dead letters stay.
+    """
+    info = service.get_queue(tr, name)
     service.clear(tr, name)
-    return removed
+    return info.size + info.leased + info.delayed
 
 
 class QueueAdminViews:
@@ -104,10 +120,13 @@ class QueueAdminViews:
         if not check(request):
             raise PermissionDenied
 
-    def url(self, view: str, name: str | None = None, **query: str) -> str:
-        """The address of one of these pages, e.g. ``url("change", "jobs", end="max")``."""
-        args = () if name is None else (name,)
-        address = reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_{view}", args=args,
+    def url(self, page: str, name: str | None = None, item_id: str | None = None, /, **query: str) -> str:
+        """The address of one of these pages, e.g. ``url("change", "jobs", end="max")``.
+
+        The leading arguments are positional-only, so any query parameter (``view=``) is free.
+        """
+        args = tuple(arg for arg in (name, item_id) if arg is not None)
+        address = reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_{page}", args=args,
                           current_app=self.model_admin.admin_site.name)
         query = {key: value for key, value in query.items() if value}
         return f"{address}?{urlencode(query)}" if query else address
@@ -193,12 +212,14 @@ class QueueAdminViews:
         form = QueueCreateForm(request.POST if request.method == "POST" else None)
         if form.is_valid():
             name, kind = form.cleaned_data["name"], form.cleaned_data["kind"]
+            max_attempts = form.cleaned_data.get("max_attempts")
             try:
-                service.create_queue(get_database(), name, kind)
+                service.create_queue(get_database(), name, kind, max_attempts=max_attempts)
             except exceptions.QueueError as error:
                 add_service_error(form, error)
             else:
-                messages.success(request, f"The {kind} queue “{name}” was created.")
+                limit = f" ({limit_text(max_attempts)})" if max_attempts is not None else ""
+                messages.success(request, f"The {kind} queue “{name}” was created{limit}.")
                 return HttpResponseRedirect(self.url("change", name))
         context = self.context(request, "Add queue", form=form, add_url=self.url("add"))
         return self.render(request, "queue_add.html", context)
@@ -212,42 +233,58 @@ class QueueAdminViews:
         return self.queue_page(request, name)
 
     def queue_page(self, request: HttpRequest, name: str, *, push_form: PushForm | None = None,
-                   status: int = 200) -> HttpResponse:
-        """Render the queue page, with a bound push form when re-showing its errors."""
+                   max_attempts_form: MaxAttemptsForm | None = None, status: int = 200) -> HttpResponse:
+        """Render the queue page, with a bound form when re-showing that form's errors."""
         browse = BrowseForm(request.GET)
-        end, cursor = "min", None
+        view, end, cursor = "items", "min", None
         if browse.is_valid():
+            view = browse.cleaned_data["view"]
             end, cursor = browse.cleaned_data["end"], browse.cleaned_data["cursor"] or None
+        if view != "items":
+            end = "min"  # only the ready items are read from either end
         database = get_database()
         try:
-            info, page, end = _read_queue_page(database, name, end, cursor, ITEMS_PER_PAGE)
+            info, page, end = _read_queue_page(database, name, view, end, cursor, ITEMS_PER_PAGE)
         except exceptions.InvalidCursor:
             messages.warning(request, "That page link has expired; showing the first page.")
             cursor = None
-            info, page, end = _read_queue_page(database, name, end, None, ITEMS_PER_PAGE)
+            info, page, end = _read_queue_page(database, name, view, end, None, ITEMS_PER_PAGE)
         can_change = self.model_admin.has_change_permission(request)
+        tab = "" if view == "items" else view
+        end_query = end if end != "min" else ""
+        if max_attempts_form is None and can_change:
+            max_attempts_form = MaxAttemptsForm(initial={"max_attempts": info.max_attempts})
         context = self.context(
             request,
             name,
             queue=info,
-            items=page.items,
+            view=view,
+            items=page.items if view == "items" else [],
+            scheduled=page.items if view == "scheduled" else [],
+            dead_letters=page.items if view == "dead" else [],
+            rows_on_page=len(page.items),
             end=end,
             other_end="max" if end == "min" else "min",
             is_priority=info.kind == "priority",
+            items_url=self.url("change", name),
+            scheduled_url=self.url("change", name, view="scheduled"),
+            dead_url=self.url("change", name, view="dead"),
             min_end_url=self.url("change", name),
             max_end_url=self.url("change", name, end="max"),
-            first_page_url=self.url("change", name, end=end if end != "min" else "") if cursor else None,
+            first_page_url=self.url("change", name, view=tab, end=end_query) if cursor else None,
             next_page_url=(
-                self.url("change", name, end=end if end != "min" else "", cursor=page.next_cursor)
+                self.url("change", name, view=tab, end=end_query, cursor=page.next_cursor)
                 if page.next_cursor
                 else None
             ),
             push_form=(push_form or PushForm(kind=info.kind)) if can_change else None,
+            max_attempts_form=max_attempts_form if can_change else None,
             push_url=self.url("push", name),
             pop_url=self.url("pop", name),
             peek_url=self.url("peek", name),
             clear_url=self.url("clear", name),
             delete_url=self.url("delete", name),
+            max_attempts_url=self.url("max_attempts", name),
         )
         return self.render(request, "queue_detail.html", context, status=status)
 
@@ -260,18 +297,124 @@ class QueueAdminViews:
         info = service.get_queue(get_database(), name)
         form = PushForm(request.POST, kind=info.kind)
         if form.is_valid():
-            value, priority = form.cleaned_data["value"], form.cleaned_data["priority"]
+            data = form.cleaned_data
+            value, priority, delay = data["value"], data["priority"], data.get("delay")
+            dedup_key = data.get("dedup_key")
             try:
-                item = service.push(get_database(), name, value, priority)
+                item = service.push(get_database(), name, value, priority, delay=delay, dedup_key=dedup_key)
             except exceptions.QueueNotFound:
                 raise
             except exceptions.QueueError as error:
                 add_service_error(form, error)
             else:
-                where = f" with priority {item.priority}" if info.kind == "priority" else ""
-                messages.success(request, f"Pushed {compact_json(item.value, 120)}{where} to “{name}”.")
+                self._report_push(request, name, info.kind, item, delay, dedup_key)
                 return HttpResponseRedirect(self.url("change", name))
         return self.queue_page(request, name, push_form=form)
+
+    def _report_push(self, request: HttpRequest, name: str, kind: str, item: Any, delay: float | None,
+                     dedup_key: str | None) -> None:
+        """Say what the push did: added (maybe delayed), or nothing because of its dedup key."""
+        if getattr(item, "duplicate", False):
+            messages.warning(
+                request,
+                f"An item with the dedup key “{dedup_key}” already existed in “{name}” (item {item.id}), "
+                "so nothing was pushed.",
+            )
+            return
+        where = f" with priority {item.priority}" if kind == "priority" else ""
+        when = f", delayed by {age(delay)}" if delay else ""
+        messages.success(request, f"Pushed {compact_json(item.value, 120)}{where} to “{name}”{when}.")
+
+    @_store_guard
+    def set_max_attempts(self, request: HttpRequest, name: str) -> HttpResponse:
+        """Change the queue's attempt limit; bad input re-renders the queue page with the error."""
+        self.require(request, "change")
+        if request.method != "POST":
+            return HttpResponseRedirect(self.url("change", name))
+        form = MaxAttemptsForm(request.POST)
+        if form.is_valid():
+            limit = form.cleaned_data.get("max_attempts")
+            try:
+                info = service.set_max_attempts(get_database(), name, limit)
+            except exceptions.QueueNotFound:
+                raise
+            except exceptions.QueueError as error:
+                add_service_error(form, error)
+            else:
+                messages.success(request, f"“{name}” now allows {limit_text(info.max_attempts)} per item.")
+                return HttpResponseRedirect(self.url("change", name))
+        return self.queue_page(request, name, max_attempts_form=form)
+
+    @_store_guard
+    def dead_requeue(self, request: HttpRequest, name: str, item_id: str) -> HttpResponse:
+        """Put a dead letter back among the ready items, at its old place, with no attempts."""
+        self.require(request, "change")
+        back = self.url("change", name, view="dead")
+        if request.method != "POST":
+            return HttpResponseRedirect(back)
+        try:
+            item = service.requeue_dead_letter(get_database(), name, item_id)
+        except exceptions.QueueNotFound:
+            raise
+        except exceptions.QueueError as error:
+            messages.error(request, self._dead_letter_error(name, error, item_id))
+            return HttpResponseRedirect(back)
+        messages.success(
+            request,
+            f"Requeued the dead letter {compact_json(item.value, 120)} (item {item.id}) in “{name}”: "
+            "it is ready again, with no attempts counted.",
+        )
+        return HttpResponseRedirect(back)
+
+    @_store_guard
+    def dead_delete(self, request: HttpRequest, name: str, item_id: str) -> HttpResponse:
+        """Confirmation page, then delete one dead letter for good."""
+        self.require(request, "delete")
+        back = self.url("change", name, view="dead")
+        database = get_database()
+        if request.method == "POST" and ConfirmForm(request.POST).is_valid():
+            try:
+                service.delete_dead_letter(database, name, item_id)
+            except exceptions.QueueNotFound:
+                raise
+            except exceptions.QueueError as error:
+                messages.error(request, self._dead_letter_error(name, error, item_id))
+                return HttpResponseRedirect(back)
+            messages.success(request, f"Deleted the dead letter {item_id} of “{name}”.")
+            return HttpResponseRedirect(back)
+        info = service.get_queue(database, name)
+        try:
+            letter = service.get_dead_letter(database, name, item_id)
+            if letter is None:
+                raise exceptions.DeadLetterNotFound()
+        except exceptions.QueueError as error:
+            messages.error(request, self._dead_letter_error(name, error, item_id))
+            return HttpResponseRedirect(back)
+        context = self.context(
+            request,
+            "Delete the dead letter?",
+            queue=info,
+            action="dead_delete",
+            item_id=item_id,
+            letter=letter,
+            form=ConfirmForm(),
+            queue_url=self.url("change", name),
+            dead_url=back,
+        )
+        return self.render(request, "queue_confirm.html", context)
+
+    @staticmethod
+    def _dead_letter_error(name: str, error: exceptions.QueueError, item_id: str) -> str:
+        """The message for a dead-letter action the service refused (nothing changed).
+
+        The service checks the id before the queue, so a bad id on a missing queue would read as
+        a bad id: look the queue up first, so that case stays a 404 like every missing queue.
+        """
+        service.get_queue(get_database(), name)
+        if isinstance(error, exceptions.DeadLetterNotFound):
+            return (f"There is no dead letter {item_id} in this queue (it may have been requeued or "
+                    "deleted already); nothing was changed.")
+        return f"{error} Nothing was changed."
 
     @_store_guard
     def pop(self, request: HttpRequest, name: str) -> HttpResponse:

@@ -1,9 +1,9 @@
 """Forms of the admin queue pages: they turn posted text into the service's arguments.
 
 The forms check what can be checked without the store (well-formed JSON, an integer priority in
-range, a known end). The service remains the authority on everything else; the views turn its
-errors into errors on these forms via :func:`add_service_error`, so both kinds of mistake reach
-the user in the same place.
+range, a known end, a delay or an attempt limit within the service's bounds). The service
+remains the authority on everything else; the views turn its errors into errors on these forms
+via :func:`add_service_error`, so both kinds of mistake reach the user in the same place.
 """
 
 from __future__ import annotations
@@ -14,12 +14,17 @@ from typing import Any
 from django import forms
 from django.core.validators import RegexValidator
 
-from . import exceptions
+from . import exceptions, service
 
 KIND_CHOICES = [("fifo", "FIFO (first in, first out)"), ("priority", "Priority (double-ended)")]
 END_CHOICES = [("min", "Min end"), ("max", "Max end")]
 PRIORITY_MIN = -(2**63)
 PRIORITY_MAX = 2**63 - 1
+MAX_ATTEMPTS_MIN = 1
+MAX_ATTEMPTS_MAX = service.MAX_ATTEMPTS_LIMIT
+DEDUP_KEY_MAX_LENGTH = 200
+#: The queue page's tabs: ready items, leased and delayed items, dead letters.
+VIEW_CHOICES = [("items", "Ready items"), ("scheduled", "Leased and delayed"), ("dead", "Dead letters")]
 
 name_validator = RegexValidator(
     r"\A[A-Za-z0-9._-]{1,200}\Z",
@@ -44,6 +49,28 @@ class QueueCreateForm(AdminForm):
         widget=forms.TextInput(attrs={"autocomplete": "off", "spellcheck": "false"}),
     )
     kind = forms.ChoiceField(choices=KIND_CHOICES, initial="fifo")
+    max_attempts = forms.IntegerField(
+        required=False,
+        min_value=MAX_ATTEMPTS_MIN,
+        max_value=MAX_ATTEMPTS_MAX,
+        label="Max attempts",
+        help_text="How many times an item may be claimed before it moves to the dead letters "
+        "(1 to 1000). Leave blank for unlimited.",
+    )
+
+
+class MaxAttemptsForm(AdminForm):
+    """The queue page's form that changes (or removes, when blank) a queue's attempt limit."""
+
+    # Not marked required (it may be blank), so the label stays normal weight.
+    max_attempts = forms.IntegerField(
+        required=False,
+        min_value=MAX_ATTEMPTS_MIN,
+        max_value=MAX_ATTEMPTS_MAX,
+        label="Max attempts",
+        help_text="Claims an item gets before it moves to the dead letters (1 to 1000). "
+        "Blank: unlimited. Applies to every lease that ends from now on.",
+    )
 
 
 class QueueFilterForm(forms.Form):
@@ -54,10 +81,14 @@ class QueueFilterForm(forms.Form):
 
 
 class BrowseForm(forms.Form):
-    """The queue page's query string: which end to read from and the cursor of the page."""
+    """The queue page's query string: which tab, which end to read from, the cursor of the page."""
 
+    view = forms.ChoiceField(choices=VIEW_CHOICES, required=False)
     end = forms.ChoiceField(choices=END_CHOICES, required=False)
     cursor = forms.CharField(required=False)
+
+    def clean_view(self) -> str:
+        return self.cleaned_data.get("view") or "items"
 
     def clean_end(self) -> str:
         return self.cleaned_data.get("end") or "min"
@@ -99,7 +130,7 @@ def _reject_constant(name: str) -> Any:
 
 
 class PushForm(AdminForm):
-    """A value (as JSON) and, for priority queues, its priority."""
+    """A value (as JSON), for priority queues its priority, and an optional delay and dedup key."""
 
     value = JSONValueField(
         help_text="One JSON value, e.g. {\"task\": \"resize\", \"id\": 42}, \"text\", 7 or null.",
@@ -110,6 +141,24 @@ class PushForm(AdminForm):
         min_value=PRIORITY_MIN,
         max_value=PRIORITY_MAX,
         help_text="A whole number from −2⁶³ to 2⁶³−1. Lower numbers sit at the min end.",
+    )
+    delay = forms.FloatField(
+        required=False,
+        min_value=0,
+        max_value=int(service.MAX_DELAY_SECONDS),
+        label="Delay (seconds)",
+        help_text="Optional: the item stays invisible this long (up to 366 days), then takes its "
+        "place in queue order.",
+    )
+    dedup_key = forms.CharField(
+        required=False,
+        max_length=DEDUP_KEY_MAX_LENGTH,
+        strip=False,  # keys are matched exactly, so the form must not trim them
+        label="Dedup key",
+        help_text="Optional, up to 200 characters, matched exactly: if an item pushed with this "
+        "key is still queued, delayed, leased or dead, or was consumed in the last 5 minutes, "
+        "nothing is added.",
+        widget=forms.TextInput(attrs={"autocomplete": "off", "spellcheck": "false"}),
     )
 
     def __init__(self, *args: Any, kind: str = "priority", **kwargs: Any) -> None:
@@ -122,6 +171,11 @@ class PushForm(AdminForm):
     def clean(self) -> dict[str, Any]:
         data = super().clean()
         data.setdefault("priority", 0)
+        delay = data.get("delay")
+        if delay is not None and delay == int(delay):
+            data["delay"] = int(delay)  # "30" means 30 seconds, not 30.0
+        if not data.get("dedup_key"):
+            data["dedup_key"] = None
         return data
 
 
@@ -137,6 +191,13 @@ class ConfirmForm(forms.Form):
     confirm = forms.BooleanField(widget=forms.HiddenInput, initial=True)
 
 
+def limit_text(max_attempts: int | None) -> str:
+    """A queue's attempt limit in words, for messages."""
+    if max_attempts is None:
+        return "unlimited attempts"
+    return f"at most {max_attempts} attempt{'s' if max_attempts != 1 else ''}"
+
+
 # Which form field a service error belongs to; others become errors of the whole form.
 _ERROR_FIELDS: dict[type[Exception], str] = {
     exceptions.InvalidQueueName: "name",
@@ -145,6 +206,8 @@ _ERROR_FIELDS: dict[type[Exception], str] = {
     exceptions.ValueTooLarge: "value",
     exceptions.InvalidValue: "value",
 }
+# Fields a generic InvalidArgument may name (in its context or its message), most specific first.
+_ARGUMENT_FIELDS = ("max_attempts", "dedup_key", "delay", "not_before")
 
 
 def add_service_error(form: forms.Form, error: exceptions.QueueError) -> None:
@@ -156,4 +219,12 @@ def add_service_error(form: forms.Form, error: exceptions.QueueError) -> None:
             break
     if field is None and isinstance(error, exceptions.WrongQueueKind) and "priority" in form.fields:
         field = "priority"
+    if field is None and type(error) is exceptions.InvalidArgument:
+        context = getattr(error, "context", {}) or {}
+        message = str(error)
+        for name in _ARGUMENT_FIELDS:
+            named = context.get("field") == name or name in context or name in message
+            if name in form.fields and named:
+                field = name
+                break
     form.add_error(field, forms.ValidationError(str(error), code=getattr(error, "code", "invalid")))

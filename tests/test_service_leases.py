@@ -309,6 +309,8 @@ def test_max_attempts_sends_an_item_to_the_dead_letters(fdbqueue_db, clock):
     last = service.claim(db, "jobs")
     assert service.release(db, last.receipt) == "dead"
     assert [d.item.value for d in service.dead_letters(db, "jobs").items] == ["a", "b"]
+    assert service.get_dead_letter(db, "jobs", a.id).item.value == "a"
+    assert service.get_dead_letter(db, "jobs", nxt.item.id) is None
     requeued = service.requeue_dead_letter(db, "jobs", a.id)
     assert requeued.id == a.id and requeued.attempts == 0
     assert service.claim(db, "jobs").item.attempts == 1

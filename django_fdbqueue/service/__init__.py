@@ -230,6 +230,7 @@ __all__ = [
     "receipt_queue",
     "scheduled",
     "dead_letters",
+    "get_dead_letter",
     "requeue_dead_letter",
     "delete_dead_letter",
 ]
@@ -616,6 +617,12 @@ def dead_letters(db_or_tr: Any, name: str, *, cursor: str | None = None, limit: 
     limit = _keys.check_count(limit, "limit", minimum=1, maximum=LIMIT_MAX)
     after = None if cursor is None else _keys.parse_position_cursor(cursor, _keys.DEAD_CURSOR, 2)
     return _deadletters.page(db_or_tr, name, after, limit)
+
+
+def get_dead_letter(db_or_tr: Any, name: str, item_id: str) -> DeadLetter | None:
+    """The dead letter with this id, or None if the queue has none such."""
+    _keys.check_name(name)
+    return _deadletters.get(db_or_tr, name, *_keys.parse_item_id(item_id))
 
 
 def requeue_dead_letter(db_or_tr: Any, name: str, item_id: str) -> Item:

@@ -53,6 +53,14 @@ def page(tr: Any, name: str, after: tuple | None, limit: int) -> Page[DeadLetter
 
 
 @transactional
+def get(tr: Any, name: str, priority: int, stamp: Any) -> DeadLetter | None:
+    _entry, qk = require(tr, name)
+    prefix = qk.dead.pack((priority, stamp))
+    kv = first(tr.get_range(prefix, prefix + b"\xff", limit=1))
+    return None if kv is None else _decode(qk, kv)
+
+
+@transactional
 def requeue(tr: Any, name: str, priority: int, stamp: Any) -> Item:
     """Back among the ready items at its old place, attempts reset, waiting pops woken."""
     _entry, qk = require(tr, name)

@@ -1,4 +1,4 @@
-"""Template filters of the admin queue pages: item values as indented JSON, and short ages.
+"""Template filters of the admin queue pages: item values as indented JSON, short ages and times.
 
 Both filters return plain strings, so the template's autoescaping still applies to whatever a
 queue item contains: a value such as ``"<script>…"`` is shown as text, never as markup.
@@ -7,6 +7,7 @@ queue item contains: a value such as ``"<script>…"`` is shown as text, never a
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import json
 from typing import Any
 
@@ -51,3 +52,20 @@ def age(seconds: float | None) -> str:
         return f"{hours} h {minutes} min" if minutes else f"{hours} h"
     days, hours = divmod(hours, 24)
     return f"{days} d {hours} h" if hours else f"{days} d"
+
+
+@register.filter
+def from_now(moment: dt.datetime | None) -> str:
+    """How far a moment is from now, in words: "in 25 s" or "3 min ago" (for lease ends, delays)."""
+    if moment is None:
+        return "—"
+    seconds = (moment - dt.datetime.now(dt.timezone.utc)).total_seconds()
+    if seconds >= 0:
+        return f"in {age(seconds)}"
+    return f"{age(-seconds)} ago"
+
+
+@register.filter
+def is_past(moment: dt.datetime | None) -> bool:
+    """Whether the moment has passed (an expired lease, an elapsed delay not yet noticed)."""
+    return moment is not None and moment <= dt.datetime.now(dt.timezone.utc)
