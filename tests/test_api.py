@@ -73,7 +73,9 @@ def assert_empty_204(response) -> None:
 
 
 def assert_item(item: dict, value, priority: int = 0) -> None:
-    assert set(item) == {"id", "priority", "value", "enqueued_at"}
+    # Pushes also say whether the push was a duplicate (issue 10).
+    assert set(item) - {"duplicate"} == {"id", "priority", "value", "enqueued_at", "attempts"}
+    assert item["attempts"] == 0
     assert item["value"] == value
     assert item["priority"] == priority
     assert isinstance(item["id"], str) and item["id"]
@@ -83,6 +85,7 @@ def assert_item(item: dict, value, priority: int = 0) -> None:
 
 QUEUE_FIELDS = {
     "name", "kind", "size", "pushed", "popped", "min_priority", "max_priority", "oldest_age_seconds", "url",
+    "leased", "delayed", "dead", "max_attempts",
 }
 
 
@@ -162,6 +165,10 @@ def test_create_queue(api):
         "min_priority": None,
         "max_priority": None,
         "oldest_age_seconds": None,
+        "leased": 0,
+        "delayed": 0,
+        "dead": 0,
+        "max_attempts": None,
         "url": "http://testserver/api/queues/jobs/",
     }
 

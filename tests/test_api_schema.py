@@ -16,18 +16,29 @@ EXPECTED = {
     ("/api/queues/", "get"): {"200", "400"},
     ("/api/queues/", "post"): {"201", "400", "409", "413"},
     ("/api/queues/{name}/", "get"): {"200", "404"},
+    ("/api/queues/{name}/", "patch"): {"200", "400", "404", "413"},
     ("/api/queues/{name}/", "delete"): {"204", "404"},
-    ("/api/queues/{name}/push/", "post"): {"201", "400", "404", "413"},
+    ("/api/queues/{name}/push/", "post"): {"200", "201", "400", "404", "413"},
     ("/api/queues/{name}/pop/", "post"): {"200", "204", "400", "404"},
     ("/api/queues/{name}/peek/", "get"): {"200", "204", "400", "404"},
     ("/api/queues/{name}/items/", "get"): {"200", "400", "404"},
     ("/api/queues/{name}/clear/", "post"): {"204", "404"},
+    ("/api/queues/{name}/claim/", "post"): {"200", "204", "400", "404", "413"},
+    ("/api/queues/{name}/ack/", "post"): {"204", "400", "404", "409", "413"},
+    ("/api/queues/{name}/release/", "post"): {"200", "400", "404", "409", "413"},
+    ("/api/queues/{name}/extend/", "post"): {"200", "400", "404", "409", "413"},
+    ("/api/queues/{name}/scheduled/", "get"): {"200", "400", "404"},
+    ("/api/queues/{name}/dead-letters/", "get"): {"200", "400", "404"},
+    ("/api/queues/{name}/dead-letters/{item_id}/", "delete"): {"204", "400", "404"},
+    ("/api/queues/{name}/dead-letters/{item_id}/requeue/", "post"): {"200", "400", "404"},
 }
 QUERY = {
     ("/api/queues/", "get"): {"cursor", "limit", "prefix"},
-    ("/api/queues/{name}/pop/", "post"): {"end"},
+    ("/api/queues/{name}/pop/", "post"): {"end", "wait"},
     ("/api/queues/{name}/peek/", "get"): {"end"},
     ("/api/queues/{name}/items/", "get"): {"end", "cursor", "limit"},
+    ("/api/queues/{name}/scheduled/", "get"): {"cursor", "limit"},
+    ("/api/queues/{name}/dead-letters/", "get"): {"cursor", "limit"},
 }
 
 
@@ -114,14 +125,21 @@ def test_query_parameters(schema, path, method):
     parameters = schema["paths"][path][method].get("parameters", [])
     query = {p["name"] for p in parameters if p["in"] == "query"}
     assert query == QUERY.get((path, method), set())
+    in_path = {p["name"] for p in parameters if p["in"] == "path"}
+    assert in_path == set(re.findall(r"\{(\w+)\}", path))
     for p in parameters:
         if p["in"] == "path":
-            assert p["name"] == "name" and p["schema"]["type"] == "string"
+            assert p["name"] in {"name", "item_id"} and p["schema"]["type"] == "string"
             assert p["schema"]["pattern"]
 
 
 def test_limit_maximum_is_500(schema):
-    for path in ("/api/queues/", "/api/queues/{name}/items/"):
+    for path in (
+        "/api/queues/",
+        "/api/queues/{name}/items/",
+        "/api/queues/{name}/scheduled/",
+        "/api/queues/{name}/dead-letters/",
+    ):
         (limit,) = [p for p in schema["paths"][path]["get"]["parameters"] if p["name"] == "limit"]
         assert limit["schema"]["maximum"] == 500
 
@@ -134,11 +152,17 @@ def test_response_bodies(schema):
     queue = body("/api/queues/{name}/", "get", "200")
     assert set(queue["properties"]) == {
         "name", "kind", "size", "pushed", "popped", "min_priority", "max_priority", "oldest_age_seconds", "url",
+        "leased", "delayed", "dead", "max_attempts",
     }
     item = body("/api/queues/{name}/peek/", "get", "200")
-    assert set(item["properties"]) == {"id", "priority", "value", "enqueued_at"}
+    assert set(item["properties"]) == {"id", "priority", "value", "enqueued_at", "attempts"}
     assert item["properties"]["enqueued_at"]["format"] == "date-time"
-    for path in ("/api/queues/", "/api/queues/{name}/items/"):
+    for path in (
+        "/api/queues/",
+        "/api/queues/{name}/items/",
+        "/api/queues/{name}/scheduled/",
+        "/api/queues/{name}/dead-letters/",
+    ):
         page = body(path, "get", "200")
         assert page["type"] == "object" and set(page["properties"]) == {"next", "results"}
         assert page["properties"]["results"]["type"] == "array"
@@ -146,6 +170,44 @@ def test_response_bodies(schema):
     assert len(pushed["oneOf"]) == 2
     request = schema["paths"]["/api/queues/{name}/push/"]["post"]["requestBody"]["content"]["application/json"]
     assert len(resolve(schema, request["schema"])["oneOf"]) == 2
+    duplicate = body("/api/queues/{name}/push/", "post", "200")
+    assert set(duplicate["properties"]) == {"id", "priority", "value", "enqueued_at", "attempts", "duplicate"}
+
+
+def test_reliable_consumption_bodies(schema):
+    """Issue 10: the lease routes' requests and responses, and the documented bounds."""
+
+    def component(path, method, code=None):
+        operation = schema["paths"][path][method]
+        if code is None:
+            node = operation["requestBody"]["content"]["application/json"]["schema"]
+        else:
+            node = operation["responses"][code]["content"]["application/json"]["schema"]
+        return resolve(schema, node)
+
+    claim = component("/api/queues/{name}/claim/", "post")
+    assert set(claim["properties"]) == {"lease", "wait", "end"}
+    assert claim["properties"]["lease"]["maximum"] == 43_200
+    assert claim["properties"]["wait"]["maximum"] == 20
+    lease = component("/api/queues/{name}/claim/", "post", "200")
+    assert set(lease["properties"]) == {"item", "receipt", "lease_expires_at"}
+    assert lease["properties"]["lease_expires_at"]["format"] == "date-time"
+    assert set(component("/api/queues/{name}/ack/", "post")["properties"]) == {"receipt"}
+    assert set(component("/api/queues/{name}/release/", "post")["properties"]) == {"receipt", "delay"}
+    released = component("/api/queues/{name}/release/", "post", "200")
+    assert resolve(schema, released["properties"]["state"]["allOf"][0])["enum"] == ["ready", "delayed", "dead"]
+    assert set(component("/api/queues/{name}/extend/", "post")["properties"]) == {"receipt", "seconds"}
+    assert set(component("/api/queues/{name}/extend/", "post", "200")["properties"]) == {"receipt", "lease_expires_at"}
+    assert set(component("/api/queues/{name}/", "patch")["properties"]) == {"max_attempts"}
+    single = resolve(schema, resolve(schema, component("/api/queues/{name}/push/", "post"))["oneOf"][0])
+    assert {"dedup_key", "delay", "not_before"} <= set(single["properties"])
+    assert single["properties"]["not_before"]["format"] == "date-time"
+    (wait,) = [p for p in schema["paths"]["/api/queues/{name}/pop/"]["post"]["parameters"] if p["name"] == "wait"]
+    assert wait["schema"]["type"] == "number" and wait["schema"]["maximum"] == 20
+    scheduled = component("/api/queues/{name}/scheduled/", "get", "200")["properties"]["results"]["items"]
+    assert {"state", "visible_at", "attempts"} <= set(resolve(schema, scheduled)["properties"])
+    dead = component("/api/queues/{name}/dead-letters/", "get", "200")["properties"]["results"]["items"]
+    assert {"died_at", "attempts"} <= set(resolve(schema, dead)["properties"])
 
 
 def test_schema_generation_emits_no_warnings(capsys):

@@ -22,6 +22,7 @@ from django_fdbqueue.exceptions import (
     DeadLetterNotFound,
     InvalidArgument,
     InvalidCursor,
+    InvalidQueueName,
     InvalidReceipt,
     LeaseExpired,
     LeaseNotFound,
@@ -150,6 +151,8 @@ def test_a_receipt_names_its_queue(fdbqueue_db, pq):
     assert service.receipt_queue(lease.receipt) == pq
     with pytest.raises(InvalidReceipt, match="belongs to queue 'pq'"):
         service.ack(db, lease.receipt, name="other")
+    with pytest.raises(InvalidQueueName):
+        service.release(db, lease.receipt, name="bad name")
     service.ack(db, lease.receipt, name=pq)
 
 
@@ -263,7 +266,7 @@ def test_delayed_push_is_invisible_until_its_time_then_in_priority_order(fdbqueu
      {"not_before": dt.datetime(2030, 1, 1)}, {"not_before": "2030-01-01T00:00:00Z"},
      {"delay": 1, "not_before": dt.datetime(2030, 1, 1, tzinfo=dt.timezone.utc)},
      {"not_before": dt.datetime(2099, 1, 1, tzinfo=dt.timezone.utc)},
-     {"dedup_key": ""}, {"dedup_key": 5}, {"dedup_key": "k" * 201}],
+     {"dedup_key": ""}, {"dedup_key": 5}, {"dedup_key": "k" * 201}, {"dedup_key": "\ud800"}],
 )
 def test_push_options_are_checked_and_write_nothing(fdbqueue_db, pq, kwargs):
     with pytest.raises(InvalidArgument):
@@ -310,8 +313,8 @@ def test_max_attempts_sends_an_item_to_the_dead_letters(fdbqueue_db, clock):
     assert service.release(db, last.receipt) == "dead"
     assert [d.item.value for d in service.dead_letters(db, "jobs").items] == ["a", "b"]
     assert service.get_dead_letter(db, "jobs", a.id).item.value == "a"
-    assert service.get_dead_letter(db, "jobs", nxt.item.id) is None
     requeued = service.requeue_dead_letter(db, "jobs", a.id)
+    assert service.get_dead_letter(db, "jobs", a.id) is None
     assert requeued.id == a.id and requeued.attempts == 0
     assert service.claim(db, "jobs").item.attempts == 1
     service.delete_dead_letter(db, "jobs", last.item.id)

@@ -5,7 +5,9 @@ even when a project keeps DRF's default EXCEPTION_HANDLER; a project may also na
 ``django_fdbqueue.api.exceptions.exception_handler`` there to get the same bodies everywhere.
 
 Mapping:
-  QueueNotFound -> 404, QueueAlreadyExists -> 409, ValueTooLarge -> 413, other QueueError -> 400;
+  QueueNotFound and DeadLetterNotFound -> 404; QueueAlreadyExists, LeaseNotFound and LeaseExpired
+  (the receipt's lease is over: the item may already be someone else's) -> 409;
+  ValueTooLarge -> 413; InvalidReceipt and every other QueueError -> 400;
   FDBError of FoundationDB's size limits (2101, 2102, 2103) -> 413;
   any other FDBError (timeouts, retries exhausted, cluster unreachable) and a database that cannot
   be opened -> 503 with Retry-After, since waiting is the client's only remedy;
@@ -25,7 +27,17 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.views import set_rollback
 
-from django_fdbqueue.exceptions import InvalidQueueName, QueueAlreadyExists, QueueError, QueueNotFound, ValueTooLarge
+from django_fdbqueue.exceptions import (
+    DeadLetterNotFound,
+    InvalidQueueName,
+    InvalidReceipt,
+    LeaseExpired,
+    LeaseNotFound,
+    QueueAlreadyExists,
+    QueueError,
+    QueueNotFound,
+    ValueTooLarge,
+)
 from django_fdbqueue.fdbapi import FDBError, describe
 
 logger = logging.getLogger("django_fdbqueue.api")
@@ -39,8 +51,12 @@ TOO_LARGE_FDB_ERRORS = frozenset({2101, 2102, 2103})
 
 QUEUE_ERROR_STATUS: tuple[tuple[type[QueueError], int], ...] = (
     (QueueNotFound, status.HTTP_404_NOT_FOUND),
+    (DeadLetterNotFound, status.HTTP_404_NOT_FOUND),
     (QueueAlreadyExists, status.HTTP_409_CONFLICT),
+    (LeaseNotFound, status.HTTP_409_CONFLICT),
+    (LeaseExpired, status.HTTP_409_CONFLICT),
     (ValueTooLarge, status.HTTP_413_REQUEST_ENTITY_TOO_LARGE),
+    (InvalidReceipt, status.HTTP_400_BAD_REQUEST),
 )
 
 
@@ -102,7 +118,7 @@ def flatten_messages(errors: Any, prefix: str = "") -> list[str]:
 
 
 # Field error codes that name the service's own error when they are a request's only problem.
-SPECIFIC_FIELD_CODES = frozenset({InvalidQueueName.code})
+SPECIFIC_FIELD_CODES = frozenset({InvalidQueueName.code, InvalidReceipt.code})
 
 
 def _error_codes(errors: Any) -> set[str]:
@@ -116,7 +132,8 @@ def _error_codes(errors: Any) -> set[str]:
 
 def validation_body(exc: exceptions.ValidationError) -> dict[str, Any]:
     """A 400 for invalid input: "invalid", or the one specific code every problem shares (a bad
-    queue name in a body answers invalid_queue_name, as it does in a URL)."""
+    queue name in a body answers invalid_queue_name, as it does in a URL; a malformed receipt
+    invalid_receipt, as a forged one does)."""
     errors = exc.detail if isinstance(exc.detail, dict) else {"non_field_errors": exc.detail}
     detail = " ".join(flatten_messages(errors)) or "Invalid input."
     codes = _error_codes(errors)

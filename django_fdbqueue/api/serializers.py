@@ -8,13 +8,17 @@ from __future__ import annotations
 
 import base64
 import datetime
+import math
+import re
 from typing import Any
 
+from django.utils.dateparse import parse_datetime
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 from rest_framework.reverse import reverse
 
+from django_fdbqueue import service
 from django_fdbqueue.paths import name_to_segment
 
 QUEUE_NAME_REGEX = r"[A-Za-z0-9._-]{1,200}"
@@ -26,6 +30,21 @@ MAX_LIMIT = 500
 MAX_BATCH_ITEMS = 500
 KINDS = ("fifo", "priority")
 ENDS = ("min", "max")
+# Long polling holds a server worker for the whole wait: the API allows at most this many seconds
+# (the service itself would allow more), and refuses a longer wait rather than cutting it short.
+MAX_WAIT_SECONDS = 20
+# The service's bounds, checked here too so a client gets a field-level 400 (and the schema
+# documents them); the service keeps the final word.
+DEFAULT_LEASE_SECONDS = service.DEFAULT_LEASE_SECONDS
+MAX_LEASE_SECONDS = service.MAX_LEASE_SECONDS
+MAX_DELAY_SECONDS = service.MAX_DELAY_SECONDS
+MAX_ATTEMPTS_LIMIT = service.MAX_ATTEMPTS_LIMIT
+DEDUP_WINDOW_SECONDS = service.DEDUP_WINDOW_SECONDS
+DEDUP_KEY_MAX_LENGTH = 200
+# Receipts are tokens of the service; none is longer than this.
+RECEIPT_MAX_LENGTH = 2_000
+STATES_SCHEDULED = ("leased", "delayed")
+STATES_RELEASED = ("ready", "delayed", "dead")
 
 
 class StrictIntegerField(serializers.IntegerField):
@@ -113,6 +132,115 @@ class ValueField(serializers.JSONField):
         return super().to_representation(value)
 
 
+class StrictCharField(serializers.CharField):
+    """A JSON string only, taken as sent, that can be stored: DRF would turn 12 into "12", strip
+    spaces, and let a lone surrogate through to the tuple layer, which cannot encode it."""
+
+    default_error_messages = {
+        "invalid": "A JSON string is required.",
+        "unencodable": "The string holds a lone surrogate, which cannot be stored.",
+    }
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("trim_whitespace", False)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        try:
+            data.encode("utf-8")
+        except UnicodeEncodeError:
+            self.fail("unencodable")
+        return super().to_internal_value(data)
+
+
+class ReceiptField(StrictCharField):
+    """A lease's receipt; anything that cannot be one is refused with the service's code for it."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("max_length", RECEIPT_MAX_LENGTH)
+        kwargs.setdefault("help_text", "The receipt a claim returned.")
+        super().__init__(**kwargs)
+
+    def run_validation(self, data: Any = serializers.empty) -> Any:
+        try:
+            return super().run_validation(data)
+        except serializers.ValidationError as error:
+            if data is serializers.empty:
+                raise
+            raise serializers.ValidationError(
+                "This is not a receipt handed out by a claim.", code="invalid_receipt"
+            ) from error
+
+
+# A decimal number as a query string spells it: no spaces, underscores, "nan" or "inf".
+_QUERY_NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+class SecondsField(serializers.FloatField):
+    """A number of seconds: a JSON number in a body ("5" and true are refused), a decimal in a
+    query string; finite always (JSON's 1e400 reads as infinity); optionally above zero."""
+
+    default_error_messages = {
+        "invalid": "A number of seconds is required.",
+        "not_positive": "Must be greater than 0.",
+    }
+
+    def __init__(self, *, positive: bool = False, query: bool = False, **kwargs: Any) -> None:
+        self.positive = positive
+        self.query = query
+        kwargs.setdefault("min_value", 0)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data: Any) -> float:
+        if self.query:
+            if not isinstance(data, str) or len(data) > 50 or not _QUERY_NUMBER.fullmatch(data):
+                self.fail("invalid")
+        elif isinstance(data, bool) or not isinstance(data, (int, float)):
+            self.fail("invalid")
+        try:
+            number = float(data)
+        except OverflowError:  # a JSON integer beyond any float
+            self.fail("max_value", max_value=self.max_value)
+        if not math.isfinite(number):
+            self.fail("invalid")
+        if self.positive and number <= 0:
+            self.fail("not_positive")
+        return number
+
+
+class AwareDateTimeField(serializers.DateTimeField):
+    """An ISO 8601 date and time with its UTC offset. A naive one is refused, not read in the
+    server's time zone: the client's clock and ours need not share one."""
+
+    default_error_messages = {
+        "not_iso": "An ISO 8601 date and time is required, such as 2026-05-01T12:00:00Z.",
+        "naive": "Give the time zone, e.g. 2026-05-01T12:00:00Z or +02:00.",
+        "out_of_range": "The time is out of range once converted to UTC.",
+    }
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("default_timezone", datetime.timezone.utc)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, value: Any) -> datetime.datetime:
+        if not isinstance(value, str):
+            self.fail("not_iso")
+        try:
+            parsed = parse_datetime(value)
+        except ValueError:  # well formed but impossible, such as February 30
+            parsed = None
+        if parsed is None:
+            self.fail("not_iso")
+        if parsed.tzinfo is None:
+            self.fail("naive")
+        try:
+            return parsed.astimezone(datetime.timezone.utc)
+        except OverflowError:  # year 1 or 9999 shifted out of range
+            self.fail("out_of_range")
+
+
 # ----------------------------------------------------------------------------- responses
 
 
@@ -141,23 +269,88 @@ class UnavailableErrorSerializer(ErrorSerializer):
     )
 
 
+_ATTEMPTS_HELP = "How many times the item has been claimed."
+
+
 class ItemSerializer(serializers.Serializer):
-    """One queued item, as pop, peek, push and browse return it."""
+    """One queued item, as pop, peek, push, claim and browse return it."""
 
     id = serializers.CharField(help_text="Opaque, stable, URL-safe identifier.")
     priority = PriorityField()
     value = ValueField()
     enqueued_at = serializers.DateTimeField(default_timezone=datetime.timezone.utc)
+    attempts = serializers.IntegerField(help_text=_ATTEMPTS_HELP)
+
+
+class PushedItemSerializer(ItemSerializer):
+    """A pushed item; a push whose dedup_key was seen already stored nothing and shows the first item."""
+
+    duplicate = serializers.BooleanField(
+        help_text="True when the dedup_key matched an earlier push: nothing was added, and id, priority "
+        "and enqueued_at are the earlier item's."
+    )
 
 
 class ItemListSerializer(serializers.Serializer):
     """The items a batch push stored, in the order given."""
 
-    items = ItemSerializer(many=True)
+    items = PushedItemSerializer(many=True)
+
+
+class ItemRecordSerializer(serializers.Serializer):
+    """An item inside a service record (scheduled item, dead letter), shown flat with the record's fields."""
+
+    id = serializers.CharField(source="item.id", help_text="Opaque, stable, URL-safe identifier.")
+    priority = PriorityField(source="item.priority")
+    value = ValueField(source="item.value")
+    enqueued_at = serializers.DateTimeField(source="item.enqueued_at", default_timezone=datetime.timezone.utc)
+    attempts = serializers.IntegerField(source="item.attempts", help_text=_ATTEMPTS_HELP)
+
+
+class ScheduledItemSerializer(ItemRecordSerializer):
+    """An item not visible yet: leased until visible_at, or delayed until then."""
+
+    state = serializers.ChoiceField(choices=STATES_SCHEDULED, help_text="leased or delayed.")
+    visible_at = serializers.DateTimeField(
+        default_timezone=datetime.timezone.utc,
+        help_text="When the item becomes visible again (a lease's end, or a delay's).",
+    )
+
+
+class DeadLetterSerializer(ItemRecordSerializer):
+    """An item that was claimed max_attempts times without an ack."""
+
+    died_at = serializers.DateTimeField(default_timezone=datetime.timezone.utc)
+
+
+class LeaseTimeSerializer(serializers.Serializer):
+    """A lease's receipt and end, as extend returns them."""
+
+    receipt = serializers.CharField(help_text="Pass it to ack, release or extend. Keep it secret.")
+    lease_expires_at = serializers.DateTimeField(source="expires_at", default_timezone=datetime.timezone.utc)
+
+
+class LeaseSerializer(LeaseTimeSerializer):
+    """A claimed item with its lease; the item comes back to the queue unless acked before the end."""
+
+    item = ItemSerializer()
+
+
+class ReleasedSerializer(serializers.Serializer):
+    """Where a released item went."""
+
+    state = serializers.ChoiceField(
+        choices=STATES_RELEASED,
+        help_text="ready (claimable now), delayed (after the delay), or dead (it had been claimed "
+        "max_attempts times).",
+    )
 
 
 class QueueSerializer(serializers.Serializer):
-    """A queue with its statistics; nulls where the queue is empty. Needs the request in its context."""
+    """A queue with its statistics; nulls where the queue is empty. Needs the request in its context.
+
+    ``size`` counts ready items only; leased, delayed and dead ones are counted apart.
+    """
 
     name = serializers.CharField()
     kind = serializers.ChoiceField(choices=KINDS)
@@ -167,6 +360,12 @@ class QueueSerializer(serializers.Serializer):
     min_priority = serializers.IntegerField(allow_null=True)
     max_priority = serializers.IntegerField(allow_null=True)
     oldest_age_seconds = serializers.FloatField(allow_null=True, help_text="Age of the oldest item.")
+    leased = serializers.IntegerField(help_text="Items claimed and not yet acked, released or expired.")
+    delayed = serializers.IntegerField(help_text="Items pushed or released with a delay that has not passed.")
+    dead = serializers.IntegerField(help_text="Dead letters.")
+    max_attempts = serializers.IntegerField(
+        allow_null=True, help_text="Claims without an ack after which an item becomes a dead letter; null: no limit."
+    )
     url = serializers.SerializerMethodField()
 
     @extend_schema_field(OpenApiTypes.URI)
@@ -195,6 +394,22 @@ class ItemPageSerializer(serializers.Serializer):
     results = ItemSerializer(many=True)
 
 
+@extend_schema_serializer(many=False)
+class ScheduledPageSerializer(serializers.Serializer):
+    """One page of leased and delayed items, by the time they become visible."""
+
+    next = serializers.URLField(allow_null=True, help_text="The next page, or null on the last one.")
+    results = ScheduledItemSerializer(many=True)
+
+
+@extend_schema_serializer(many=False)
+class DeadLetterPageSerializer(serializers.Serializer):
+    """One page of dead letters, in queue order."""
+
+    next = serializers.URLField(allow_null=True, help_text="The next page, or null on the last one.")
+    results = DeadLetterSerializer(many=True)
+
+
 # ----------------------------------------------------------------------------- requests
 
 
@@ -209,11 +424,59 @@ class StrictFieldsMixin:
         return super().to_internal_value(data)  # type: ignore[misc]
 
 
+def _max_attempts_field(**kwargs: Any) -> StrictIntegerField:
+    return StrictIntegerField(
+        min_value=1,
+        max_value=MAX_ATTEMPTS_LIMIT,
+        allow_null=True,
+        help_text=f"1 to {MAX_ATTEMPTS_LIMIT} claims without an ack, after which an item becomes a dead "
+        "letter; null: no limit.",
+        **kwargs,
+    )
+
+
 class QueueCreateSerializer(StrictFieldsMixin, serializers.Serializer):
     """POST queues/."""
 
     name = QueueNameField()
     kind = serializers.ChoiceField(choices=KINDS, default="fifo")
+    max_attempts = _max_attempts_field(default=None)
+
+
+class QueueUpdateSerializer(StrictFieldsMixin, serializers.Serializer):
+    """PATCH queues/{name}/: the one setting a queue may change. Absent, nothing changes (as
+    PATCH goes, and as the schema, which documents PATCH bodies as partial, says)."""
+
+    max_attempts = _max_attempts_field(required=False)
+
+
+def _delay_field(help_text: str, **kwargs: Any) -> SecondsField:
+    return SecondsField(max_value=MAX_DELAY_SECONDS, help_text=help_text, **kwargs)
+
+
+def _not_before_field() -> AwareDateTimeField:
+    return AwareDateTimeField(
+        required=False, help_text="Invisible until this time (ISO 8601 with its offset); not with delay."
+    )
+
+
+def _dedup_key_field() -> StrictCharField:
+    return StrictCharField(
+        required=False,
+        min_length=1,
+        max_length=DEDUP_KEY_MAX_LENGTH,
+        help_text=f"1 to {DEDUP_KEY_MAX_LENGTH} characters: a push whose key matches an item still queued, "
+        f"delayed, leased or dead, or consumed less than {DEDUP_WINDOW_SECONDS:g} s ago, adds nothing and "
+        "answers 200 with that item.",
+    )
+
+
+_PUSH_DELAY_HELP = "Seconds before the item becomes visible (at most 366 days); not with not_before."
+
+
+def _one_schedule(attrs: dict[str, Any]) -> None:
+    if "delay" in attrs and "not_before" in attrs:
+        raise serializers.ValidationError('Send "delay" or "not_before", not both.')
 
 
 class PushItemSerializer(StrictFieldsMixin, serializers.Serializer):
@@ -221,26 +484,48 @@ class PushItemSerializer(StrictFieldsMixin, serializers.Serializer):
 
     value = ValueField(required=True)
     priority = PriorityField(default=0)
+    dedup_key = _dedup_key_field()
+    delay = _delay_field(_PUSH_DELAY_HELP, required=False)
+    not_before = _not_before_field()
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        _one_schedule(attrs)
+        return attrs
+
+
+class PushBatchEntrySerializer(StrictFieldsMixin, serializers.Serializer):
+    """One value of a batch."""
+
+    value = ValueField(required=True)
+    priority = PriorityField(default=0)
 
 
 class PushBatchSerializer(serializers.Serializer):
-    """Several values to push in one request."""
+    """Several values to push in one request; delay or not_before applies to all of them."""
 
-    items = PushItemSerializer(many=True, allow_empty=False, max_length=MAX_BATCH_ITEMS)
+    items = PushBatchEntrySerializer(many=True, allow_empty=False, max_length=MAX_BATCH_ITEMS)
+    delay = _delay_field(_PUSH_DELAY_HELP, required=False)
+    not_before = _not_before_field()
 
 
 class PushSerializer(StrictFieldsMixin, serializers.Serializer):
-    """POST queues/{name}/push/: either one item ({"value", "priority"}) or a batch ({"items": [...]})."""
+    """POST queues/{name}/push/: either one item ({"value", "priority", ...}) or a batch ({"items": [...]})."""
 
     value = ValueField(required=False)
     priority = PriorityField(required=False)
-    items = PushItemSerializer(many=True, required=False, allow_empty=False, max_length=MAX_BATCH_ITEMS)
+    dedup_key = _dedup_key_field()
+    delay = _delay_field(_PUSH_DELAY_HELP, required=False)
+    not_before = _not_before_field()
+    items = PushBatchEntrySerializer(many=True, required=False, allow_empty=False, max_length=MAX_BATCH_ITEMS)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        _one_schedule(attrs)
         if "items" in attrs:
             if "value" in attrs or "priority" in attrs:
                 message = 'Send either "items" or "value" (and "priority"), not both.'
                 raise serializers.ValidationError(message)
+            if "dedup_key" in attrs:
+                raise serializers.ValidationError({"dedup_key": ["Only a single push takes a dedup_key."]})
             return attrs
         if "value" not in attrs:
             raise serializers.ValidationError({"value": ["This field is required."]})
@@ -258,6 +543,53 @@ class EndQuerySerializer(serializers.Serializer):
     end = serializers.ChoiceField(choices=ENDS, default="min", help_text="Which end: min (default) or max.")
 
 
+_WAIT_HELP = (
+    f"Seconds to wait for an item when none is visible (0 to {MAX_WAIT_SECONDS}; default 0: answer at once)."
+)
+
+
+class PopQuerySerializer(EndQuerySerializer):
+    """Query of POST queues/{name}/pop/: ?end= and ?wait= (long polling)."""
+
+    wait = SecondsField(query=True, default=0, max_value=MAX_WAIT_SECONDS, help_text=_WAIT_HELP)
+
+
+class ClaimSerializer(StrictFieldsMixin, serializers.Serializer):
+    """POST queues/{name}/claim/."""
+
+    lease = SecondsField(
+        positive=True,
+        default=DEFAULT_LEASE_SECONDS,
+        max_value=MAX_LEASE_SECONDS,
+        help_text=f"Seconds the item stays invisible to others (more than 0, at most {MAX_LEASE_SECONDS:g}; "
+        f"default {DEFAULT_LEASE_SECONDS:g}).",
+    )
+    wait = SecondsField(default=0, max_value=MAX_WAIT_SECONDS, help_text=_WAIT_HELP)
+    end = serializers.ChoiceField(choices=ENDS, default="min", help_text="Which end: min (default) or max.")
+
+
+class ReceiptSerializer(StrictFieldsMixin, serializers.Serializer):
+    """POST queues/{name}/ack/."""
+
+    receipt = ReceiptField()
+
+
+class ReleaseSerializer(ReceiptSerializer):
+    """POST queues/{name}/release/."""
+
+    delay = _delay_field("Seconds before the item becomes visible again (default 0: at once).", default=0)
+
+
+class ExtendSerializer(ReceiptSerializer):
+    """POST queues/{name}/extend/."""
+
+    seconds = SecondsField(
+        positive=True,
+        max_value=MAX_LEASE_SECONDS,
+        help_text=f"The lease now ends this many seconds from now (more than 0, at most {MAX_LEASE_SECONDS:g}).",
+    )
+
+
 class QueueListQuerySerializer(serializers.Serializer):
     """Query of GET queues/."""
 
@@ -270,6 +602,15 @@ class QueueListQuerySerializer(serializers.Serializer):
 
 class BrowseQuerySerializer(EndQuerySerializer):
     """Query of GET queues/{name}/items/."""
+
+    cursor = UntrimmedCharField(required=False, default=None, allow_null=True, help_text="From a page's next link.")
+    limit = serializers.IntegerField(
+        required=False, default=DEFAULT_LIMIT, min_value=1, max_value=MAX_LIMIT, help_text="Page size."
+    )
+
+
+class PageQuerySerializer(serializers.Serializer):
+    """Query of the scheduled and dead-letter listings."""
 
     cursor = UntrimmedCharField(required=False, default=None, allow_null=True, help_text="From a page's next link.")
     limit = serializers.IntegerField(

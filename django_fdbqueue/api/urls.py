@@ -1,7 +1,10 @@
 """URLs of the queue API; a project mounts them with ``path("api/", include("django_fdbqueue.api.urls"))``.
 
-Routes (relative to the mount point): queues/, queues/{name}/, and the item actions
-queues/{name}/push/, pop/, peek/, items/, clear/; plus DRF's browsable API root.
+Routes (relative to the mount point): queues/, queues/{name}/, the item actions
+queues/{name}/push/, pop/, peek/, items/, clear/, the lease actions claim/, ack/, release/,
+extend/, the listings scheduled/ and dead-letters/, and one dead letter's
+dead-letters/{item_id}/ (DELETE) and dead-letters/{item_id}/requeue/; plus DRF's browsable API
+root. All are actions of the one viewset, so the router builds every pattern.
 """
 
 from rest_framework.routers import DefaultRouter

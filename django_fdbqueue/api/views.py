@@ -32,23 +32,42 @@ from . import permissions
 from .exceptions import DatabaseUnavailable, exception_handler
 from .parsers import BoundedJSONParser
 from .serializers import (
+    DEDUP_WINDOW_SECONDS,
+    MAX_WAIT_SECONDS,
     QUEUE_NAME_REGEX,
     BrowseQuerySerializer,
+    ClaimSerializer,
+    DeadLetterPageSerializer,
+    DeadLetterSerializer,
     EndQuerySerializer,
     ErrorSerializer,
+    ExtendSerializer,
     ItemListSerializer,
     ItemPageSerializer,
     ItemSerializer,
+    LeaseSerializer,
+    LeaseTimeSerializer,
+    PageQuerySerializer,
+    PopQuerySerializer,
     PushBatchSerializer,
+    PushedItemSerializer,
     PushItemSerializer,
     PushSerializer,
     QueueCreateSerializer,
     QueueListQuerySerializer,
     QueuePageSerializer,
     QueueSerializer,
+    QueueUpdateSerializer,
+    ReceiptSerializer,
+    ReleasedSerializer,
+    ReleaseSerializer,
+    ScheduledItemSerializer,
+    ScheduledPageSerializer,
     UnavailableErrorSerializer,
     ValidationErrorSerializer,
 )
+
+__all__ = ["MAX_WAIT_SECONDS", "QueueViewSet"]
 
 logger = logging.getLogger("django_fdbqueue.api")
 
@@ -80,7 +99,29 @@ _NAME = OpenApiParameter(
         "written '~.' and '~..' here, since clients collapse those path segments."
     ),
 )
+_ITEM_ID = OpenApiParameter(
+    "item_id",
+    str,
+    OpenApiParameter.PATH,
+    required=True,
+    pattern=r"^[A-Za-z0-9_-]+$",
+    description="The dead letter's item id, as the dead-letter listing shows it.",
+)
 _EMPTY = OpenApiResponse(description="The queue is empty: no body.")
+_NOTHING_CAME = OpenApiResponse(description="No item was visible, or none came within `wait`: no body.")
+
+# Per-operation wording of the errors whose meaning differs from the default.
+_BODY_TOO_LARGE = {413: "The request body is larger than the project's DATA_UPLOAD_MAX_MEMORY_SIZE."}
+_RECEIPT_ERRORS = {
+    **_BODY_TOO_LARGE,
+    400: "Invalid body, or a receipt that no claim on this queue handed out (code invalid_receipt).",
+    409: "The receipt's lease is over: its time ran out (lease_expired), or it was acked or released, or "
+    "its item came back or was claimed again (lease_not_found). Do not process the item further.",
+}
+_DEAD_LETTER_ERRORS = {
+    400: "Not an item id this service hands out, or an invalid queue name.",
+    404: "No queue of that name (queue_not_found), or no dead letter with that id (dead_letter_not_found).",
+}
 
 
 def _operation(
@@ -90,18 +131,20 @@ def _operation(
     *,
     on_queue: bool = True,
     query: type | None = None,
+    path: tuple[OpenApiParameter, ...] = (),
+    notes: dict[int, str] | None = None,
     **kwargs: Any,
 ) -> Any:
     """extend_schema for one operation: its successes, its errors, plus those every operation has
-    (401/403 from authentication, 503 with Retry-After from the database)."""
+    (401/403 from authentication, 503 with Retry-After from the database). ``notes`` rewords an
+    error for this operation; ``path`` adds path parameters after the queue name."""
+    descriptions = {**_ERROR_DESCRIPTIONS, **(notes or {})}
     responses = {
-        code: OpenApiResponse(
-            _ERROR_SERIALIZERS.get(code, ErrorSerializer), description=_ERROR_DESCRIPTIONS[code]
-        )
+        code: OpenApiResponse(_ERROR_SERIALIZERS.get(code, ErrorSerializer), description=descriptions[code])
         for code in sorted({*errors, 401, 403, 503})
     }
     parameters = [_NAME] if on_queue else []
-    parameters += [query] if query else []
+    parameters += [*path, *([query] if query else [])]
     return extend_schema(
         summary=summary, responses={**success, **responses}, parameters=[*parameters, _RETRY_AFTER], **kwargs
     )
@@ -114,7 +157,7 @@ _PUSH_REQUEST = PolymorphicProxySerializer(
 )
 _PUSH_RESPONSE = PolymorphicProxySerializer(
     component_name="PushResponse",
-    serializers=[ItemSerializer, ItemListSerializer],
+    serializers=[PushedItemSerializer, ItemListSerializer],
     resource_type_field_name=None,
 )
 
@@ -122,14 +165,25 @@ _PUSH_RESPONSE = PolymorphicProxySerializer(
 
 
 @transactional
-def _push_batch(tr: Any, name: str, pairs: list[tuple[Any, int]]) -> list[Any]:
+def _push_batch(tr: Any, name: str, pairs: list[tuple[Any, int]], schedule: dict[str, Any]) -> list[Any]:
     """A batch from one request in one transaction: a 201 means all were stored, an error none.
 
     (service.push_many given a database may split a large batch over several transactions; the
-    request body bound in parsers.py keeps one request's batch well inside one.) Returns the
-    pending items of the attempt that committed; their ids resolve once it has.
+    request body bound in parsers.py keeps one request's batch well inside one.) ``schedule``
+    holds the batch's delay or not_before, if any. Returns the pending items of the attempt that
+    committed; their ids resolve once it has.
     """
-    return service.push_many(tr, name, pairs)
+    return service.push_many(tr, name, pairs, **schedule)
+
+
+def _schedule(data: dict[str, Any]) -> dict[str, Any]:
+    """The delay / not_before a push body gave, as service keyword arguments."""
+    return {key: data[key] for key in ("delay", "not_before") if key in data}
+
+
+def _wait(seconds: float) -> float | None:
+    """The API's wait=0 ("answer at once") is the service's wait=None."""
+    return seconds if seconds > 0 else None
 
 
 @extend_schema_view(
@@ -152,6 +206,15 @@ def _push_batch(tr: Any, name: str, pairs: list[tuple[Any, int]]) -> list[Any]:
         "Get a queue and its statistics",
         {200: OpenApiResponse(QueueSerializer, description="The queue.")},
         (404,),
+    ),
+    partial_update=_operation(
+        "Change a queue's max_attempts",
+        {200: OpenApiResponse(QueueSerializer, description="The queue, changed.")},
+        (400, 404, 413),
+        notes=_BODY_TOO_LARGE,
+        request=QueueUpdateSerializer,
+        description="`max_attempts` is the only setting a queue may change; null removes the limit. "
+        "Items already dead stay dead. An empty body changes nothing.",
     ),
     destroy=_operation(
         "Delete a queue and all its items",
@@ -229,11 +292,17 @@ class QueueViewSet(viewsets.ViewSet):
 
     def create(self, request: Request) -> Response:
         data = self._body(QueueCreateSerializer, request).validated_data
-        info = service.create_queue(self.db, data["name"], data["kind"])
+        info = service.create_queue(self.db, data["name"], data["kind"], max_attempts=data["max_attempts"])
         return Response(self._queue(info), status=status.HTTP_201_CREATED)
 
     def retrieve(self, request: Request, name: str) -> Response:
         return Response(self._queue(service.get_queue(self.db, name)))
+
+    def partial_update(self, request: Request, name: str) -> Response:
+        data = self._body(QueueUpdateSerializer, request).validated_data
+        if "max_attempts" not in data:
+            return Response(self._queue(service.get_queue(self.db, name)))
+        return Response(self._queue(service.set_max_attempts(self.db, name, data["max_attempts"])))
 
     def destroy(self, request: Request, name: str) -> Response:
         service.delete_queue(self.db, name)
@@ -243,13 +312,24 @@ class QueueViewSet(viewsets.ViewSet):
 
     @_operation(
         "Push one item or a batch",
-        {201: OpenApiResponse(_PUSH_RESPONSE, description='The item; for a batch, {"items": [...]}.')},
+        {
+            201: OpenApiResponse(_PUSH_RESPONSE, description='The item; for a batch, {"items": [...]}.'),
+            200: OpenApiResponse(
+                PushedItemSerializer,
+                description="The dedup_key matched an earlier push: nothing was added; the earlier item, "
+                'with "duplicate": true.',
+            ),
+        },
         (400, 404, 413),
         request=_PUSH_REQUEST,
         description=(
             '`{"value": any JSON, "priority": int}` pushes one item (priority defaults to 0; a FIFO '
             'queue accepts only 0). `{"items": [{"value", "priority"}, ...]}` pushes a batch in one '
-            "transaction (all or nothing) and answers with the items in the order given."
+            "transaction (all or nothing) and answers with the items in the order given. `delay` "
+            "(seconds) or `not_before` (a time with its offset) keeps the item, or the whole batch, "
+            "invisible until then. A single push may carry a `dedup_key`: if an item pushed with the same "
+            "key is still queued, delayed, leased or dead, or was consumed less than "
+            f"{DEDUP_WINDOW_SECONDS:g} seconds ago, nothing is added and the answer is 200 with that item."
         ),
     )
     @action(detail=True, methods=["post"])
@@ -258,23 +338,30 @@ class QueueViewSet(viewsets.ViewSet):
         data = serializer.validated_data
         if serializer.is_batch:
             pairs = [(entry["value"], entry["priority"]) for entry in data["items"]]
-            items = [pending.result(wait=True) for pending in _push_batch(self.db, name, pairs)]
-            body = {"items": ItemSerializer(items, many=True).data}
+            pending = _push_batch(self.db, name, pairs, _schedule(data))
+            items = [entry.result(wait=True) for entry in pending]
+            body = {"items": PushedItemSerializer(items, many=True).data}
             return Response(body, status=status.HTTP_201_CREATED)
-        item = service.push(self.db, name, data["value"], data["priority"])
-        return Response(ItemSerializer(item).data, status=status.HTTP_201_CREATED)
+        dedup = {"dedup_key": data["dedup_key"]} if "dedup_key" in data else {}
+        item = service.push(self.db, name, data["value"], data["priority"], **_schedule(data), **dedup)
+        code = status.HTTP_200_OK if item.duplicate else status.HTTP_201_CREATED
+        return Response(PushedItemSerializer(item).data, status=code)
 
     @_operation(
         "Remove and return the item at one end",
-        {200: OpenApiResponse(ItemSerializer, description="The removed item."), 204: _EMPTY},
+        {200: OpenApiResponse(ItemSerializer, description="The removed item."), 204: _NOTHING_CAME},
         (400, 404),
-        query=EndQuerySerializer,
+        query=PopQuerySerializer,
         request=None,
+        description=(
+            f"With `wait` (seconds, at most {MAX_WAIT_SECONDS}), an empty queue holds the request until an "
+            "item becomes visible or the time is up (long polling); a larger wait is a 400."
+        ),
     )
     @action(detail=True, methods=["post"])
     def pop(self, request: Request, name: str) -> Response:
-        end = self._query(EndQuerySerializer, request)["end"]
-        return self._item_or_empty(service.pop(self.db, name, end=end))
+        query = self._query(PopQuerySerializer, request)
+        return self._item_or_empty(service.pop(self.db, name, end=query["end"], wait=_wait(query["wait"])))
 
     @_operation(
         "Return the item at one end without removing it",
@@ -298,6 +385,125 @@ class QueueViewSet(viewsets.ViewSet):
         query = self._query(BrowseQuerySerializer, request)
         page = service.browse(self.db, name, end=query["end"], cursor=query["cursor"], limit=query["limit"])
         return self._page(request, page.next_cursor, ItemSerializer(page.items, many=True).data)
+
+    # -- reliable consumption: leases, scheduled items, dead letters
+
+    @_operation(
+        "Claim the item at one end under a lease",
+        {200: OpenApiResponse(LeaseSerializer, description="The claimed item and its lease."), 204: _NOTHING_CAME},
+        (400, 404, 413),
+        notes=_BODY_TOO_LARGE,
+        request=ClaimSerializer,
+        description=(
+            "The item stays in the queue but is invisible to others for `lease` seconds. Ack it with the "
+            "receipt when done; release it to give it back; extend the lease for more time. If the lease "
+            "ends first, the item comes back at its place and will be claimed again (after `max_attempts` "
+            f"claims it becomes a dead letter instead). `wait` (at most {MAX_WAIT_SECONDS} s) long-polls "
+            "an empty queue."
+        ),
+    )
+    @action(detail=True, methods=["post"])
+    def claim(self, request: Request, name: str) -> Response:
+        data = self._body(ClaimSerializer, request).validated_data
+        lease = service.claim(self.db, name, lease=data["lease"], end=data["end"], wait=_wait(data["wait"]))
+        if lease is None:
+            return Response(status=status.HTTP_204_NO_CONTENT)
+        return Response(LeaseSerializer(lease).data)
+
+    @_operation(
+        "Acknowledge a claimed item: it is removed for good",
+        {204: OpenApiResponse(description="Acknowledged: the item is gone.")},
+        (400, 404, 409, 413),
+        notes=_RECEIPT_ERRORS,
+        request=ReceiptSerializer,
+    )
+    @action(detail=True, methods=["post"])
+    def ack(self, request: Request, name: str) -> Response:
+        data = self._body(ReceiptSerializer, request).validated_data
+        service.ack(self.db, data["receipt"], name=name)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    @_operation(
+        "Give a claimed item back",
+        {200: OpenApiResponse(ReleasedSerializer, description="Where the item went.")},
+        (400, 404, 409, 413),
+        notes=_RECEIPT_ERRORS,
+        request=ReleaseSerializer,
+        description=(
+            "The item becomes claimable again at its place, at once or after `delay` seconds. An item "
+            "already claimed `max_attempts` times goes to the dead letters instead."
+        ),
+    )
+    @action(detail=True, methods=["post"])
+    def release(self, request: Request, name: str) -> Response:
+        data = self._body(ReleaseSerializer, request).validated_data
+        state = service.release(self.db, data["receipt"], delay=data["delay"], name=name)
+        return Response(ReleasedSerializer({"state": state}).data)
+
+    @_operation(
+        "Extend a lease",
+        {200: OpenApiResponse(LeaseTimeSerializer, description="The same receipt and the lease's new end.")},
+        (400, 404, 409, 413),
+        notes=_RECEIPT_ERRORS,
+        request=ExtendSerializer,
+        description="The lease now ends `seconds` from now (shorter or longer than before).",
+    )
+    @action(detail=True, methods=["post"])
+    def extend(self, request: Request, name: str) -> Response:
+        data = self._body(ExtendSerializer, request).validated_data
+        lease = service.extend(self.db, data["receipt"], data["seconds"], name=name)
+        return Response(LeaseTimeSerializer(lease).data)
+
+    @_operation(
+        "Browse leased and delayed items",
+        {200: OpenApiResponse(ScheduledPageSerializer, description="A page, by the time each becomes visible.")},
+        (400, 404),
+        query=PageQuerySerializer,
+    )
+    @action(detail=True, methods=["get"])
+    def scheduled(self, request: Request, name: str) -> Response:
+        query = self._query(PageQuerySerializer, request)
+        page = service.scheduled(self.db, name, cursor=query["cursor"], limit=query["limit"])
+        return self._page(request, page.next_cursor, ScheduledItemSerializer(page.items, many=True).data)
+
+    @_operation(
+        "Browse dead letters",
+        {200: OpenApiResponse(DeadLetterPageSerializer, description="A page of dead letters, in queue order.")},
+        (400, 404),
+        query=PageQuerySerializer,
+        description="Items claimed `max_attempts` times without an ack. Requeue or delete them one by one.",
+    )
+    @action(detail=True, methods=["get"], url_path="dead-letters")
+    def dead_letters(self, request: Request, name: str) -> Response:
+        query = self._query(PageQuerySerializer, request)
+        page = service.dead_letters(self.db, name, cursor=query["cursor"], limit=query["limit"])
+        return self._page(request, page.next_cursor, DeadLetterSerializer(page.items, many=True).data)
+
+    @_operation(
+        "Put a dead letter back in the queue",
+        {200: OpenApiResponse(ItemSerializer, description="The item, ready again at its old place, attempts 0.")},
+        (400, 404),
+        path=(_ITEM_ID,),
+        notes=_DEAD_LETTER_ERRORS,
+        request=None,
+    )
+    @action(detail=True, methods=["post"], url_path=r"dead-letters/(?P<item_id>[^/]+)/requeue")
+    def requeue_dead_letter(self, request: Request, name: str, item_id: str) -> Response:
+        return Response(ItemSerializer(service.requeue_dead_letter(self.db, name, item_id)).data)
+
+    @_operation(
+        "Delete a dead letter",
+        {204: OpenApiResponse(description="Deleted.")},
+        (400, 404),
+        path=(_ITEM_ID,),
+        notes=_DEAD_LETTER_ERRORS,
+    )
+    @action(detail=True, methods=["delete"], url_path=r"dead-letters/(?P<item_id>[^/]+)")
+    def delete_dead_letter(self, request: Request, name: str, item_id: str) -> Response:
+        service.delete_dead_letter(self.db, name, item_id)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    # -- clearing
 
     @_operation(
         "Remove every item, keeping the queue",

@@ -474,11 +474,18 @@ DEAD_CURSOR = _DEAD_TAG
 
 
 def check_dedup_key(key: object) -> str:
-    if not isinstance(key, str) or not 1 <= len(key) <= DEDUP_KEY_MAX_LENGTH:
+    ok = isinstance(key, str) and 1 <= len(key) <= DEDUP_KEY_MAX_LENGTH
+    if ok:
+        try:
+            key.encode("utf-8")  # the tuple layer stores text as UTF-8: lone surrogates cannot be
+        except UnicodeEncodeError:
+            ok = False
+    if not ok:
         raise InvalidArgument(
-            f"dedup_key must be a string of 1 to {DEDUP_KEY_MAX_LENGTH} characters.", field="dedup_key"
+            f"dedup_key must be a string of 1 to {DEDUP_KEY_MAX_LENGTH} characters (valid Unicode).",
+            field="dedup_key",
         )
-    return key
+    return key  # type: ignore[return-value]
 
 
 def check_seconds(value: object, what: str, *, minimum: float, maximum: float, inclusive_minimum: bool = True) -> float:

@@ -80,6 +80,8 @@ def claim_once(tr: Any, name: str, lease: float, end: str) -> Lease | None:
 
 
 def parse(receipt: object, name: str | None) -> keys.Receipt:
+    if name is not None:
+        keys.check_name(name)
     parsed = keys.parse_receipt(receipt)
     if name is not None and parsed.name != name:
         raise InvalidReceipt(
