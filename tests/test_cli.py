@@ -88,9 +88,11 @@ def test_create_and_list(fdbqueue_db):
     service.push(fdbqueue_db, "jobs", "x", priority=-3)
 
     lines = ok("list").out.splitlines()
-    assert lines[0].split() == ["NAME", "KIND", "SIZE", "MIN", "MAX", "OLDEST", "PUSHED", "POPPED"]
-    assert lines[1].split() == ["emails", "fifo", "0", "-", "-", "-", "0", "0"]
-    assert lines[2].split()[:5] == ["jobs", "priority", "1", "-3", "-3"]
+    assert lines[0].split() == [
+        "NAME", "KIND", "SIZE", "LEASED", "DELAYED", "DEAD", "MIN", "MAX", "OLDEST", "PUSHED", "POPPED"
+    ]
+    assert lines[1].split() == ["emails", "fifo", "0", "0", "0", "0", "-", "-", "-", "0", "0"]
+    assert lines[2].split()[:8] == ["jobs", "priority", "1", "0", "0", "0", "-3", "-3"]
     assert len(lines) == 3
 
     listed = ok("list", "--json").json()

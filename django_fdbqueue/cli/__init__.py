@@ -46,6 +46,8 @@ from .errors import exit_codes
 SUBCOMMAND_MODULES: tuple[str, ...] = (
     "django_fdbqueue.cli.queues",
     "django_fdbqueue.cli.items",
+    "django_fdbqueue.cli.leases",
+    "django_fdbqueue.cli.worker",
     "django_fdbqueue.cli.bench",
 )
 

@@ -3,9 +3,21 @@
 from __future__ import annotations
 
 import argparse
+import datetime as dt
+import math
 from typing import Any
 
-__all__ = ["positive_int", "add_queue_name", "add_end", "add_paging", "add_yes"]
+__all__ = [
+    "positive_int",
+    "positive_seconds",
+    "seconds",
+    "moment",
+    "max_attempts",
+    "add_queue_name",
+    "add_end",
+    "add_paging",
+    "add_yes",
+]
 
 DEFAULT_PAGE_SIZE = 50
 
@@ -19,6 +31,59 @@ def positive_int(text: str) -> int:
     if number < 1:
         raise argparse.ArgumentTypeError(f"expected at least 1, got {number}")
     return number
+
+
+def _number_of_seconds(text: str) -> float:
+    try:
+        number = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not math.isfinite(number):
+        raise argparse.ArgumentTypeError(f"expected a finite number of seconds, got {text!r}")
+    return number
+
+
+def positive_seconds(text: str) -> float:
+    """argparse type: seconds, more than 0 (a lease, a wait). The service checks the upper bound."""
+    number = _number_of_seconds(text)
+    if number <= 0:
+        raise argparse.ArgumentTypeError(f"expected more than 0 seconds, got {text}")
+    return number
+
+
+def seconds(text: str) -> float:
+    """argparse type: seconds, 0 or more (a delay). The service checks the upper bound."""
+    number = _number_of_seconds(text)
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"expected 0 seconds or more, got {text}")
+    return number
+
+
+def moment(text: str) -> dt.datetime:
+    """argparse type: an ISO 8601 time with its time zone (``2026-05-01T09:00:00Z``).
+
+    A time without a zone is refused rather than guessed: the server, the shell and the person
+    typing may all be in different zones.
+    """
+    try:
+        parsed = dt.datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected an ISO 8601 time such as 2026-05-01T09:00:00Z, got {text!r}"
+        ) from None
+    if parsed.tzinfo is None or parsed.utcoffset() is None:
+        raise argparse.ArgumentTypeError(f"{text!r} has no time zone: add Z (UTC) or an offset such as +02:00")
+    return parsed
+
+
+def max_attempts(text: str) -> int | None:
+    """argparse type: a whole number of claims, or ``none`` for no limit. The service checks the range."""
+    if text.strip().lower() in ("none", "unlimited"):
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number or 'none', got {text!r}") from None
 
 
 def add_queue_name(parser: Any) -> None:

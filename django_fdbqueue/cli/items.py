@@ -12,7 +12,7 @@ from typing import Any, Iterable
 
 from django_fdbqueue import service
 
-from .arguments import add_end, add_paging, add_queue_name, positive_int
+from .arguments import add_end, add_paging, add_queue_name, moment, positive_int, positive_seconds, seconds
 from .base import Context, add_subcommand
 from .errors import nothing_there, usage_error
 from .output import emit, item_data, items_table
@@ -49,6 +49,27 @@ def register(subparsers: Any) -> None:
         metavar="PATH",
         help="Push one JSON value per line of PATH (UTF-8), or of standard input when PATH is '-'.",
     )
+    when = parser.add_mutually_exclusive_group()
+    when.add_argument(
+        "--delay",
+        metavar="S",
+        type=seconds,
+        help="Keep the item hidden for S seconds (at most 366 days); then it is popped in priority order.",
+    )
+    when.add_argument(
+        "--not-before",
+        metavar="ISO",
+        type=moment,
+        help="Keep the item hidden until this time, with its zone: 2026-05-01T09:00:00Z.",
+    )
+    parser.add_argument(
+        "--dedup-key",
+        metavar="K",
+        help=(
+            "1 to 200 characters. If an item pushed with K is still queued, delayed, leased, or was "
+            "consumed less than 5 minutes ago, nothing is added and that item is shown. Single VALUE only."
+        ),
+    )
 
     parser = add_subcommand(
         subparsers, "pop", handle_pop, help="Remove and show the next item (or -n items) from one end."
@@ -57,6 +78,12 @@ def register(subparsers: Any) -> None:
     add_end(parser)
     parser.add_argument(
         "-n", dest="count", metavar="N", type=positive_int, help="Pop up to this many items (output is then a list)."
+    )
+    parser.add_argument(
+        "--wait",
+        metavar="S",
+        type=positive_seconds,
+        help="When the queue is empty, wait up to S seconds (at most 3600) for an item before giving up.",
     )
 
     parser = add_subcommand(
@@ -134,29 +161,57 @@ def _read_values(ctx: Context, path: str) -> list[Any]:
         raise usage_error(f"{path} is not UTF-8 text: {error.reason}.") from None
 
 
+def _pushed_text(item: Any) -> str:
+    text = items_table([item])
+    if item.duplicate:
+        text += "\nDuplicate: an item with this dedup key is already in the queue (shown); nothing was added."
+    return text
+
+
 def handle_push(ctx: Context, options: dict[str, Any]) -> None:
-    """Push the VALUE argument, or every line of --file, all with --priority."""
+    """Push the VALUE argument, or every line of --file, all with --priority (and --delay/--not-before)."""
     name, text, path, priority = options["name"], options["value"], options["file"], options["priority"]
+    dedup_key = options["dedup_key"]
     if text is not None and path is not None:
         raise usage_error("Give either a VALUE or --file, not both.")
     if text is None and path is None:
         raise usage_error("Give a VALUE to push (as JSON), or --file PATH (--file - reads standard input).")
+    if dedup_key is not None and path is not None:
+        raise usage_error("--dedup-key applies to a single VALUE, not to --file (each line would need its own key).")
+    schedule = {"delay": options["delay"], "not_before": options["not_before"]}
     if text is not None:
-        item = service.push(ctx.database(), name, parse_value(text), priority)
-        emit(ctx, item_data(item), lambda: items_table([item]))
+        item = service.push(ctx.database(), name, parse_value(text), priority, dedup_key=dedup_key, **schedule)
+        data = item_data(item)
+        if dedup_key is not None:
+            data["duplicate"] = item.duplicate
+        emit(ctx, data, lambda: _pushed_text(item))
         return
     values = _read_values(ctx, path)
     database = ctx.database()
     if not values:
         service.get_queue(database, name)  # nothing to push, but an unknown queue is still an error
-    items = service.push_many(database, name, [(value, priority) for value in values])
+    items = service.push_many(database, name, [(value, priority) for value in values], **schedule)
     count = "1 item" if len(items) == 1 else f"{len(items)} items"
     emit(ctx, [item_data(item) for item in items], f"Pushed {count} to queue {name!r}.", success=True)
 
 
 def handle_pop(ctx: Context, options: dict[str, Any]) -> None:
-    """Pop one item (a JSON object) or, with -n, up to n (a JSON list); exit 1 when there is none."""
-    name, end, count = options["name"], options["end"], options["count"]
+    """Pop one item (a JSON object) or, with -n, up to n (a JSON list); exit 1 when there is none.
+
+    With --wait, an empty queue is waited on (server-side, no polling) before exit 1.
+    """
+    name, end, count, wait = options["name"], options["end"], options["count"], options["wait"]
+    if wait is not None:
+        # Wait for the first item only; with -n, the rest is whatever is there right after.
+        first = service.pop(ctx.database(), name, end, wait=wait)
+        if first is None:
+            raise nothing_there(f"Queue {name!r} is empty (waited {wait:g}s).")
+        if count is None:
+            emit(ctx, item_data(first), lambda: items_table([first]))
+            return
+        items = [first] + (service.pop_many(ctx.database(), name, count - 1, end) if count > 1 else [])
+        emit(ctx, [item_data(item) for item in items], lambda: items_table(items))
+        return
     if count is None:
         item = service.pop(ctx.database(), name, end)
         if item is None:

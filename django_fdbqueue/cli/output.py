@@ -11,7 +11,7 @@ import datetime as dt
 import json
 from typing import Any, Callable, Iterable, Sequence
 
-from django_fdbqueue.service import Item, QueueInfo
+from django_fdbqueue.service import DeadLetter, Item, Lease, QueueInfo
 
 from .base import Context
 
@@ -21,6 +21,11 @@ __all__ = [
     "format_age",
     "item_data",
     "queue_data",
+    "claimed_item_data",
+    "lease_data",
+    "lease_text",
+    "dead_letter_data",
+    "dead_letters_table",
     "table",
     "fields",
     "items_table",
@@ -85,7 +90,59 @@ def queue_data(info: QueueInfo) -> dict[str, Any]:
         "oldest_enqueued_at": iso_utc(info.oldest_enqueued_at),
         "oldest_age_seconds": None if age is None else round(age, 6),
         "created_at": iso_utc(info.created_at),
+        "leased": info.leased,
+        "delayed": info.delayed,
+        "dead": info.dead,
+        "max_attempts": info.max_attempts,
     }
+
+
+def claimed_item_data(item: Item) -> dict[str, Any]:
+    """An item handed out by a claim or kept as a dead letter: its fields plus ``attempts``."""
+    return {**item_data(item), "attempts": item.attempts}
+
+
+def lease_data(lease: Lease) -> dict[str, Any]:
+    """A lease as JSON data: the receipt to ack, release or extend with, when it ends, the item."""
+    return {"receipt": lease.receipt, "expires_at": iso_utc(lease.expires_at), "item": claimed_item_data(lease.item)}
+
+
+def lease_text(lease: Lease) -> str:
+    """A lease for people: one field per line, the receipt first (it is what the next command needs)."""
+    item = lease.item
+    return fields(
+        [
+            ("Receipt", lease.receipt),
+            ("Expires at", iso_utc(lease.expires_at)),
+            ("ID", item.id),
+            ("Priority", item.priority),
+            ("Attempts", item.attempts),
+            ("Enqueued at", iso_utc(item.enqueued_at)),
+            ("Value", compact_json(item_data(item)["value"])),
+        ]
+    )
+
+
+def dead_letter_data(letter: DeadLetter) -> dict[str, Any]:
+    """A dead letter as JSON data: the item, how many claims it had, and when it died."""
+    return {**claimed_item_data(letter.item), "died_at": iso_utc(letter.died_at)}
+
+
+def dead_letters_table(letters: Sequence[DeadLetter]) -> str:
+    """Dead letters in queue order, value last and in full."""
+    if not letters:
+        return "No dead letters."
+    rows = [
+        (
+            letter.item.id,
+            letter.item.priority,
+            letter.item.attempts,
+            iso_utc(letter.died_at),
+            compact_json(item_data(letter.item)["value"]),
+        )
+        for letter in letters
+    ]
+    return table(("ID", "PRIORITY", "ATTEMPTS", "DIED AT", "VALUE"), rows, right={1, 2})
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], *, right: Iterable[int] = ()) -> str:

@@ -9,11 +9,19 @@ from django_fdbqueue.fdbapi import transactional
 from django_fdbqueue.service import QueueInfo
 
 from . import confirm
-from .arguments import add_paging, add_queue_name, add_yes
+from .arguments import add_paging, add_queue_name, add_yes, max_attempts
 from .base import Context, add_subcommand
 from .output import emit, fields, format_age, iso_utc, queue_data, table
 
-__all__ = ["register", "handle_list", "handle_create", "handle_stats", "handle_clear", "handle_delete"]
+__all__ = [
+    "register",
+    "attempts_text",
+    "handle_list",
+    "handle_create",
+    "handle_stats",
+    "handle_clear",
+    "handle_delete",
+]
 
 
 def register(subparsers: Any) -> None:
@@ -29,6 +37,15 @@ def register(subparsers: Any) -> None:
         choices=("fifo", "priority"),
         default="fifo",
         help="fifo (first in, first out) or priority (double-ended priority queue). Default: fifo.",
+    )
+    parser.add_argument(
+        "--max-attempts",
+        metavar="N",
+        type=max_attempts,
+        help=(
+            "Claims an item may have (1 to 1000) before a failed or expired one goes to the dead letters. "
+            "Default: none (no limit); change it later with set-max-attempts."
+        ),
     )
 
     parser = add_subcommand(subparsers, "stats", handle_stats, help="Show one queue's statistics.")
@@ -62,6 +79,9 @@ def _queues_table(queues: list[QueueInfo], next_cursor: str | None) -> str:
                 q.name,
                 q.kind,
                 q.size,
+                q.leased,
+                q.delayed,
+                q.dead,
                 "-" if q.min_priority is None else q.min_priority,
                 "-" if q.max_priority is None else q.max_priority,
                 format_age(q.oldest_age_seconds),
@@ -70,8 +90,8 @@ def _queues_table(queues: list[QueueInfo], next_cursor: str | None) -> str:
             )
             for q in queues
         ]
-        headers = ("NAME", "KIND", "SIZE", "MIN", "MAX", "OLDEST", "PUSHED", "POPPED")
-        text = table(headers, rows, right={2, 3, 4, 5, 6, 7})
+        headers = ("NAME", "KIND", "SIZE", "LEASED", "DELAYED", "DEAD", "MIN", "MAX", "OLDEST", "PUSHED", "POPPED")
+        text = table(headers, rows, right=set(range(2, len(headers))))
     if next_cursor is not None:
         text += f"\nMore queues: add --cursor {next_cursor}"
     return text
@@ -88,8 +108,20 @@ def handle_list(ctx: Context, options: dict[str, Any]) -> None:
 
 def handle_create(ctx: Context, options: dict[str, Any]) -> None:
     """Create the queue; an existing name is refused (exit 2), never overwritten."""
-    info = service.create_queue(ctx.database(), options["name"], kind=options["kind"])
-    emit(ctx, queue_data(info), f"Created {info.kind} queue {info.name!r}.", success=True)
+    info = service.create_queue(
+        ctx.database(), options["name"], kind=options["kind"], max_attempts=options["max_attempts"]
+    )
+    limit = "" if info.max_attempts is None else f", at most {_claims(info.max_attempts)} per item"
+    emit(ctx, queue_data(info), f"Created {info.kind} queue {info.name!r}{limit}.", success=True)
+
+
+def _claims(count: int) -> str:
+    return "1 claim" if count == 1 else f"{count} claims"
+
+
+def attempts_text(max_attempts: int | None) -> str:
+    """The queue's attempt limit in words, for stats and set-max-attempts."""
+    return "unlimited" if max_attempts is None else f"at most {_claims(max_attempts)} per item"
 
 
 def _stats_text(info: QueueInfo) -> str:
@@ -101,6 +133,10 @@ def _stats_text(info: QueueInfo) -> str:
             ("Queue", info.name),
             ("Kind", info.kind),
             ("Size", info.size),
+            ("Leased", info.leased),
+            ("Delayed", info.delayed),
+            ("Dead", info.dead),
+            ("Attempts", attempts_text(info.max_attempts)),
             ("Priorities", _priorities(info)),
             ("Oldest item", oldest),
             ("Pushed", info.pushed),

@@ -17,8 +17,9 @@ from django_fdbqueue.cli.base import UsageParser
 
 class Command(BaseCommand):
     help = (
-        "Operate FDB queues: list, create, stats, push, pop, peek, browse, clear, delete. "
-        "Add --json to any subcommand for JSON output. Exit codes: 0 done, 1 nothing to pop "
+        "Operate FDB queues: list, create, stats, push, pop, peek, browse, clear, delete; "
+        "claim, ack, release, extend, dead-letters, requeue, delete-dead-letter, set-max-attempts; "
+        "worker; bench. Add --json to any subcommand for JSON output. Exit codes: 0 done, 1 nothing to pop "
         "or peek, 2 bad input, 3 the queue store failed."
     )
     # The settings are read when the store is opened, and a failure there is exit code 3 with

@@ -1,0 +1,227 @@
+"""Subcommands for reliable consumption by hand: claim, ack, release, extend, and the dead letters.
+
+These are what a worker does, one step at a time, for scripts in other languages and for looking
+into a stuck queue: ``claim`` prints a receipt, and ``ack``, ``release`` or ``extend`` take it.
+A receipt names its queue, so giving the wrong QUEUE is refused rather than acting elsewhere.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django_fdbqueue import service
+
+from . import confirm
+from .arguments import add_end, add_paging, add_queue_name, add_yes, max_attempts, positive_seconds, seconds
+from .base import Context, add_subcommand
+from .errors import nothing_there
+from .output import (
+    claimed_item_data,
+    dead_letter_data,
+    dead_letters_table,
+    emit,
+    items_table,
+    lease_data,
+    lease_text,
+    queue_data,
+)
+from .queues import attempts_text
+
+__all__ = [
+    "register",
+    "handle_claim",
+    "handle_ack",
+    "handle_release",
+    "handle_extend",
+    "handle_dead_letters",
+    "handle_requeue",
+    "handle_delete_dead_letter",
+    "handle_set_max_attempts",
+]
+
+DEFAULT_LEASE = 30.0
+
+
+def _add_receipt(parser: Any) -> None:
+    parser.add_argument("receipt", help="The receipt that claim printed.")
+
+
+def register(subparsers: Any) -> None:
+    """Add claim, ack, release, extend, dead-letters, requeue, delete-dead-letter and set-max-attempts."""
+    parser = add_subcommand(
+        subparsers,
+        "claim",
+        handle_claim,
+        help="Take the next item on a lease, hidden from others until acked, released or the lease ends.",
+        description=(
+            "Take the next item on a lease and print it with its receipt. The item stays in the store,\n"
+            "hidden from other consumers; ack it when done, release it to give it back, extend the lease\n"
+            "to keep it longer. If none of that happens before the lease ends, the item comes back by\n"
+            "itself (or goes to the dead letters after the queue's max attempts). Exit code 1 when no\n"
+            "item came."
+        ),
+    )
+    add_queue_name(parser)
+    parser.add_argument(
+        "--lease",
+        metavar="S",
+        type=positive_seconds,
+        default=DEFAULT_LEASE,
+        help=f"How long the item stays yours, in seconds (at most 43200). Default: {DEFAULT_LEASE:g}.",
+    )
+    parser.add_argument(
+        "--wait",
+        metavar="S",
+        type=positive_seconds,
+        help="When nothing is visible, wait up to S seconds (at most 3600) for an item.",
+    )
+    add_end(parser)
+
+    parser = add_subcommand(subparsers, "ack", handle_ack, help="Acknowledge a claimed item: it is removed for good.")
+    add_queue_name(parser)
+    _add_receipt(parser)
+
+    parser = add_subcommand(
+        subparsers, "release", handle_release, help="Give a claimed item back, now or after --delay seconds."
+    )
+    add_queue_name(parser)
+    _add_receipt(parser)
+    parser.add_argument(
+        "--delay",
+        metavar="S",
+        type=seconds,
+        default=0.0,
+        help="Keep it hidden this many seconds more before others can claim it. Default: 0.",
+    )
+
+    parser = add_subcommand(
+        subparsers, "extend", handle_extend, help="Make a lease end SECONDS from now (the receipt stays the same)."
+    )
+    add_queue_name(parser)
+    _add_receipt(parser)
+    parser.add_argument("seconds", metavar="SECONDS", type=positive_seconds, help="Seconds from now, at most 43200.")
+
+    parser = add_subcommand(
+        subparsers,
+        "dead-letters",
+        handle_dead_letters,
+        help="Page through the items that ran out of attempts, in queue order.",
+    )
+    add_queue_name(parser)
+    add_paging(parser, "dead letters")
+
+    parser = add_subcommand(
+        subparsers,
+        "requeue",
+        handle_requeue,
+        help="Put a dead letter back in the queue, at its old place, with its attempts reset.",
+    )
+    add_queue_name(parser)
+    parser.add_argument("item_id", metavar="ITEM_ID", help="The dead letter's id, as dead-letters shows it.")
+
+    parser = add_subcommand(
+        subparsers, "delete-dead-letter", handle_delete_dead_letter, help="Delete one dead letter for good."
+    )
+    add_queue_name(parser)
+    parser.add_argument("item_id", metavar="ITEM_ID", help="The dead letter's id, as dead-letters shows it.")
+    add_yes(parser, "deleting")
+
+    parser = add_subcommand(
+        subparsers,
+        "set-max-attempts",
+        handle_set_max_attempts,
+        help="Set how many claims an item may have before it goes to the dead letters.",
+    )
+    add_queue_name(parser)
+    parser.add_argument(
+        "max_attempts",
+        metavar="N",
+        type=max_attempts,
+        help="1 to 1000, or 'none' for no limit. Items already over a new limit die at their next failure.",
+    )
+
+
+def handle_claim(ctx: Context, options: dict[str, Any]) -> None:
+    """Claim one item; exit 1 when none was visible (after --wait)."""
+    name = options["name"]
+    lease = service.claim(ctx.database(), name, lease=options["lease"], end=options["end"], wait=options["wait"])
+    if lease is None:
+        waited = "" if options["wait"] is None else f" (waited {options['wait']:g}s)"
+        raise nothing_there(f"Queue {name!r} has no item to claim{waited}.")
+    emit(ctx, lease_data(lease), lambda: lease_text(lease))
+
+
+def handle_ack(ctx: Context, options: dict[str, Any]) -> None:
+    """Acknowledge: the leased item is deleted. A lease that is over is exit 2, with why."""
+    name, receipt = options["name"], options["receipt"]
+    service.ack(ctx.database(), receipt, name=name)
+    emit(ctx, {"name": name, "acked": True}, f"Acknowledged: the item is removed from queue {name!r}.", success=True)
+
+
+_RELEASED = {
+    "ready": "Released: the item is back in queue {name!r}.",
+    "delayed": "Released: the item is back in queue {name!r} in {delay:g}s.",
+    "dead": "Released: the item had used all its attempts and is now a dead letter of queue {name!r}.",
+}
+
+
+def handle_release(ctx: Context, options: dict[str, Any]) -> None:
+    """Give the item back (after --delay); says where it went: ready, delayed or dead."""
+    name, receipt, delay = options["name"], options["receipt"], options["delay"]
+    state = service.release(ctx.database(), receipt, delay=delay, name=name)
+    text = _RELEASED.get(state, "Released: the item is now {state} in queue {name!r}.")
+    emit(ctx, {"name": name, "state": state}, text.format(name=name, delay=delay, state=state), success=True)
+
+
+def handle_extend(ctx: Context, options: dict[str, Any]) -> None:
+    """Push the lease's end out to SECONDS from now; prints the lease like claim."""
+    lease = service.extend(ctx.database(), options["receipt"], options["seconds"], name=options["name"])
+    emit(ctx, lease_data(lease), lambda: lease_text(lease))
+
+
+def _page_text(letters: list[Any], next_cursor: str | None) -> str:
+    text = dead_letters_table(letters)
+    if next_cursor is not None:
+        text += f"\nNext page: add --cursor {next_cursor}"
+    return text
+
+
+def handle_dead_letters(ctx: Context, options: dict[str, Any]) -> None:
+    """One page of dead letters; an empty page is not an error (exit 0), as with browse."""
+    page = service.dead_letters(ctx.database(), options["name"], cursor=options["cursor"], limit=options["limit"])
+    data = {"dead_letters": [dead_letter_data(letter) for letter in page.items], "next_cursor": page.next_cursor}
+    emit(ctx, data, lambda: _page_text(page.items, page.next_cursor))
+
+
+def handle_requeue(ctx: Context, options: dict[str, Any]) -> None:
+    """Back to ready, at its old place in queue order; an unknown id is exit 2."""
+    name = options["name"]
+    item = service.requeue_dead_letter(ctx.database(), name, options["item_id"])
+    emit(
+        ctx,
+        claimed_item_data(item),
+        lambda: items_table([item]) + f"\nRequeued to queue {name!r}; its attempts start over.",
+    )
+
+
+def handle_delete_dead_letter(ctx: Context, options: dict[str, Any]) -> None:
+    """Delete one dead letter after confirmation (y/N), or at once with --yes."""
+    name, item_id = options["name"], options["item_id"]
+    action = f"delete dead letter {item_id!r}"
+    if not options["yes"]:
+        confirm.ensure_can_ask(ctx, action)
+        service.get_queue(ctx.database(), name)  # an unknown queue fails before the question
+        confirm.ask(ctx, f"Delete dead letter {item_id} of queue {name!r}? It cannot be recovered.", action)
+    service.delete_dead_letter(ctx.database(), name, item_id)
+    data = {"name": name, "id": item_id, "deleted": True}
+    emit(ctx, data, f"Deleted dead letter {item_id} of queue {name!r}.", success=True)
+
+
+def handle_set_max_attempts(ctx: Context, options: dict[str, Any]) -> None:
+    """Change the queue's attempt limit; prints the queue (its JSON has ``max_attempts``)."""
+    info = service.set_max_attempts(ctx.database(), options["name"], options["max_attempts"])
+    if info.max_attempts is None:
+        text = f"Queue {info.name!r}: no limit on attempts: failed items are retried until acknowledged."
+    else:
+        text = f"Queue {info.name!r}: {attempts_text(info.max_attempts)}, then to the dead letters."
+    emit(ctx, queue_data(info), text, success=True)
