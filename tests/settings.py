@@ -24,6 +24,18 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "django_fdbqueue",
 ]
+try:  # Django 6.0+ has the Tasks framework built in; before, the django-tasks backport provides it
+    import django.tasks  # noqa: F401
+except ImportError:
+    INSTALLED_APPS.append("django_tasks")
+
+TASKS = {
+    "default": {
+        "BACKEND": "django_fdbqueue.tasks.FDBQueueBackend",
+        "QUEUES": ["default", "emails"],
+        "OPTIONS": {"LEASE": 30},
+    },
+}
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",

@@ -1,5 +1,9 @@
 """``manage.py fdbqueue worker QUEUE --handler path.to.callable``: consume a queue until told to stop.
 
+``manage.py fdbqueue worker --tasks [--backend ALIAS] [--queue NAME ...]`` runs Django tasks
+instead: one worker per task queue of a ``django_fdbqueue.tasks.FDBQueueBackend``, the handler
+being :class:`django_fdbqueue.tasks.runner.TaskRunner`.
+
 The loop itself is :class:`django_fdbqueue.worker.Worker`; this module only turns options into
 one, imports the handler, shows the worker's log when the project has not configured logging, and
 maps SIGTERM/SIGINT (once: finish and exit; twice: release and exit) through
@@ -17,7 +21,9 @@ from django.utils.module_loading import import_string
 from django_fdbqueue.worker import Worker, run_until_signalled
 from django_fdbqueue.worker.runner import MAX_CONCURRENCY, logger
 
-from .arguments import add_end, add_queue_name, positive_int, positive_seconds, seconds
+from django_fdbqueue.exceptions import QueueError
+
+from .arguments import add_end, positive_int, positive_seconds, seconds
 from .base import Context, add_subcommand
 from .errors import usage_error
 from .output import emit, fields
@@ -43,13 +49,32 @@ def register(subparsers: Any) -> None:
             "second one releases the items in progress at once. The log goes to standard error."
         ),
     )
-    add_queue_name(parser)
+    parser.add_argument(
+        "name", nargs="?", metavar="QUEUE", help="The queue to consume (not with --tasks)."
+    )
     parser.add_argument(
         "--handler",
         dest="handler_path",  # "handler" is the subcommand's own function in the options
-        required=True,
         metavar="DOTTED.PATH",
         help="The callable to call with each item, e.g. myapp.tasks.send_email (importable, like a setting).",
+    )
+    parser.add_argument(
+        "--tasks",
+        action="store_true",
+        help="Run Django tasks (@task functions) enqueued through a FDBQueueBackend, instead of QUEUE.",
+    )
+    parser.add_argument(
+        "--backend",
+        default="default",
+        metavar="ALIAS",
+        help="With --tasks: the TASKS backend whose queues to work on. Default: default.",
+    )
+    parser.add_argument(
+        "--queue",
+        dest="task_queues",
+        action="append",
+        metavar="NAME",
+        help="With --tasks: a task queue name (repeat for several). Default: all the backend's QUEUES.",
     )
     parser.add_argument(
         "--concurrency",
@@ -62,8 +87,9 @@ def register(subparsers: Any) -> None:
         "--lease",
         metavar="S",
         type=positive_seconds,
-        default=30.0,
-        help="Lease length in seconds; renewed every third of it while a handler runs. Default: 30.",
+        default=None,
+        help="Lease length in seconds; renewed every third of it while a handler runs. Default: 30 "
+        "(with --tasks: the backend's LEASE option).",
     )
     parser.add_argument(
         "--max-backoff",
@@ -127,19 +153,49 @@ def _show_log(ctx: Context, verbosity: int) -> logging.Handler | None:
     return handler
 
 
+def _task_workers(ctx: Context, options: dict[str, Any]) -> tuple[Any, str]:
+    """The workers of ``--tasks``: one per task queue of the chosen backend."""
+    if options["name"] is not None or options["handler_path"] is not None:
+        raise usage_error("--tasks runs the backend's tasks: give no QUEUE and no --handler.")
+    try:
+        from django_fdbqueue.tasks.runner import TaskWorkers, backend_named
+    except ImportError as error:
+        raise usage_error(
+            f"--tasks needs the Tasks framework (Django 6.0+, or pip install 'django-fdbqueue[tasks]'): {error}"
+        ) from None
+    try:
+        backend = backend_named(options["backend"])
+    except QueueError:
+        raise
+    except Exception as error:  # noqa: BLE001 - an unknown alias, a broken TASKS setting
+        raise usage_error(f"Cannot use the tasks backend {options['backend']!r}: {error}") from None
+    ctx.database()  # a store that cannot be opened is exit code 3 before any thread starts
+    workers = TaskWorkers(
+        backend, options["task_queues"], concurrency=options["concurrency"], lease=options["lease"]
+    )
+    return workers, ",".join(worker.queue for worker in workers.workers)
+
+
 def handle_worker(ctx: Context, options: dict[str, Any]) -> None:
     """Run a worker until SIGTERM/SIGINT, then print what it did (exit 0)."""
-    name = options["name"]
-    handler = load_handler(options["handler_path"])
-    worker = Worker(
-        ctx.database(),
-        name,
-        _with_fresh_connections(handler),
-        concurrency=options["concurrency"],
-        lease=options["lease"],
-        end=options["end"],
-        max_backoff=options["max_backoff"],
-    )
+    if options["tasks"]:
+        worker, name = _task_workers(ctx, options)
+    else:
+        if options["task_queues"]:
+            raise usage_error("--queue goes with --tasks; for one queue, give it as QUEUE.")
+        name = options["name"]
+        if name is None or options["handler_path"] is None:
+            raise usage_error("Give the QUEUE to consume and --handler, or --tasks.")
+        handler = load_handler(options["handler_path"])
+        worker = Worker(
+            ctx.database(),
+            name,
+            _with_fresh_connections(handler),
+            concurrency=options["concurrency"],
+            lease=30.0 if options["lease"] is None else options["lease"],
+            end=options["end"],
+            max_backoff=options["max_backoff"],
+        )
     log_handler = _show_log(ctx, options.get("verbosity", 1))
     try:
         stats = run_until_signalled(worker)

@@ -1,0 +1,257 @@
+"""``FDBQueueBackend``: Django Tasks on the queues, with results stored beside them.
+
+A task's ``queue_name`` maps to one of our priority queues, ``QUEUE_PREFIX + queue_name``
+("tasks.default" by default), created on first use by ``enqueue`` or by a worker starting on
+it. Its priority (-100 to 100, higher runs sooner) is the item's priority, and workers claim
+from the ``max`` end, so higher priorities run first and equal ones in enqueue order. Its
+``run_after`` makes the item a delayed one. The item's value is only the result's id: the
+record in ``results`` holds the task's path and arguments.
+
+``enqueue`` writes the record and pushes the item in one transaction; a retry after
+``commit_unknown_result`` that finds the record knows its first attempt committed, so a task is
+never enqueued twice.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+from typing import Any, Iterable
+
+from django.core import checks
+from django.utils import timezone
+from django.utils.module_loading import import_string
+
+from django_fdbqueue import service
+from django_fdbqueue.connection import get_database
+from django_fdbqueue.exceptions import InvalidQueueName, QueueAlreadyExists, QueueNotFound
+from django_fdbqueue.fdbapi import transactional
+from django_fdbqueue.service.records import now_micros, to_datetime
+
+from . import results
+from .compat import (
+    BaseTaskBackend,
+    InvalidTaskError,
+    Task,
+    TaskError,
+    TaskResult,
+    TaskResultDoesNotExist,
+    TaskResultStatus,
+    get_random_id,
+    normalize_json,
+    task_enqueued,
+)
+
+DEFAULT_OPTIONS: dict[str, Any] = {
+    # Our queue for the task queue "emails" is QUEUE_PREFIX + "emails".
+    "QUEUE_PREFIX": "tasks.",
+    # Seconds a finished result is kept; None keeps them until deleted.
+    "RESULT_RETENTION": 7 * 86_400,
+    # Claims a task may have without finishing (its workers died) before it becomes a dead letter.
+    "MAX_ATTEMPTS": None,
+    # A worker's lease on a running task, renewed while it runs.
+    "LEASE": 300,
+}
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def _micros(moment: dt.datetime) -> int:
+    return int(round((moment - _EPOCH).total_seconds() * 1_000_000))
+
+
+def _moment(micros: int | None) -> dt.datetime | None:
+    return None if micros is None else to_datetime(micros)
+
+
+class FDBQueueBackend(BaseTaskBackend):
+    """Run Django tasks through django-fdbqueue's queues (see the module docstring)."""
+
+    supports_defer = True
+    supports_priority = True
+    supports_get_result = True
+    supports_async_task = False
+
+    def __init__(self, alias: str, params: dict) -> None:
+        super().__init__(alias, params)
+        unknown = set(self.options) - set(DEFAULT_OPTIONS)
+        self.option_errors: list[str] = [f"unknown option {name!r}" for name in sorted(unknown)]
+        merged = {**DEFAULT_OPTIONS, **self.options}
+        self.queue_prefix: str = merged["QUEUE_PREFIX"]
+        self.retention: float | None = merged["RESULT_RETENTION"]
+        self.max_attempts: int | None = merged["MAX_ATTEMPTS"]
+        self.lease: float = merged["LEASE"]
+        self._check_options()
+
+    # --- options and queue names ------------------------------------------------------------------
+
+    def _check_options(self) -> None:
+        if not isinstance(self.queue_prefix, str):
+            self.option_errors.append("QUEUE_PREFIX must be a string")
+        if self.retention is not None and not _positive_number(self.retention):
+            self.option_errors.append("RESULT_RETENTION must be a positive number of seconds or None")
+        if self.max_attempts is not None and (
+            isinstance(self.max_attempts, bool) or not isinstance(self.max_attempts, int)
+            or not 1 <= self.max_attempts <= service.MAX_ATTEMPTS_LIMIT
+        ):
+            self.option_errors.append(f"MAX_ATTEMPTS must be None or an integer from 1 to {service.MAX_ATTEMPTS_LIMIT}")
+        if not _positive_number(self.lease) or self.lease > service.MAX_LEASE_SECONDS:
+            self.option_errors.append(f"LEASE must be a number of seconds above 0 and at most {service.MAX_LEASE_SECONDS:g}")
+        for name in sorted(self.queues):
+            try:
+                self.queue_for(name)
+            except InvalidTaskError as error:
+                self.option_errors.append(str(error))
+
+    def queue_for(self, queue_name: str) -> str:
+        """Our queue's name for a task queue name."""
+        name = f"{self.queue_prefix}{queue_name}"
+        try:
+            return service.keys.check_name(name)
+        except InvalidQueueName:
+            raise InvalidTaskError(
+                f"Queue {queue_name!r} gives the queue name {name!r}, which is not valid: names are 1 to "
+                "200 characters of letters, digits, '.', '_' and '-'."
+            ) from None
+
+    def check(self, **kwargs: Any) -> Iterable[checks.CheckMessage]:
+        yield from super().check(**kwargs)
+        for message in self.option_errors:
+            yield checks.Error(
+                f"TASKS[{self.alias!r}] ({type(self).__name__}): {message}.",
+                id="django_fdbqueue.E101",
+            )
+
+    # --- the backend contract -----------------------------------------------------------------------
+
+    def validate_task(self, task: Task) -> None:
+        super().validate_task(task)
+        self.queue_for(task.queue_name)
+
+    def enqueue(self, task: Task, args: Any, kwargs: Any) -> TaskResult:
+        self.validate_task(task)
+        args, kwargs = _json_arguments(args, kwargs)
+        run_after = task.run_after
+        if run_after is not None and timezone.is_naive(run_after):
+            run_after = timezone.make_aware(run_after)  # USE_TZ = False: the project's time zone
+        record = results.Record(
+            id=get_random_id(),
+            task_path=task.module_path,
+            backend=self.alias,
+            queue_name=task.queue_name,
+            priority=task.priority,
+            args=args,
+            kwargs=kwargs,
+            takes_context=task.takes_context,
+            run_after_us=None if run_after is None else _micros(run_after),
+            enqueued_us=now_micros(),
+        )
+        _enqueue(get_database(), record, self.queue_for(task.queue_name), self.max_attempts, run_after)
+        result = self.to_result(task, record)
+        task_enqueued.send(type(self), task_result=result)
+        return result
+
+    def get_result(self, result_id: str) -> TaskResult:
+        record = results.get(get_database(), result_id) if isinstance(result_id, str) else None
+        if record is None or record.backend != self.alias:
+            raise TaskResultDoesNotExist(result_id)
+        return self.to_result(self.task_of(record), record)
+
+    def retry(self, result_id: str) -> TaskResult:
+        """Run a FAILED task again: READY, queued anew (its errors and worker ids are kept)."""
+        record = _retry(get_database(), result_id, self)
+        return self.to_result(self.task_of(record), record)
+
+    # --- records and results ----------------------------------------------------------------------------
+
+    def task_of(self, record: results.Record) -> Task:
+        """The Task a record names, with the options it was enqueued with."""
+        task = import_string(record.task_path)
+        if not isinstance(task, Task):
+            raise InvalidTaskError(f"{record.task_path!r} is not a task (decorate it with @task).")
+        return task.using(
+            priority=record.priority,
+            queue_name=record.queue_name,
+            run_after=_moment(record.run_after_us),
+            backend=record.backend,
+        )
+
+    def to_result(self, task: Task, record: results.Record) -> TaskResult:
+        result = TaskResult(
+            task=task,
+            id=record.id,
+            status=TaskResultStatus(record.status),
+            enqueued_at=_moment(record.enqueued_us),
+            started_at=_moment(record.started_us),
+            finished_at=_moment(record.finished_us),
+            last_attempted_at=_moment(record.last_attempted_us),
+            args=record.args,
+            kwargs=record.kwargs,
+            backend=record.backend,
+            errors=[TaskError(**error) for error in record.errors],
+            worker_ids=list(record.worker_ids),
+        )
+        object.__setattr__(result, "_return_value", record.return_value)
+        return result
+
+    def retention_end(self, now_us: int) -> int | None:
+        """When a result finished now may be forgotten (None: never)."""
+        return None if self.retention is None else now_us + int(self.retention * 1_000_000)
+
+
+def _positive_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+
+
+def _json_arguments(args: Any, kwargs: Any) -> tuple[list, dict]:
+    """The arguments as stored, or InvalidTaskError: they must survive a trip through JSON."""
+    try:
+        args, kwargs = normalize_json(list(args)), normalize_json(dict(kwargs))
+        json.dumps([args, kwargs], allow_nan=False)
+    except (TypeError, ValueError) as error:
+        raise InvalidTaskError(f"Task arguments must be JSON-serialisable: {error}") from None
+    if any(not isinstance(key, str) for key in kwargs):
+        raise InvalidTaskError("Task keyword arguments must have string names.")
+    return args, kwargs
+
+
+@transactional
+def _enqueue(tr: Any, record: results.Record, queue: str, max_attempts: int | None,
+             run_after: dt.datetime | None) -> None:
+    """The record and the queue item, together; the queue is created on first use."""
+    previous = results.read(tr, record.id)
+    if previous is not None:
+        return  # an earlier attempt of this very call committed (commit_unknown_result)
+    results.write(tr, record, None)
+    try:
+        service.push(tr, queue, {"result_id": record.id}, record.priority, not_before=run_after)
+    except QueueNotFound:
+        ensure_queue(tr, queue, max_attempts)
+        service.push(tr, queue, {"result_id": record.id}, record.priority, not_before=run_after)
+
+
+@transactional
+def _retry(tr: Any, result_id: str, backend: FDBQueueBackend) -> results.Record:
+    record = results.read(tr, result_id)
+    if record is None or record.backend != backend.alias:
+        raise TaskResultDoesNotExist(result_id)
+    if record.status != results.FAILED:
+        raise InvalidTaskError(f"Only a failed task can be retried; this one is {record.status}.")
+    again = results.Record(**{**record.__dict__, "status": results.READY, "finished_us": None,
+                              "expires_us": None, "run_after_us": None, "enqueued_us": now_micros()})
+    results.write(tr, again, record)
+    queue = backend.queue_for(record.queue_name)
+    try:
+        service.push(tr, queue, {"result_id": record.id}, record.priority)
+    except QueueNotFound:
+        ensure_queue(tr, queue, backend.max_attempts)
+        service.push(tr, queue, {"result_id": record.id}, record.priority)
+    return again
+
+
+def ensure_queue(db_or_tr: Any, queue: str, max_attempts: int | None) -> None:
+    """Create a task queue if it does not exist yet (a priority queue: workers take the max end)."""
+    try:
+        service.create_queue(db_or_tr, queue, "priority", max_attempts=max_attempts)
+    except QueueAlreadyExists:
+        pass

@@ -1,0 +1,191 @@
+"""Task results stored in FoundationDB beside the queues, readable from any process.
+
+Keys, under the app's root subspace::
+
+    root / "T" / "r" / result_id                                   -> JSON record
+    root / "T" / "i" / queue_name / status / enqueued_at_us / result_id -> b""   listing index
+    root / "T" / "e" / expires_at_us / result_id                   -> b""   retention
+
+A record is one JSON document (what ``TaskResult`` shows, plus the task's path and options), so
+reading a result is one point read. The listing index lets the admin page list one queue's
+tasks in one status, newest last, with one range read; a status change moves the index entry
+in the same transaction as the record. Finished results get a retention entry; whoever finishes
+a task also forgets up to :data:`PRUNE_BATCH` results whose retention has passed, reading each
+record first, so a result retried meanwhile is kept.
+
+Every change is one transaction that reads the record with an ordinary read, so two workers
+racing on one task (possible under at-least-once delivery) conflict and the loser retries and
+sees what the winner wrote.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from django_fdbqueue.connection import root_subspace
+from django_fdbqueue.fdbapi import transactional
+from django_fdbqueue.service.records import now_micros
+
+TASKS = "T"
+RECORDS = "r"
+INDEX = "i"
+EXPIRY = "e"
+PRUNE_BATCH = 8
+
+READY = "READY"
+RUNNING = "RUNNING"
+SUCCESSFUL = "SUCCESSFUL"
+FAILED = "FAILED"
+STATUSES = (READY, RUNNING, SUCCESSFUL, FAILED)
+FINISHED = (SUCCESSFUL, FAILED)
+
+
+def _space() -> Any:
+    return root_subspace()[TASKS]
+
+
+@dataclass
+class Record:
+    """One task's result as stored: JSON-friendly fields only (times in microseconds, UTC)."""
+
+    id: str
+    task_path: str
+    backend: str
+    queue_name: str
+    priority: int
+    args: list
+    kwargs: dict
+    takes_context: bool = False
+    run_after_us: int | None = None
+    status: str = READY
+    enqueued_us: int | None = None
+    started_us: int | None = None
+    finished_us: int | None = None
+    last_attempted_us: int | None = None
+    worker_ids: list[str] = field(default_factory=list)
+    errors: list[dict[str, str]] = field(default_factory=list)
+    return_value: Any = None
+    expires_us: int | None = None
+
+    def dumps(self) -> bytes:
+        return json.dumps(self.__dict__, separators=(",", ":"), allow_nan=False).encode()
+
+    @classmethod
+    def loads(cls, raw: bytes) -> "Record":
+        return cls(**json.loads(raw))
+
+    @property
+    def finished(self) -> bool:
+        return self.status in FINISHED
+
+
+# --- keys --------------------------------------------------------------------------------------
+
+
+def record_key(result_id: str) -> bytes:
+    return _space()[RECORDS].pack((result_id,))
+
+
+def _index_key(record: Record) -> bytes:
+    return _space()[INDEX].pack((record.queue_name, record.status, record.enqueued_us or 0, record.id))
+
+
+def _expiry_key(expires_us: int, result_id: str) -> bytes:
+    return _space()[EXPIRY].pack((expires_us, result_id))
+
+
+# --- reading -------------------------------------------------------------------------------------
+
+
+def read(tr: Any, result_id: str) -> Record | None:
+    raw = tr[record_key(result_id)]
+    return Record.loads(bytes(raw)) if raw.present() else None
+
+
+@transactional
+def get(tr: Any, result_id: str) -> Record | None:
+    return read(tr, result_id)
+
+
+@transactional
+def page(tr: Any, queue_name: str, status: str, after: tuple | None, limit: int) -> tuple[list[Record], tuple | None]:
+    """Records of one queue in one status, oldest enqueued first; the position of the last when more follow."""
+    prefix = _space()[INDEX].range((queue_name, status))
+    begin = prefix.start if after is None else _space()[INDEX].pack((queue_name, status, *after)) + b"\x00"
+    rows = list(tr.get_range(begin, prefix.stop, limit=limit + 1))
+    ids = [_space()[INDEX].unpack(bytes(kv.key))[3] for kv in rows[:limit]]
+    futures = [tr[record_key(result_id)] for result_id in ids]
+    records = [Record.loads(bytes(f)) for f in futures if f.present()]
+    last = None
+    if len(rows) > limit:
+        _queue, _status, enqueued_us, result_id = _space()[INDEX].unpack(bytes(rows[limit - 1].key))
+        last = (enqueued_us, result_id)
+    return records, last
+
+
+@transactional
+def counts(tr: Any, queue_name: str, limit: int = 1000) -> dict[str, int]:
+    """How many of the queue's tasks are in each status (counting up to ``limit`` each)."""
+    futures = {status: tr.get_range(*_bounds(queue_name, status), limit=limit) for status in STATUSES}
+    return {status: sum(1 for _ in rows) for status, rows in futures.items()}
+
+
+def _bounds(queue_name: str, status: str) -> tuple[bytes, bytes]:
+    r = _space()[INDEX].range((queue_name, status))
+    return r.start, r.stop
+
+
+# --- writing -------------------------------------------------------------------------------------
+
+
+def write(tr: Any, record: Record, previous: Record | None) -> None:
+    """Store ``record``, moving its index entry (and retention entry) from where ``previous`` had them."""
+    if previous is not None:
+        del tr[_index_key(previous)]
+        if previous.expires_us is not None:
+            del tr[_expiry_key(previous.expires_us, previous.id)]
+    tr[record_key(record.id)] = record.dumps()
+    tr[_index_key(record)] = b""
+    if record.expires_us is not None:
+        tr[_expiry_key(record.expires_us, record.id)] = b""
+
+
+def prune(tr: Any, now_us: int | None = None) -> int:
+    """Forget up to PRUNE_BATCH finished results whose retention has passed."""
+    now_us = now_micros() if now_us is None else now_us
+    r = _space()[EXPIRY].range()
+    rows = list(tr.snapshot.get_range(r.start, _space()[EXPIRY].pack((now_us,)), limit=PRUNE_BATCH))
+    pending = []
+    for kv in rows:
+        expires_us, result_id = _space()[EXPIRY].unpack(bytes(kv.key))
+        pending.append((bytes(kv.key), expires_us, result_id, tr[record_key(result_id)]))
+    removed = 0
+    for expiry_key, expires_us, result_id, raw in pending:
+        tr.add_read_conflict_key(expiry_key)
+        del tr[expiry_key]
+        if not raw.present():
+            continue
+        record = Record.loads(bytes(raw))
+        if record.expires_us == expires_us:
+            del tr[record_key(result_id)]
+            del tr[_index_key(record)]
+            removed += 1
+    return removed
+
+
+__all__ = [
+    "Record",
+    "STATUSES",
+    "READY",
+    "RUNNING",
+    "SUCCESSFUL",
+    "FAILED",
+    "get",
+    "read",
+    "write",
+    "page",
+    "counts",
+    "prune",
+]

@@ -1,0 +1,197 @@
+"""Running tasks: the handler a :class:`~django_fdbqueue.worker.Worker` calls for each claimed item.
+
+For one item: mark its result RUNNING (one transaction: a record already finished means an
+earlier delivery ran it, so this one is acked and dropped), call the task, then store
+SUCCESSFUL with the return value or FAILED with the exception's class and traceback (one
+transaction, which also forgets a few expired results). A task that raises is a FAILED task,
+as the Tasks framework defines it, and its item is acknowledged; only a failure to read or
+write the store makes the worker release the item and try again later.
+
+Delivery is at least once. If a worker dies mid-task, its lease runs out and another worker
+runs the task again: the result then lists both worker ids, and ``attempts`` counts them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+from typing import Any, Iterable
+
+from django.db import close_old_connections
+
+from django_fdbqueue.connection import get_database
+from django_fdbqueue.exceptions import QueueError
+from django_fdbqueue.fdbapi import transactional
+from django_fdbqueue.service.records import now_micros
+from django_fdbqueue.worker import Worker, WorkerStats
+
+from . import results
+from .backend import FDBQueueBackend, ensure_queue
+from .compat import (
+    TaskContext,
+    get_exception_traceback,
+    get_module_path,
+    get_random_id,
+    normalize_json,
+    task_backends,
+    task_finished,
+    task_started,
+)
+
+# A child of the worker's logger, so the worker command shows it where it shows the worker's own.
+logger = logging.getLogger("django_fdbqueue.worker.tasks")
+
+
+def new_worker_id() -> str:
+    """Host, process and a random part: readable in the admin, unique across restarts (<= 64 chars)."""
+    return f"{socket.gethostname()[:30]}-{os.getpid()}-{get_random_id()[:8]}"
+
+
+@transactional
+def _start(tr: Any, result_id: str, worker_id: str) -> tuple[results.Record, results.Record] | None:
+    """RUNNING, with this attempt counted; None if the task is gone or already finished."""
+    record = results.read(tr, result_id)
+    if record is None or record.finished:
+        return None
+    now_us = now_micros()
+    running = results.Record(**{**record.__dict__, "worker_ids": [*record.worker_ids, worker_id]})
+    running.status = results.RUNNING
+    running.started_us = record.started_us or now_us
+    running.last_attempted_us = now_us
+    results.write(tr, running, record)
+    return record, running
+
+
+@transactional
+def _finish(tr: Any, result_id: str, outcome: dict[str, Any], retention_end: int | None) -> results.Record | None:
+    record = results.read(tr, result_id)
+    if record is None or record.finished:
+        return None  # another delivery finished it first (or it was deleted): keep theirs
+    done = results.Record(**{**record.__dict__, **outcome})
+    done.finished_us = now_micros()
+    done.expires_us = retention_end
+    results.write(tr, done, record)
+    results.prune(tr, done.finished_us)
+    return done
+
+
+def _error(exc: BaseException) -> dict[str, str]:
+    return {"exception_class_path": get_module_path(type(exc)), "traceback": get_exception_traceback(exc)}
+
+
+class TaskRunner:
+    """The handler: runs the task an item names, and records what happened."""
+
+    def __init__(self, backend: FDBQueueBackend, worker_id: str | None = None) -> None:
+        self.backend = backend
+        self.worker_id = worker_id or new_worker_id()
+
+    def __call__(self, item: Any) -> None:
+        value = item.value
+        result_id = value.get("result_id") if isinstance(value, dict) else None
+        if not isinstance(result_id, str):
+            logger.error("Item %s is not a task (no result id); dropping it.", item.id)
+            return
+        db = get_database()
+        started = _start(db, result_id, self.worker_id)
+        if started is None:
+            logger.info("Task %s already finished or no longer exists; skipping it.", result_id)
+            return
+        _previous, record = started
+        close_old_connections()
+        try:
+            outcome, result = self._run(record)
+        finally:
+            close_old_connections()
+        done = _finish(db, result_id, outcome, self.backend.retention_end(now_micros()))
+        if done is not None and result is not None:
+            finished = self.backend.to_result(result.task, done)
+            task_finished.send(type(self.backend), task_result=finished)
+
+    def _run(self, record: results.Record) -> tuple[dict[str, Any], Any]:
+        try:
+            task = self.backend.task_of(record)
+        except Exception as exc:  # noqa: BLE001 - an unimportable task is a failed task
+            logger.error("Task %s (%s) cannot be loaded.", record.id, record.task_path, exc_info=exc)
+            return {"status": results.FAILED, "errors": [*record.errors, _error(exc)]}, None
+        result = self.backend.to_result(task, record)
+        task_started.send(type(self.backend), task_result=result)
+        try:
+            if task.takes_context:
+                value = task.call(TaskContext(task_result=result), *record.args, **record.kwargs)
+            else:
+                value = task.call(*record.args, **record.kwargs)
+            value = normalize_json(value)
+            json.dumps(value, allow_nan=False)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - whatever the task raises is its failure
+            logger.warning("Task %s (%s) failed.", record.id, record.task_path, exc_info=exc)
+            return {"status": results.FAILED, "errors": [*record.errors, _error(exc)]}, result
+        return {"status": results.SUCCESSFUL, "return_value": value}, result
+
+
+def backend_named(alias: str) -> FDBQueueBackend:
+    backend = task_backends[alias]
+    if not isinstance(backend, FDBQueueBackend):
+        raise QueueError(
+            f"TASKS[{alias!r}] uses {type(backend).__name__}, not FDBQueueBackend: its tasks do not "
+            "run through these queues."
+        )
+    return backend
+
+
+class TaskWorkers:
+    """One :class:`Worker` per task queue, run and stopped together (the Worker interface)."""
+
+    def __init__(self, backend: FDBQueueBackend, queue_names: Iterable[str] | None = None, *,
+                 concurrency: int = 1, lease: float | None = None) -> None:
+        names = sorted(queue_names or backend.queues)
+        if not names:
+            raise QueueError("No task queue to work on: give queue names, or list them in TASKS[...]['QUEUES'].")
+        for name in names:
+            if backend.queues and name not in backend.queues:
+                raise QueueError(f"Queue {name!r} is not one of TASKS[{backend.alias!r}]['QUEUES'].")
+        self.backend = backend
+        self.runner = TaskRunner(backend)
+        db = get_database()
+        self.workers = [
+            Worker(db, backend.queue_for(name), self.runner, concurrency=concurrency,
+                   lease=lease or backend.lease, end="max")
+            for name in names
+        ]
+
+    @property
+    def worker_id(self) -> str:
+        return self.runner.worker_id
+
+    def start(self) -> None:
+        for worker in self.workers:
+            ensure_queue(worker.db, worker.queue, self.backend.max_attempts)
+            worker.start()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return all(worker.wait(timeout) for worker in self.workers)
+
+    def stop(self) -> None:
+        for worker in self.workers:
+            worker.stop()
+
+    def abort(self) -> None:
+        for worker in self.workers:
+            worker.abort()
+
+    def run(self) -> WorkerStats:
+        self.start()
+        self.wait()
+        return self.stats
+
+    @property
+    def stats(self) -> WorkerStats:
+        total = WorkerStats()
+        for worker in self.workers:
+            for name, amount in worker.stats.as_dict().items():
+                setattr(total, name, getattr(total, name) + amount)
+        return total

@@ -1,0 +1,246 @@
+"""The Django Tasks backend: the framework's contract, results in the store, workers running tasks.
+
+In-process tests drive :class:`TaskWorkers` directly; the tests at the end run
+``manage.py fdbqueue worker --tasks`` as separate processes (see ``task_worker``). Every test
+runs per engine through ``fdbqueue_db``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import os
+import signal
+import time
+
+import pytest
+from django.utils import timezone
+
+from django_fdbqueue import service
+from django_fdbqueue.tasks import FDBQueueBackend, results
+from django_fdbqueue.tasks import runner as task_runner
+from django_fdbqueue.tasks.compat import InvalidTaskError, TaskResultDoesNotExist, TaskResultStatus, task_backends
+from django_fdbqueue.tasks.runner import TaskWorkers, backend_named
+
+from . import task_functions as tf
+
+DEADLINE = 60
+
+
+def wait_until(condition, seconds: float = DEADLINE, what: str = "the condition") -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+def finished(result, seconds: float = DEADLINE):
+    def done() -> bool:
+        result.refresh()
+        return result.is_finished
+
+    wait_until(done, seconds, f"task {result.id} to finish")
+    return result
+
+
+@pytest.fixture
+def backend(fdbqueue_db) -> FDBQueueBackend:
+    return backend_named("default")
+
+
+@pytest.fixture
+def workers(backend):
+    """Start in-process workers (``workers(concurrency=..)``); stopped after the test."""
+    running: list[TaskWorkers] = []
+
+    def start(**options) -> TaskWorkers:
+        group = TaskWorkers(backend, **options)
+        group.start()
+        running.append(group)
+        return group
+
+    yield start
+    for group in running:
+        group.abort()
+        group.wait(DEADLINE)
+
+
+# --- the contract ------------------------------------------------------------------------------------
+
+
+def test_the_backend_declares_what_it_supports(backend):
+    assert (backend.supports_defer, backend.supports_priority, backend.supports_get_result) == (True, True, True)
+    assert backend.supports_async_task is False
+    assert list(backend.check()) == []
+
+
+def test_enqueue_stores_a_ready_result_and_a_queue_item(fdbqueue_db, backend):
+    result = tf.add.enqueue(2, 3)
+    assert result.status == TaskResultStatus.READY and result.backend == "default"
+    assert result.args == [2, 3] and result.kwargs == {} and result.enqueued_at is not None
+    again = backend.get_result(result.id)
+    assert again.status == TaskResultStatus.READY and again.task.func is tf.add.func
+    info = service.get_queue(fdbqueue_db, "tasks.default")  # created on first use
+    assert (info.kind, info.size) == ("priority", 1)
+    with pytest.raises(ValueError, match="not finished"):
+        again.return_value
+
+
+def test_validation_uses_the_frameworks_errors(fdbqueue_db, backend):
+    with pytest.raises(InvalidTaskError, match="JSON"):
+        tf.add.enqueue(object(), 1)
+    with pytest.raises(InvalidTaskError, match="JSON"):
+        tf.add.enqueue(1, b=float("nan"))
+    with pytest.raises(InvalidTaskError, match="not valid for backend"):
+        tf.add.using(queue_name="elsewhere")
+    with pytest.raises(InvalidTaskError, match="priority"):
+        tf.add.using(priority=101)
+    with pytest.raises(InvalidTaskError, match="aware"):
+        tf.add.using(run_after=dt.datetime(2030, 1, 1))
+    assert not service.queue_exists(fdbqueue_db, "tasks.default")  # nothing was stored
+
+
+def test_get_result_of_an_unknown_id(backend):
+    for bad in ("no-such-id", "", 5):
+        with pytest.raises(TaskResultDoesNotExist):
+            backend.get_result(bad)
+
+
+def test_async_variants(fdbqueue_db, backend):
+    async def both():
+        result = await tf.add.aenqueue(1, 1)
+        return await backend.aget_result(result.id)
+
+    assert asyncio.run(both()).status == TaskResultStatus.READY
+
+
+def test_bad_options_are_reported_by_the_checks():
+    backend = FDBQueueBackend(
+        "bad",
+        {"QUEUES": ["ok", "not ok"], "OPTIONS": {"LEASE": 0, "MAX_ATTEMPTS": 0, "RESULT_RETENTION": -1, "TYPO": 1}},
+    )
+    messages = [m.msg for m in backend.check()]
+    assert len(messages) == 5 and all(m.startswith("TASKS['bad']") for m in messages)
+    assert any("'not ok'" in m for m in messages) and any("TYPO" in m for m in messages)
+
+
+# --- running them ---------------------------------------------------------------------------------------
+
+
+def test_a_worker_runs_tasks_and_records_results(fdbqueue_db, workers):
+    ok = tf.add.enqueue(2, 3)
+    email = tf.shout.enqueue("hi")
+    context = tf.attempt_number.enqueue()
+    group = workers(concurrency=2)
+    assert finished(ok).status == TaskResultStatus.SUCCESSFUL and ok.return_value == 5
+    assert finished(email).return_value == "HI"
+    assert finished(context).return_value == 1
+    assert ok.worker_ids == [group.worker_id] and ok.attempts == 1
+    assert ok.started_at <= ok.finished_at and ok.last_attempted_at == ok.started_at
+    assert service.get_queue(fdbqueue_db, "tasks.emails").size == 0
+
+
+def test_a_failing_task_is_recorded_with_its_traceback_and_can_be_retried(fdbqueue_db, backend, workers):
+    result = tf.fail.enqueue("boom")
+    bad_return = tf.returns_a_set.enqueue()
+    workers()
+    assert finished(result).status == TaskResultStatus.FAILED
+    (error,) = result.errors
+    assert error.exception_class is ValueError and "ValueError: boom" in error.traceback
+    with pytest.raises(ValueError, match="failed"):
+        result.return_value
+    assert finished(bad_return).status == TaskResultStatus.FAILED  # a set is no JSON
+    assert bad_return.errors[0].exception_class is TypeError
+    again = backend.retry(result.id)
+    assert again.status == TaskResultStatus.READY
+    wait_until(lambda: len(backend.get_result(result.id).errors) == 2, what="the second failure")
+    assert backend.get_result(result.id).attempts == 2
+    with pytest.raises(InvalidTaskError, match="Only a failed task"):
+        backend.retry(tf.add.enqueue(1, 2).id)
+
+
+def test_priority_and_run_after_are_honoured(fdbqueue_db, tmp_path, workers):
+    log = tmp_path / "order.txt"
+    soon = timezone.now() + dt.timedelta(seconds=1)
+    later = tf.record.using(run_after=soon).enqueue(str(log), "delayed")
+    low = tf.record.using(priority=-5).enqueue(str(log), "low")
+    mid = tf.record.enqueue(str(log), "mid")
+    high = tf.record.using(priority=50).enqueue(str(log), "high")
+    workers(concurrency=1)
+    for result in (later, low, mid, high):
+        finished(result)
+    assert log.read_text().split() == ["high", "mid", "low", "delayed"]
+    assert later.started_at >= soon
+
+
+def test_finished_results_are_forgotten_after_the_retention(fdbqueue_db, backend, workers, monkeypatch):
+    result = tf.add.enqueue(1, 2)
+    workers()
+    finished(result)
+    record = results.get(fdbqueue_db, result.id)
+    assert record.expires_us is not None
+    # Time passes beyond the retention: the next finished task forgets the old result.
+    monkeypatch.setattr(task_runner, "now_micros", lambda: record.expires_us + 1)
+    monkeypatch.setattr(results, "now_micros", lambda: record.expires_us + 1)
+    finished(tf.add.enqueue(3, 4))
+    with pytest.raises(TaskResultDoesNotExist):
+        backend.get_result(result.id)
+
+
+def test_a_task_already_finished_is_not_run_again(fdbqueue_db, backend, workers):
+    """At-least-once delivery may hand a finished task's item out again: it is acked and dropped."""
+    result = tf.add.enqueue(1, 1)
+    workers()
+    finished(result)
+    service.push(fdbqueue_db, "tasks.default", {"result_id": result.id})  # a stray second delivery
+    wait_until(lambda: service.get_queue(fdbqueue_db, "tasks.default").popped == 2, what="the stray item")
+    assert backend.get_result(result.id).worker_ids == result.worker_ids
+
+
+# --- workers in other processes --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def task_worker(fdbqueue_db, tmp_path):
+    """Start ``manage.py fdbqueue worker --tasks ...`` processes on the test's store; killed after the test."""
+    from .processes import command_process
+
+    with command_process(tmp_path, "worker", "--tasks") as start:
+        yield start
+
+
+def test_a_worker_process_runs_a_task_and_any_process_reads_the_result(fdbqueue_db, task_worker):
+    result = tf.add.enqueue(20, 22)
+    process, _out, err = task_worker("--queue", "default", "--concurrency", "2")
+    assert finished(result).return_value == 42, err.read_text()
+    assert f"-{process.pid}-" in result.worker_ids[0]  # run by the other process
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(DEADLINE) == 0, err.read_text()
+
+
+def test_a_task_whose_worker_is_killed_is_completed_by_another(fdbqueue_db, task_worker, tmp_path):
+    started, release = tmp_path / "started", tmp_path / "release"
+    result = tf.block_until_released.enqueue(str(started), str(release))
+    first, _out, err = task_worker("--lease", "1")
+    wait_until(lambda: started.exists() or first.poll() is not None, what="the first worker to start the task")
+    assert first.poll() is None, err.read_text()
+    os.kill(first.pid, signal.SIGKILL)
+    first.wait(DEADLINE)
+    result.refresh()
+    assert result.status == TaskResultStatus.RUNNING and result.attempts == 1
+    started.unlink()
+    second, _out, err = task_worker("--lease", "1")
+    wait_until(lambda: started.exists() or second.poll() is not None, what="the second worker to take it over")
+    release.write_text("")
+    assert finished(result).status == TaskResultStatus.SUCCESSFUL, err.read_text()
+    assert result.return_value == "released" and result.attempts == 2
+    assert len(set(result.worker_ids)) == 2
+    second.send_signal(signal.SIGTERM)
+    assert second.wait(DEADLINE) == 0, err.read_text()
+
+
+def test_the_worker_command_refuses_bad_task_options(fdbqueue_db, task_worker):
+    for args in (("--queue", "elsewhere"), ("--backend", "nope"), ("jobs",)):
+        process, _out, err = task_worker(*args)
+        assert process.wait(DEADLINE) == 2, err.read_text()
+        assert err.read_text().strip()
