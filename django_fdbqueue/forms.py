@@ -39,6 +39,17 @@ class AdminForm(forms.Form):
     required_css_class = "required"
 
 
+def _max_attempts_field(help_text: str) -> forms.IntegerField:
+    """A queue's attempt limit, blank for none: the same field on the add page and the queue page."""
+    return forms.IntegerField(
+        required=False,
+        min_value=MAX_ATTEMPTS_MIN,
+        max_value=MAX_ATTEMPTS_MAX,
+        label="Max attempts",
+        help_text=help_text,
+    )
+
+
 class QueueCreateForm(AdminForm):
     """Name and kind of a new queue."""
 
@@ -49,13 +60,9 @@ class QueueCreateForm(AdminForm):
         widget=forms.TextInput(attrs={"autocomplete": "off", "spellcheck": "false"}),
     )
     kind = forms.ChoiceField(choices=KIND_CHOICES, initial="fifo")
-    max_attempts = forms.IntegerField(
-        required=False,
-        min_value=MAX_ATTEMPTS_MIN,
-        max_value=MAX_ATTEMPTS_MAX,
-        label="Max attempts",
-        help_text="How many times an item may be claimed before it moves to the dead letters "
-        "(1 to 1000). Leave blank for unlimited.",
+    max_attempts = _max_attempts_field(
+        "How many times an item may be claimed before it moves to the dead letters (1 to 1000). "
+        "Leave blank for unlimited."
     )
 
 
@@ -63,13 +70,9 @@ class MaxAttemptsForm(AdminForm):
     """The queue page's form that changes (or removes, when blank) a queue's attempt limit."""
 
     # Not marked required (it may be blank), so the label stays normal weight.
-    max_attempts = forms.IntegerField(
-        required=False,
-        min_value=MAX_ATTEMPTS_MIN,
-        max_value=MAX_ATTEMPTS_MAX,
-        label="Max attempts",
-        help_text="Claims an item gets before it moves to the dead letters (1 to 1000). "
-        "Blank: unlimited. Applies to every lease that ends from now on.",
+    max_attempts = _max_attempts_field(
+        "Claims an item gets before it moves to the dead letters (1 to 1000). "
+        "Blank: unlimited. Applies to every lease that ends from now on."
     )
 
 

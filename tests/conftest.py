@@ -119,6 +119,15 @@ def fdbqueue_db(engine_name, tmp_path, settings, request):
     connection.reset_database()
 
 
+@pytest.fixture
+def faults(fdbqueue_db, engine_name):
+    """The embedded store's fault injector (switched off again afterwards); skipped on a real cluster."""
+    if engine_name != "embedded":
+        pytest.skip("fault injection is a feature of the embedded engine")
+    yield fdbqueue_db.faults
+    fdbqueue_db.faults.disable()
+
+
 def pytest_report_header(config):
     if CLUSTER_FILE:
         return "fdbqueue: real-cluster tests run against FDBQUEUE_TEST_CLUSTER_FILE"

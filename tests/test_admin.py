@@ -10,46 +10,16 @@ import base64
 import re
 
 import pytest
-from django.contrib.auth.models import Permission
 from django.test import Client
 from django.urls import reverse
 
 from django_fdbqueue import admin_views, codecs, service
 from django_fdbqueue.fdbapi import make_error
 
+from .admin_helpers import PERMS, make_user, text, url
+from .admin_helpers import client_for, op, operator  # noqa: F401 - fixtures, found by name
+
 pytestmark = pytest.mark.django_db
-
-PERMS = ("view_queue", "add_queue", "change_queue", "delete_queue")
-
-
-def url(view: str, name: str | None = None) -> str:
-    return reverse(f"admin:fdbqueue_queue_{view}", args=() if name is None else (name,))
-
-
-def make_user(django_user_model, username: str, *, staff: bool = True, perms=()):
-    user = django_user_model.objects.create_user(username, password="pw-" + username, is_staff=staff)
-    user.user_permissions.set(Permission.objects.filter(content_type__app_label="fdbqueue", codename__in=perms))
-    return user
-
-
-@pytest.fixture
-def operator(django_user_model):
-    """A staff user holding all four queue permissions (and nothing else)."""
-    return make_user(django_user_model, "operator", perms=PERMS)
-
-
-@pytest.fixture
-def client_for(client):
-    def log_in(user) -> Client:
-        client.force_login(user)
-        return client
-
-    return log_in
-
-
-@pytest.fixture
-def op(client_for, operator) -> Client:
-    return client_for(operator)
 
 
 @pytest.fixture
@@ -63,10 +33,6 @@ def jobs(fdbqueue_db):
 
 def values(db, name: str, end: str = "min") -> list:
     return [item.value for item in service.browse(db, name, end=end, limit=100).items]
-
-
-def text(response) -> str:
-    return response.content.decode()
 
 
 ALL_PAGES = [

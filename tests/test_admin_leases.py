@@ -12,53 +12,19 @@ import re
 from types import SimpleNamespace
 
 import pytest
-from django.contrib.auth.models import Permission
 from django.test import Client
 from django.urls import reverse
 
 from django_fdbqueue import admin_views, service
 from django_fdbqueue.fdbapi import make_error
 
+from .admin_helpers import PERMS, make_user, text, url
+from .admin_helpers import client_for, op, operator  # noqa: F401 - fixtures, found by name
+
 pytestmark = pytest.mark.django_db
 
-PERMS = ("view_queue", "add_queue", "change_queue", "delete_queue")
 
-
-# -- helpers (small copies of test_admin.py's) ---------------------------------------------------
-
-
-def url(view: str, *args: str) -> str:
-    return reverse(f"admin:fdbqueue_queue_{view}", args=args)
-
-
-def make_user(django_user_model, username: str, *, staff: bool = True, perms=()):
-    user = django_user_model.objects.create_user(username, password="pw-" + username, is_staff=staff)
-    user.user_permissions.set(Permission.objects.filter(content_type__app_label="fdbqueue", codename__in=perms))
-    return user
-
-
-@pytest.fixture
-def operator(django_user_model):
-    """A staff user holding all four queue permissions (and nothing else)."""
-    return make_user(django_user_model, "operator", perms=PERMS)
-
-
-@pytest.fixture
-def client_for(client):
-    def log_in(user) -> Client:
-        client.force_login(user)
-        return client
-
-    return log_in
-
-
-@pytest.fixture
-def op(client_for, operator) -> Client:
-    return client_for(operator)
-
-
-def text(response) -> str:
-    return response.content.decode()
+# -- helpers (those shared with test_admin.py are in admin_helpers.py) --------------------------
 
 
 def messages_of(page: str) -> list[tuple[str, str]]:

@@ -15,61 +15,12 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from rest_framework.test import APIClient
 
+from .api_helpers import API, assert_empty_204, assert_error, make_queue, push, queue_url
+from .api_helpers import anonymous, api, user  # noqa: F401 - fixtures, found by name (api needs user)
+
 pytestmark = pytest.mark.django_db
 
-API = "/api/queues/"
-
-
 # ----------------------------------------------------------------------------- fixtures and helpers
-
-
-@pytest.fixture
-def user(django_user_model):
-    return django_user_model.objects.create_user("alice", password="wonderland")
-
-
-@pytest.fixture
-def api(fdbqueue_db, user) -> APIClient:
-    """An authenticated client on a fresh store."""
-    client = APIClient()
-    client.force_authenticate(user=user)
-    return client
-
-
-@pytest.fixture
-def anonymous(fdbqueue_db) -> APIClient:
-    return APIClient()
-
-
-def queue_url(name: str, action: str | None = None) -> str:
-    return f"{API}{name}/" + (f"{action}/" if action else "")
-
-
-def make_queue(api: APIClient, name: str, kind: str = "fifo") -> dict:
-    response = api.post(API, {"name": name, "kind": kind}, format="json")
-    assert response.status_code == 201, response.content
-    return response.json()
-
-
-def push(api: APIClient, name: str, body: dict):
-    return api.post(queue_url(name, "push"), body, format="json")
-
-
-def assert_error(response, status: int, code: str | None = None) -> dict:
-    """Every error: the status, a JSON body with "detail" and a stable "code"."""
-    assert response.status_code == status, response.content
-    assert response["Content-Type"].startswith("application/json")
-    body = response.json()
-    assert isinstance(body.get("detail"), str) and body["detail"]
-    assert isinstance(body.get("code"), str) and body["code"]
-    if code is not None:
-        assert body["code"] == code, body
-    return body
-
-
-def assert_empty_204(response) -> None:
-    assert response.status_code == 204, response.content
-    assert response.content == b""
 
 
 def assert_item(item: dict, value, priority: int = 0) -> None:

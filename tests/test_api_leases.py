@@ -1,7 +1,7 @@
 """The REST API of reliable consumption (issue 10): leases, long polling, delays, dedup, dead letters.
 
-Through DRF's test client on a fresh store per test, like test_api.py (whose small helpers are
-copied here rather than shared). Waits are bounded: anything that depends on time passing polls
+Through DRF's test client on a fresh store per test, like test_api.py (the helpers both use
+are in api_helpers.py). Waits are bounded: anything that depends on time passing polls
 with a deadline, and threads meet through events, never through bare sleeps.
 """
 
@@ -15,9 +15,11 @@ from typing import Any, Callable
 import pytest
 from rest_framework.test import APIClient
 
+from .api_helpers import API, assert_empty_204, assert_error, make_queue, push, queue_url
+from .api_helpers import anonymous, api, user  # noqa: F401 - fixtures, found by name (api needs user)
+
 pytestmark = pytest.mark.django_db
 
-API = "/api/queues/"
 UTC = datetime.timezone.utc
 # Long enough for a loaded 2-core machine, short enough that a broken test fails quickly.
 DEADLINE_SECONDS = 10.0
@@ -31,40 +33,8 @@ LEASE_QUEUE_FIELDS = {"leased", "delayed", "dead", "max_attempts"}
 # ----------------------------------------------------------------------------- fixtures and helpers
 
 
-@pytest.fixture
-def user(django_user_model):
-    return django_user_model.objects.create_user("alice", password="wonderland")
-
-
-@pytest.fixture
-def api(fdbqueue_db, user) -> APIClient:
-    """An authenticated client on a fresh store."""
-    client = APIClient()
-    client.force_authenticate(user=user)
-    return client
-
-
-@pytest.fixture
-def anonymous(fdbqueue_db) -> APIClient:
-    return APIClient()
-
-
-def queue_url(name: str, action: str | None = None) -> str:
-    return f"{API}{name}/" + (f"{action}/" if action else "")
-
-
 def dead_letter_url(name: str, item_id: str, action: str | None = None) -> str:
     return queue_url(name, f"dead-letters/{item_id}") + (f"{action}/" if action else "")
-
-
-def make_queue(api: APIClient, name: str, kind: str = "fifo", **extra: Any) -> dict:
-    response = api.post(API, {"name": name, "kind": kind, **extra}, format="json")
-    assert response.status_code == 201, response.content
-    return response.json()
-
-
-def push(api: APIClient, name: str, body: dict):
-    return api.post(queue_url(name, "push"), body, format="json")
 
 
 def pushed(api: APIClient, name: str, value: Any, **extra: Any) -> dict:
@@ -99,21 +69,16 @@ def counts(api: APIClient, name: str) -> tuple[int, int, int, int]:
     return info["size"], info["leased"], info["delayed"], info["dead"]
 
 
-def assert_error(response, status: int, code: str | None = None) -> dict:
-    """Every error: the status, a JSON body with "detail" and a stable "code"."""
-    assert response.status_code == status, response.content
-    assert response["Content-Type"].startswith("application/json")
-    body = response.json()
-    assert isinstance(body.get("detail"), str) and body["detail"]
-    assert isinstance(body.get("code"), str) and body["code"]
-    if code is not None:
-        assert body["code"] == code, body
-    return body
-
-
-def assert_empty_204(response) -> None:
-    assert response.status_code == 204, response.content
-    assert response.content == b""
+def values_of_every_page(api: APIClient, url: str, most_pages: int = 3) -> tuple[list, int]:
+    """Follow a listing's next links from ``url``: every row's value, in order, and how many pages
+    it took (failing beyond ``most_pages``, so a listing that never ends cannot hang the test)."""
+    seen, pages = [], 0
+    while url:
+        page = api.get(url).json()
+        seen += [r["value"] for r in page["results"]]
+        url, pages = page["next"], pages + 1
+        assert pages <= most_pages
+    return seen, pages
 
 
 def when(text: str) -> datetime.datetime:
@@ -873,13 +838,7 @@ def test_scheduled_lists_leased_and_delayed_items_by_visibility_and_pages(api):
     assert body["results"][1]["attempts"] == 1
     assert when(body["results"][1]["visible_at"]) == when(lease["lease_expires_at"])
 
-    seen, url, pages = [], queue_url("q", "scheduled") + "?limit=2", 0
-    while url:
-        page = api.get(url).json()
-        seen += [r["value"] for r in page["results"]]
-        url, pages = page["next"], pages + 1
-        assert pages <= 3
-    assert seen == ["sooner", "leased", "later"] and pages == 2
+    assert values_of_every_page(api, queue_url("q", "scheduled") + "?limit=2") == (["sooner", "leased", "later"], 2)
 
 
 def test_scheduled_of_a_queue_with_nothing_hidden(api):
@@ -1012,13 +971,7 @@ def test_dead_letters_page_in_queue_order(api):
     for _ in range(3):
         lease = claimed(api, "pq", end="max")
         post(api, "pq", "release", {"receipt": lease["receipt"]})
-    seen, url, pages = [], queue_url("pq", "dead-letters") + "?limit=2", 0
-    while url:
-        page = api.get(url).json()
-        seen += [r["value"] for r in page["results"]]
-        url, pages = page["next"], pages + 1
-        assert pages <= 3
-    assert seen == ["a", "b", "c"] and pages == 2
+    assert values_of_every_page(api, queue_url("pq", "dead-letters") + "?limit=2") == (["a", "b", "c"], 2)
 
 
 @pytest.mark.parametrize("query", ["limit=0", "limit=501", "limit=-3", "cursor=garbage%21"])

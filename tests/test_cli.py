@@ -10,57 +10,20 @@ import subprocess
 import sys
 import textwrap
 import types
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
-from django.core.management import call_command
-from django.core.management.base import CommandError
 
 from django_fdbqueue import cli, service
 from django_fdbqueue.cli import base as cli_base
 from django_fdbqueue.cli.base import add_subcommand
 from django_fdbqueue.fdbapi import make_error
 
+from .cli_helpers import Terminal, ok, run
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 ISO_UTC = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z"
-
-
-@dataclass
-class Result:
-    code: int
-    out: str
-    err: str
-
-    def json(self):
-        return json.loads(self.out)
-
-
-class Terminal(io.StringIO):
-    """Standard input as a person at a terminal: isatty() is true, the answers are given in advance."""
-
-    def isatty(self) -> bool:
-        return True
-
-
-def run(*args: str, stdin: io.StringIO | None = None) -> Result:
-    """Run the command like manage.py would: a CommandError becomes its exit code and stderr line."""
-    out, err = io.StringIO(), io.StringIO()
-    extra = {"stdin": stdin} if stdin is not None else {}
-    try:
-        call_command("fdbqueue", *args, stdout=out, stderr=err, **extra)
-        code = 0
-    except CommandError as error:
-        code = error.returncode
-        err.write(f"{error}\n")
-    return Result(code, out.getvalue(), err.getvalue())
-
-
-def ok(*args: str, stdin: io.StringIO | None = None) -> Result:
-    result = run(*args, stdin=stdin)
-    assert result.code == 0, result.err
-    return result
 
 
 @pytest.fixture

@@ -4,51 +4,14 @@ from __future__ import annotations
 
 import datetime as dt
 import io
-import json
 import sys
 import time
-from dataclasses import dataclass
 
 import pytest
-from django.core.management import call_command
-from django.core.management.base import CommandError
 
 from django_fdbqueue import service
 
-@dataclass
-class Result:
-    code: int
-    out: str
-    err: str
-
-    def json(self):
-        return json.loads(self.out)
-
-
-class Terminal(io.StringIO):
-    """Standard input as a person at a terminal, the answers typed in advance."""
-
-    def isatty(self) -> bool:
-        return True
-
-
-def run(*args: str, stdin: io.StringIO | None = None) -> Result:
-    """Run the command as manage.py would: a CommandError becomes its exit code and stderr line."""
-    out, err = io.StringIO(), io.StringIO()
-    extra = {"stdin": stdin} if stdin is not None else {}
-    try:
-        call_command("fdbqueue", *args, stdout=out, stderr=err, **extra)
-        code = 0
-    except CommandError as error:
-        code = error.returncode
-        err.write(f"{error}\n")
-    return Result(code, out.getvalue(), err.getvalue())
-
-
-def ok(*args: str, stdin: io.StringIO | None = None) -> Result:
-    result = run(*args, stdin=stdin)
-    assert result.code == 0, result.err
-    return result
+from .cli_helpers import Result, Terminal, ok, run
 
 
 def refused(*args: str, message: str = "", stdin: io.StringIO | None = None) -> Result:

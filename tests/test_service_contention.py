@@ -490,14 +490,7 @@ def test_processes_pop_exactly_once_in_order(fdbqueue_db, kind, ends):
 
 
 # --- commit failures ---------------------------------------------------------------------------
-
-
-@pytest.fixture
-def faults(fdbqueue_db, engine_name):
-    if engine_name != "embedded":
-        pytest.skip("fault injection is a feature of the embedded engine")
-    yield fdbqueue_db.faults
-    fdbqueue_db.faults.disable()
+# `faults` (conftest.py) is the embedded engine's fault injector; on a real cluster these skip.
 
 
 def test_fast_pop_applied_despite_1021_returns_its_item_once(fdbqueue_db, faults):

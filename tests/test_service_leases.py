@@ -63,14 +63,6 @@ def pq(fdbqueue_db):
     return "pq"
 
 
-@pytest.fixture
-def faults(fdbqueue_db, engine_name):
-    if engine_name != "embedded":
-        pytest.skip("fault injection is a feature of the embedded engine")
-    yield fdbqueue_db.faults
-    fdbqueue_db.faults.disable()
-
-
 def counts(db, name) -> tuple[int, int, int, int]:
     info = service.get_queue(db, name)
     return info.size, info.leased, info.delayed, info.dead

@@ -424,11 +424,12 @@ def _log(path: Path) -> str:
     return path.read_text(encoding="utf-8", errors="replace")
 
 
-def test_the_command_finishes_its_item_on_sigterm_and_exits_0(fdbqueue_db, queue, worker_process):
-    service.push(fdbqueue_db, queue, {"n": 1})
-    service.push(fdbqueue_db, queue, {"n": 2})
+def _sigterm_mid_item(worker_process, queue: str, lease: str) -> tuple[subprocess.Popen, Path, Path, Path]:
+    """Start the command on a handler that waits for a go-ahead; once it holds item 1, send SIGTERM
+    and wait until the command says it got it. Returns the process, its stdout and stderr files,
+    and the handshake folder (write "go" there to let the handler finish)."""
     process, out, err = worker_process(
-        queue, "--handler", "tests.worker_handlers.wait_for_go", "--lease", "5", "--json"
+        queue, "--handler", "tests.worker_handlers.wait_for_go", "--lease", lease, "--json"
     )
     files = worker_process.files
     wait_until(lambda: (files / "started-1").exists() or process.poll() is not None, 60)
@@ -436,6 +437,13 @@ def test_the_command_finishes_its_item_on_sigterm_and_exits_0(fdbqueue_db, queue
 
     process.send_signal(signal.SIGTERM)
     wait_until(lambda: "Received SIGTERM" in _log(err) or process.poll() is not None)
+    return process, out, err, files
+
+
+def test_the_command_finishes_its_item_on_sigterm_and_exits_0(fdbqueue_db, queue, worker_process):
+    service.push(fdbqueue_db, queue, {"n": 1})
+    service.push(fdbqueue_db, queue, {"n": 2})
+    process, out, err, files = _sigterm_mid_item(worker_process, queue, lease="5")
     (files / "go").write_text("")  # only now may the handler finish
     assert process.wait(DEADLINE) == 0, _log(err)
 
@@ -452,15 +460,7 @@ def test_the_command_finishes_its_item_on_sigterm_and_exits_0(fdbqueue_db, queue
 
 def test_a_second_sigterm_releases_the_item_and_exits(fdbqueue_db, queue, worker_process):
     service.push(fdbqueue_db, queue, {"n": 1})
-    process, out, err = worker_process(
-        queue, "--handler", "tests.worker_handlers.wait_for_go", "--lease", "30", "--json"
-    )
-    files = worker_process.files
-    wait_until(lambda: (files / "started-1").exists() or process.poll() is not None, 60)
-    assert process.poll() is None, _log(err)
-
-    process.send_signal(signal.SIGTERM)
-    wait_until(lambda: "Received SIGTERM" in _log(err) or process.poll() is not None)
+    process, out, err, files = _sigterm_mid_item(worker_process, queue, lease="30")
     process.send_signal(signal.SIGTERM)
     assert process.wait(DEADLINE) == 0, _log(err)  # without the go-ahead: the handler never ended
 

@@ -377,36 +377,38 @@ class QueueSerializer(serializers.Serializer):
         return reverse(viewname, kwargs={"name": name_to_segment(queue.name)}, request=request)
 
 
-# A page object, not a list, even on the list action.
-@extend_schema_serializer(many=False)
-class QueuePageSerializer(serializers.Serializer):
-    """One page of queues, ordered by name."""
+class _PageSerializer(serializers.Serializer):
+    """What every page has besides its results: the link to the next one."""
 
     next = serializers.URLField(allow_null=True, help_text="The next page, or null on the last one.")
+
+
+# A page object, not a list, even on the list action.
+@extend_schema_serializer(many=False)
+class QueuePageSerializer(_PageSerializer):
+    """One page of queues, ordered by name."""
+
     results = QueueSerializer(many=True)
 
 
 @extend_schema_serializer(many=False)
-class ItemPageSerializer(serializers.Serializer):
+class ItemPageSerializer(_PageSerializer):
     """One page of items, in queue order from the requested end."""
 
-    next = serializers.URLField(allow_null=True, help_text="The next page, or null on the last one.")
     results = ItemSerializer(many=True)
 
 
 @extend_schema_serializer(many=False)
-class ScheduledPageSerializer(serializers.Serializer):
+class ScheduledPageSerializer(_PageSerializer):
     """One page of leased and delayed items, by the time they become visible."""
 
-    next = serializers.URLField(allow_null=True, help_text="The next page, or null on the last one.")
     results = ScheduledItemSerializer(many=True)
 
 
 @extend_schema_serializer(many=False)
-class DeadLetterPageSerializer(serializers.Serializer):
+class DeadLetterPageSerializer(_PageSerializer):
     """One page of dead letters, in queue order."""
 
-    next = serializers.URLField(allow_null=True, help_text="The next page, or null on the last one.")
     results = DeadLetterSerializer(many=True)
 
 
@@ -600,19 +602,14 @@ class QueueListQuerySerializer(serializers.Serializer):
     )
 
 
-class BrowseQuerySerializer(EndQuerySerializer):
-    """Query of GET queues/{name}/items/."""
-
-    cursor = UntrimmedCharField(required=False, default=None, allow_null=True, help_text="From a page's next link.")
-    limit = serializers.IntegerField(
-        required=False, default=DEFAULT_LIMIT, min_value=1, max_value=MAX_LIMIT, help_text="Page size."
-    )
-
-
 class PageQuerySerializer(serializers.Serializer):
-    """Query of the scheduled and dead-letter listings."""
+    """Query of the scheduled and dead-letter listings; with ?end=, of the items listing."""
 
     cursor = UntrimmedCharField(required=False, default=None, allow_null=True, help_text="From a page's next link.")
     limit = serializers.IntegerField(
         required=False, default=DEFAULT_LIMIT, min_value=1, max_value=MAX_LIMIT, help_text="Page size."
     )
+
+
+class BrowseQuerySerializer(EndQuerySerializer, PageQuerySerializer):
+    """Query of GET queues/{name}/items/: ?end=, then ?cursor= and ?limit=, checked in that order."""

@@ -272,6 +272,15 @@ class QueueViewSet(viewsets.ViewSet):
             next_url = replace_query_param(request.build_absolute_uri(), "cursor", next_cursor)
         return Response({"next": next_url, "results": results})
 
+    def _listing(
+        self, request: Request, name: str, listing: Callable[..., Any], query_class: type, serializer_class: type
+    ) -> Response:
+        """One page of a queue's items, scheduled items or dead letters: the whole validated query
+        (cursor and limit, and end where it has one) is ``listing``'s keyword arguments."""
+        query = self._query(query_class, request)
+        page = listing(self.db, name, **query)
+        return self._page(request, page.next_cursor, serializer_class(page.items, many=True).data)
+
     def _queue(self, info: Any) -> dict[str, Any]:
         return QueueSerializer(info, context={"request": self.request}).data
 
@@ -382,9 +391,7 @@ class QueueViewSet(viewsets.ViewSet):
     )
     @action(detail=True, methods=["get"])
     def items(self, request: Request, name: str) -> Response:
-        query = self._query(BrowseQuerySerializer, request)
-        page = service.browse(self.db, name, end=query["end"], cursor=query["cursor"], limit=query["limit"])
-        return self._page(request, page.next_cursor, ItemSerializer(page.items, many=True).data)
+        return self._listing(request, name, service.browse, BrowseQuerySerializer, ItemSerializer)
 
     # -- reliable consumption: leases, scheduled items, dead letters
 
@@ -462,9 +469,7 @@ class QueueViewSet(viewsets.ViewSet):
     )
     @action(detail=True, methods=["get"])
     def scheduled(self, request: Request, name: str) -> Response:
-        query = self._query(PageQuerySerializer, request)
-        page = service.scheduled(self.db, name, cursor=query["cursor"], limit=query["limit"])
-        return self._page(request, page.next_cursor, ScheduledItemSerializer(page.items, many=True).data)
+        return self._listing(request, name, service.scheduled, PageQuerySerializer, ScheduledItemSerializer)
 
     @_operation(
         "Browse dead letters",
@@ -475,9 +480,7 @@ class QueueViewSet(viewsets.ViewSet):
     )
     @action(detail=True, methods=["get"], url_path="dead-letters")
     def dead_letters(self, request: Request, name: str) -> Response:
-        query = self._query(PageQuerySerializer, request)
-        page = service.dead_letters(self.db, name, cursor=query["cursor"], limit=query["limit"])
-        return self._page(request, page.next_cursor, DeadLetterSerializer(page.items, many=True).data)
+        return self._listing(request, name, service.dead_letters, PageQuerySerializer, DeadLetterSerializer)
 
     @_operation(
         "Put a dead letter back in the queue",

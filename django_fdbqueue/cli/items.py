@@ -15,7 +15,7 @@ from django_fdbqueue import service
 from .arguments import add_end, add_paging, add_queue_name, moment, positive_int, positive_seconds, seconds
 from .base import Context, add_subcommand
 from .errors import nothing_there, usage_error
-from .output import emit, item_data, items_table
+from .output import emit, item_data, items_table, page_text
 
 __all__ = ["register", "parse_value", "handle_push", "handle_pop", "handle_peek", "handle_browse"]
 
@@ -241,17 +241,10 @@ def handle_peek(ctx: Context, options: dict[str, Any]) -> None:
     emit(ctx, [item_data(item) for item in items], lambda: items_table(items))
 
 
-def _page_text(items: list[Any], next_cursor: str | None) -> str:
-    text = items_table(items)
-    if next_cursor is not None:
-        text += f"\nNext page: add --cursor {next_cursor}"
-    return text
-
-
 def handle_browse(ctx: Context, options: dict[str, Any]) -> None:
     """One page of items in pop order; an empty page is not an error (exit 0)."""
     page = service.browse(
         ctx.database(), options["name"], end=options["end"], cursor=options["cursor"], limit=options["limit"]
     )
     data = {"items": [item_data(item) for item in page.items], "next_cursor": page.next_cursor}
-    emit(ctx, data, lambda: _page_text(page.items, page.next_cursor))
+    emit(ctx, data, lambda: page_text(items_table(page.items), page.next_cursor))

@@ -23,6 +23,7 @@ from .output import (
     items_table,
     lease_data,
     lease_text,
+    page_text,
     queue_data,
 )
 from .queues import attempts_text
@@ -179,18 +180,11 @@ def handle_extend(ctx: Context, options: dict[str, Any]) -> None:
     emit(ctx, lease_data(lease), lambda: lease_text(lease))
 
 
-def _page_text(letters: list[Any], next_cursor: str | None) -> str:
-    text = dead_letters_table(letters)
-    if next_cursor is not None:
-        text += f"\nNext page: add --cursor {next_cursor}"
-    return text
-
-
 def handle_dead_letters(ctx: Context, options: dict[str, Any]) -> None:
     """One page of dead letters; an empty page is not an error (exit 0), as with browse."""
     page = service.dead_letters(ctx.database(), options["name"], cursor=options["cursor"], limit=options["limit"])
     data = {"dead_letters": [dead_letter_data(letter) for letter in page.items], "next_cursor": page.next_cursor}
-    emit(ctx, data, lambda: _page_text(page.items, page.next_cursor))
+    emit(ctx, data, lambda: page_text(dead_letters_table(page.items), page.next_cursor))
 
 
 def handle_requeue(ctx: Context, options: dict[str, Any]) -> None:

@@ -29,6 +29,7 @@ __all__ = [
     "table",
     "fields",
     "items_table",
+    "page_text",
     "emit",
 ]
 
@@ -186,6 +187,13 @@ def items_table(items: Sequence[Item]) -> str:
         return "No items."
     rows = [(item.id, item.priority, iso_utc(item.enqueued_at), compact_json(item_data(item)["value"])) for item in items]
     return table(("ID", "PRIORITY", "ENQUEUED AT", "VALUE"), rows, right={1})
+
+
+def page_text(rows_table: str, next_cursor: str | None) -> str:
+    """A page of a listing for people: its table, then how to ask for the next page, if any."""
+    if next_cursor is None:
+        return rows_table
+    return f"{rows_table}\nNext page: add --cursor {next_cursor}"
 
 
 def emit(ctx: Context, data: Any, text: str | Callable[[], str], *, success: bool = False) -> None:
