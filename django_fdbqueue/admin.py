@@ -4,10 +4,15 @@ The placeholder ``Queue`` model gives the admin its section ("FDB queues > Queue
 permissions; ``QueueAdmin.get_urls`` swaps the model admin's SQL-backed views for the views in
 ``admin_views``, at the addresses the admin expects (``admin:fdbqueue_queue_changelist``,
 ``_add``, ``_change``, ``_delete``) so the index's links and breadcrumbs lead to them.
+
+When the Tasks framework can be imported (``django.tasks``, or the ``django-tasks`` backport),
+the task pages of ``tasks/admin_views.py`` join them under ``tasks/``; without it the app works
+as before, with no task pages.
 """
 
 from __future__ import annotations
 
+import importlib.util
 from typing import Any
 
 from django.contrib import admin
@@ -19,6 +24,20 @@ from .models import Queue
 from .paths import QueueNameConverter
 
 register_converter(QueueNameConverter, "fdbqueue_name")
+
+
+def tasks_framework_available() -> bool:
+    """Whether ``django.tasks`` (Django 6.0+) or the ``django_tasks`` backport can be imported.
+
+    Asked without importing it, so a project without the framework never pays for the question.
+    """
+    for module in ("django.tasks", "django_tasks"):
+        try:
+            if importlib.util.find_spec(module) is not None:
+                return True
+        except ImportError:  # a parent package that is missing or fails to import
+            continue
+    return False
 
 
 @admin.register(Queue)
@@ -44,8 +63,29 @@ class QueueAdmin(admin.ModelAdmin):
                  name=f"{prefix}_dead_requeue"),
             path("<fdbqueue_name:name>/dead/<str:item_id>/delete/", wrap(views.dead_delete),
                  name=f"{prefix}_dead_delete"),
+            *self._task_urls(prefix),
             # Like the admin: a bare object address leads to its change page.
             path("<fdbqueue_name:name>/", wrap(self._to_change), name=f"{prefix}_redirect"),
+        ]
+
+    def _task_urls(self, prefix: str) -> list[URLPattern]:
+        """The task pages, when the Tasks framework is there to have tasks.
+
+        They come after the queue pages, so a queue named "tasks" keeps its pages at
+        ``tasks/change/`` and so on; only its bare ``tasks/`` redirect gives way to the task list.
+        """
+        if not tasks_framework_available():
+            return []
+        from .tasks.admin_views import TaskAdminViews
+
+        views = TaskAdminViews(self)
+        wrap = self.admin_site.admin_view
+        return [
+            path("tasks/", wrap(views.tasks), name=f"{prefix}_tasks"),
+            path("tasks/queue/<str:backend>/<str:queue_name>/", wrap(views.task_list),
+                 name=f"{prefix}_task_list"),
+            path("tasks/<str:result_id>/", wrap(views.task_detail), name=f"{prefix}_task_detail"),
+            path("tasks/<str:result_id>/retry/", wrap(views.task_retry), name=f"{prefix}_task_retry"),
         ]
 
     def _to_change(self, request: HttpRequest, name: str) -> HttpResponse:

@@ -277,6 +277,7 @@ class QueueAdminViews:
                 if page.next_cursor
                 else None
             ),
+            tasks_url=self._tasks_url(name),
             push_form=(push_form or PushForm(kind=info.kind)) if can_change else None,
             max_attempts_form=max_attempts_form if can_change else None,
             push_url=self.url("push", name),
@@ -402,6 +403,17 @@ class QueueAdminViews:
             dead_url=back,
         )
         return self.render(request, "queue_confirm.html", context)
+
+    def _tasks_url(self, name: str) -> str | None:
+        """The task page of this queue when it carries a tasks backend's tasks (else None)."""
+        from .admin import tasks_framework_available
+
+        if not tasks_framework_available():
+            return None
+        from .tasks.admin_views import task_queue_of
+
+        found = task_queue_of(name)
+        return self.url("task_list", *found) if found else None
 
     @staticmethod
     def _dead_letter_error(name: str, error: exceptions.QueueError, item_id: str) -> str:

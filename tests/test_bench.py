@@ -1,8 +1,9 @@
 """``manage.py fdbqueue bench`` at a tiny size: every row measured, exactly-once held, files written.
 
 The bench runs once per engine (module-scoped: a run takes seconds, and every test below reads the
-same results), with --compare sqlite and, when Debian's redis-server is installed, redis too. No
-test looks at a rate or a latency: on a shared machine only the shape of the results is stable.
+same results), with --compare sqlite and, when Debian's redis-server is installed, redis too, and
+a few tasks in the tasks rows. No test looks at a rate or a latency: on a shared machine only the
+shape of the results is stable.
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ from django.core.management.base import CommandError
 from django.test.utils import override_settings
 
 from django_fdbqueue import connection, service
-from django_fdbqueue.bench import redis_ref
+from django_fdbqueue.bench import redis_ref, task_rows
 from django_fdbqueue.bench.strategies import STRATEGIES
+from django_fdbqueue.bench.suite import Bench, BenchConfig
+from django_fdbqueue.tasks.compat import task_backends
 from tests.conftest import CLUSTER_FILE, ENGINES, NO_CLUSTER
 
 pytestmark = pytest.mark.timeout(180)
@@ -35,6 +38,8 @@ NO_REDIS = (
 DEEP_SIZE = 300
 SHALLOW_SIZE = 30  # what the bench compares a deep queue of 300 with (a tenth of it)
 CLIENTS = (1, 2)
+TASKS = 30  # per tasks row
+TASK_WORKERS = (1, 4)
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
@@ -47,8 +52,24 @@ class BenchRun:
     stderr: str
     png: Path
     leftover_queues: list[str]
+    leftover_task_keys: int
     leftover_children: list
     leftover_servers: list[int]
+    task_aliases_after: set[str]
+
+
+def _task_keys(database) -> int:
+    """Keys under the task results' subspace (records, listing and retention entries)."""
+    from django_fdbqueue.connection import root_subspace
+    from django_fdbqueue.fdbapi import transactional
+    from django_fdbqueue.tasks import results
+
+    @transactional
+    def count(tr) -> int:
+        space = root_subspace()[results.TASKS]
+        return sum(1 for _ in tr.get_range(space.range().start, space.range().stop))
+
+    return count(database)
 
 
 def _redis_servers_started_by_us() -> list[int]:
@@ -94,6 +115,7 @@ def bench_run(request, tmp_path_factory) -> BenchRun:
                 "--duration", "0.2",
                 "--clients", ",".join(map(str, CLIENTS)),
                 "--deep-size", str(DEEP_SIZE),
+                "--tasks", str(TASKS),
                 "--compare", ",".join(references),
                 "--json-file", str(json_path),
                 "--plot", str(png_path),
@@ -101,6 +123,7 @@ def bench_run(request, tmp_path_factory) -> BenchRun:
             )
             database = connection.get_database()
             leftovers = [q.name for q in service.list_queues(database, prefix="fdbqueue-bench.").items]
+            leftover_task_keys = _task_keys(database)
             if engine == "foundationdb":
                 from django_fdbqueue.fdbapi import fdb
 
@@ -116,8 +139,10 @@ def bench_run(request, tmp_path_factory) -> BenchRun:
         stderr=err.getvalue(),
         png=png_path,
         leftover_queues=leftovers,
+        leftover_task_keys=leftover_task_keys,
         leftover_children=multiprocessing.active_children(),
         leftover_servers=_redis_servers_started_by_us(),
+        task_aliases_after=set(task_backends.settings),
     )
 
 
@@ -145,7 +170,12 @@ def key(row: dict) -> tuple:
 
 
 def rows_of(run: BenchRun, target: str) -> list[dict]:
-    return [row for row in run.document["rows"] if row["target"] == target]
+    """The target's queue rows (the tasks rows have tests of their own)."""
+    return [row for row in run.document["rows"] if row["target"] == target and row["group"] != "tasks"]
+
+
+def tasks_rows(run: BenchRun) -> list[dict]:
+    return [row for row in run.document["rows"] if row["group"] == "tasks"]
 
 
 def test_every_row_of_ours_is_measured(bench_run):
@@ -166,7 +196,7 @@ def test_exactly_once_held_in_every_row_that_pops(bench_run):
     assert bench_run.document["exactly_once"] == {"passed": True, "failures": []}
     assert bench_run.document["meta"]["exactly_once_passed"] is True
     for row in bench_run.document["rows"]:
-        if row["operation"] in ("pop", "push+pop", "push", "fill"):
+        if row["operation"] in ("pop", "push+pop", "push", "fill", "tasks"):
             assert row["exactly_once"] is True, row
         if row["depth"] is None and row["operation"] == "pop":
             assert row["ran_dry"] is False, row  # the queue was filled for the whole window
@@ -227,6 +257,54 @@ def test_cleans_up_queues_and_client_processes(bench_run):
     assert bench_run.leftover_children == []
 
 
+# --- the tasks rows ---------------------------------------------------------------------------------
+
+
+def test_tasks_rows_run_every_task_once_and_relate_to_the_immediate_backend(bench_run):
+    rows = {(row["target"], row["clients"]): row for row in tasks_rows(bench_run)}
+    assert set(rows) == {*(("fdbqueue", workers) for workers in TASK_WORKERS), ("immediate", 1)}
+    assert len(tasks_rows(bench_run)) == len(rows)
+    for row in rows.values():
+        assert (row["operation"], row["mode"], row["strategy"], row["depth"]) == ("tasks", "threads", "-", None)
+        assert row["exactly_once"] is True and row["seconds"] > 0 and row["ops_per_s"] > 0, row
+    immediate = rows[("immediate", 1)]
+    assert immediate["vs_immediate"] is None and immediate["retries"] is None
+    assert immediate["ops"] == TASKS * immediate["notes"]["rounds"]  # the same N, repeated
+    for workers in TASK_WORKERS:
+        ours = rows[("fdbqueue", workers)]
+        assert ours["ops"] == TASKS
+        assert ours["vs_immediate"] > 0 and ours["vs_one_client"] > 0, ours
+        assert ours["notes"]["enqueue_per_s"] > 0
+        assert ours["retries"] == sum(ours["retries_by_code"].values()), ours
+        assert ours["vs_redis"] is None and ours["vs_sqlite"] is None
+    assert rows[("fdbqueue", 1)]["vs_one_client"] == 1.0
+
+
+def test_tasks_rows_in_the_report_and_metadata(bench_run):
+    meta = bench_run.document["meta"]["tasks"]
+    assert meta["per_row"] == TASKS and meta["workers"] == list(TASK_WORKERS)
+    assert meta["reference"].endswith(".backends.immediate.ImmediateBackend")
+    assert meta["queue_prefix"].startswith("fdbqueue-bench.") and meta["framework"]
+    assert bench_run.document["skipped"] == [] and bench_run.document["meta"]["skipped"] == []
+    assert "Tasks (Django Tasks" in bench_run.stdout and "VS IMMEDIATE" in bench_run.stdout
+    assert any(line.startswith("Tasks/s with 4 worker threads") for line in bench_run.document["headline"])
+
+
+def test_tasks_rows_leave_no_results_and_no_backends_behind(bench_run):
+    assert bench_run.leftover_task_keys == 0
+    assert task_rows.BACKEND_ALIAS not in bench_run.task_aliases_after
+    assert task_rows.IMMEDIATE_ALIAS not in bench_run.task_aliases_after
+
+
+def test_without_the_tasks_framework_the_tasks_rows_are_skipped(fdbqueue_db, monkeypatch):
+    monkeypatch.setattr(task_rows, "framework_missing", lambda: "no Tasks framework here.")
+    bench = Bench(BenchConfig.build(quick=True, tasks=5), fdbqueue_db)
+    assert bench.rows and not [row for row in bench.rows if row.group == "tasks"]
+    assert bench.skipped == ["Tasks rows: no Tasks framework here."]
+    left_out = Bench(BenchConfig.build(quick=True, tasks=0), fdbqueue_db)
+    assert not [row for row in left_out.rows if row.group == "tasks"] and left_out.skipped == []
+
+
 def test_progress_is_one_line_per_row_off_a_terminal(bench_run):
     lines = [line for line in bench_run.stderr.splitlines() if line.startswith("[")]
     assert len(lines) == len(bench_run.document["rows"])
@@ -257,3 +335,8 @@ def test_unknown_strategy_and_reference_are_usage_errors(fdbqueue_db):
     assert code == 2 and "no-such-strategy" in message and "plain" in message
     code, _, message = _run("--quick", "--compare", "memcached")
     assert code == 2 and "memcached" in message
+
+
+def test_a_negative_task_count_is_a_usage_error(fdbqueue_db):
+    code, _, message = _run("--quick", "--tasks", "-1")
+    assert code == 2 and "--tasks" in message

@@ -244,3 +244,43 @@ def test_the_worker_command_refuses_bad_task_options(fdbqueue_db, task_worker):
         process, _out, err = task_worker(*args)
         assert process.wait(DEADLINE) == 2, err.read_text()
         assert err.read_text().strip()
+
+
+def test_records_written_by_a_newer_version_still_read():
+    raw = results.Record(id="x", task_path="a.b", backend="default", queue_name="q", priority=0, args=[], kwargs={}).dumps()
+    newer = raw[:-1] + b',"added_later":1}'
+    assert results.Record.loads(newer).id == "x"
+
+
+def test_two_backends_keep_their_listings_apart(fdbqueue_db, settings):
+    settings.TASKS = {
+        **settings.TASKS,
+        "other": {"BACKEND": "django_fdbqueue.tasks.FDBQueueBackend", "QUEUES": ["default"],
+                  "OPTIONS": {"QUEUE_PREFIX": "other."}},
+    }
+    ours = tf.add.enqueue(1, 1)
+    tf.add.using(backend="other").enqueue(2, 2)
+    for alias in ("default", "other"):
+        (record,), _last = results.page(fdbqueue_db, alias, "default", results.READY, None, 10)
+        assert record.backend == alias
+        assert results.counts(fdbqueue_db, alias, "default")[results.READY] == 1
+    assert service.get_queue(fdbqueue_db, "other.default").size == 1
+    with pytest.raises(TaskResultDoesNotExist):  # a result belongs to its own backend
+        task_backends["other"].get_result(ours.id)
+
+
+def test_a_retry_is_a_new_run_and_needs_a_queue_still_configured(fdbqueue_db, backend, workers, settings):
+    result = tf.fail.enqueue("x")
+    group = workers()
+    finished(result)
+    group.abort()
+    group.wait(DEADLINE)
+    again = backend.retry(result.id)
+    assert again.started_at is None and again.finished_at is None and again.enqueued_at > result.enqueued_at
+    assert again.attempts == 1  # the earlier attempt is kept in the history
+    failed_again = tf.fail.enqueue("y")
+    workers()
+    finished(failed_again)
+    settings.TASKS = {"default": {**settings.TASKS["default"], "QUEUES": ["emails"]}}
+    with pytest.raises(InvalidTaskError, match="no longer one of"):
+        backend_named("default").retry(failed_again.id)

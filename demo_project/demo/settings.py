@@ -1,4 +1,5 @@
-"""Settings of the demo project: django-fdbqueue on the embedded engine, with the admin and the API.
+"""Settings of the demo project: django-fdbqueue on the embedded engine, with the admin, the API
+and the Django Tasks backend (example tasks in ``demo/tasks.py``).
 
 Development settings only (DEBUG on, a fixed secret key): never deploy them as they are.
 """
@@ -24,6 +25,10 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "django_fdbqueue",
 ]
+try:  # Django 6.0+ has the Tasks framework built in; before, the django-tasks backport provides it
+    import django.tasks  # noqa: F401
+except ImportError:
+    INSTALLED_APPS.append("django_tasks")
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
@@ -40,7 +45,8 @@ ROOT_URLCONF = "demo.urls"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [],
+        # The demo's own templates: the admin Tasks page with a form that enqueues example tasks.
+        "DIRS": [BASE_DIR / "demo" / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -94,3 +100,17 @@ FDBQUEUE = {
     "PATH": BASE_DIR / "fdbqueue.sqlite3",
     "CLUSTER_FILE": os.environ.get("FDB_CLUSTER_FILE") or None,
 }
+
+# Django tasks run through the queues: tasks.default and tasks.emails, created on first use. Run
+# them with `python manage.py fdbqueue worker --tasks`; the admin shows them under Queues > Tasks.
+TASKS = {
+    "default": {
+        "BACKEND": "django_fdbqueue.tasks.FDBQueueBackend",
+        "QUEUES": ["default", "emails"],
+        "OPTIONS": {"RESULT_RETENTION": 7 * 86400, "LEASE": 60},
+    },
+}
+
+# The demo's welcome email task "sends" to the console: the worker that runs it prints it.
+EMAIL_BACKEND = "django.core.mail.backends.console.EmailBackend"
+DEFAULT_FROM_EMAIL = "demo@example.com"

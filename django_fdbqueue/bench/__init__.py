@@ -16,10 +16,12 @@ Modules, one job each:
 * ``runner``: clients as threads or spawned processes, the shared timed window;
 * ``stats``: latency percentiles and peak memory;
 * ``suite``: the rows, their order, prefilling, the exactly-once check, the ratios;
+* ``task_rows`` and ``tasks``: the tasks rows (Django Tasks through the app's backend, against the
+  framework's ImmediateBackend) and the task they run;
 * ``progress`` and ``report``: what the user sees during and after the run.
 
 The bench creates its queues under names starting with ``fdbqueue-bench.`` and deletes them at
-the end, also when interrupted.
+the end, also when interrupted; the tasks rows delete the task results they stored too.
 """
 
 from typing import Any

@@ -13,6 +13,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from .suite import MODES, NO_STRATEGY, REFERENCES, BenchResult, Row
 from .targets import OURS
+from .task_rows import IMMEDIATE
 
 __all__ = [
     "PlotUnavailable",
@@ -60,6 +61,12 @@ def _mib(value: float | None) -> str:
     return "-" if value is None else f"{value:,.0f}"
 
 
+def _task_count(row: Row) -> str:
+    """A tasks row's tasks; the reference repeats its N tasks over rounds: N x rounds."""
+    rounds = row.notes.get("rounds", 1)
+    return f"{row.ops // rounds:,} x {rounds}" if rounds > 1 else f"{row.ops:,}"
+
+
 def _check(row: Row) -> str:
     text = {None: "-", True: "ok", False: "FAILED"}[row.exactly_once]
     return text + (" (ran dry)" if row.ran_dry and row.depth is None else "")
@@ -91,7 +98,7 @@ _COMMON_TAIL: list[_Column] = [
     ("EXACTLY-ONCE", _check),
 ]
 
-_TARGET_ORDER = (OURS, *REFERENCES)
+_TARGET_ORDER = (OURS, *REFERENCES, IMMEDIATE)
 _OPERATION_ORDER = ("push", "push+pop", "pop")
 _DEPTH_ORDER = ("fill", "peek", "pop")
 
@@ -108,7 +115,7 @@ _Section = tuple[str, Callable[[Row], bool], list[_Column], int, Callable[[Row, 
 _SECTIONS: list[_Section] = [
     (
         "One client",
-        lambda r: r.depth is None and r.clients == 1 and r.mode == "threads",
+        lambda r: r.depth is None and r.clients == 1 and r.mode == "threads" and r.group != "tasks",
         [
             ("TARGET", lambda r: r.target),
             ("OPERATION", lambda r: r.operation),
@@ -148,6 +155,25 @@ _SECTIONS: list[_Section] = [
         2,
         lambda r, s: (_TARGET_ORDER.index(r.target), r.depth, _DEPTH_ORDER.index(r.operation)),
     ),
+    (
+        "Tasks (Django Tasks: tasks/s from the first enqueue to the last SUCCESSFUL result; VS IMMEDIATE:\n"
+        "against the framework's ImmediateBackend, which runs each task inside enqueue, the zero-cost reference)",
+        lambda r: r.group == "tasks",
+        [
+            ("TARGET", lambda r: r.target),
+            ("WORKERS", lambda r: "inline" if r.target == IMMEDIATE else f"{r.clients} thread{'s' * (r.clients > 1)}"),
+            ("TASKS", _task_count),
+            ("TASKS/S", lambda r: _rate(r.ops_per_s)),
+            ("VS IMMEDIATE", lambda r: _times(r.vs_immediate)),
+            ("VS 1 WORKER", lambda r: _times(r.vs_one_client)),
+            ("ENQUEUES/S", lambda r: _rate(r.notes["enqueue_per_s"]) if "enqueue_per_s" in r.notes else "-"),
+            ("RETRIES/OP", _retries),
+            ("PEAK MIB", lambda r: _mib(r.peak_mib)),
+            ("EXACTLY-ONCE", _check),
+        ],
+        2,
+        lambda r, s: (_TARGET_ORDER.index(r.target), r.clients),
+    ),
 ]
 
 
@@ -170,6 +196,8 @@ def format_report(result: BenchResult) -> str:
         parts.append("Exactly-once: FAILED\n" + "\n".join(f"  {failure}" for failure in result.failures))
     if result.warnings:
         parts.append("Warnings:\n" + "\n".join(f"  {warning}" for warning in result.warnings))
+    if result.skipped:
+        parts.append("Skipped:\n" + "\n".join(f"  {message}" for message in result.skipped))
     parts.append(_settings_line(result.meta))
     return "\n\n".join(parts)
 
@@ -190,6 +218,12 @@ def _settings_line(meta: dict[str, Any]) -> str:
             f" SQLite {references['sqlite'].get('sqlite_version')}, WAL, synchronous=NORMAL, "
             f"{references['sqlite'].get('location')}."
         )
+    tasks = meta.get("tasks")
+    if tasks:
+        text += (
+            f" Tasks: {tasks['per_row']:,} per row, {tasks['framework']}, reference "
+            f"{tasks['reference'].rsplit('.', 1)[-1]}."
+        )
     return text
 
 
@@ -207,7 +241,7 @@ def _row_data(row: Row) -> dict[str, Any]:
         data[name] = _rounded(data[name], 2)
     for name in ("p50_ms", "p99_ms", "retries_per_op"):
         data[name] = _rounded(data[name], 5)
-    for name in ("vs_redis", "vs_sqlite", "vs_one_client", "vs_shallow"):
+    for name in ("vs_redis", "vs_sqlite", "vs_one_client", "vs_shallow", "vs_immediate"):
         data[name] = _rounded(data[name], 5)
     if row.retries_by_code is not None:
         data["retries_by_code"] = {str(code): count for code, count in row.retries_by_code.items()}
@@ -222,6 +256,7 @@ def to_document(result: BenchResult) -> dict[str, Any]:
         "headline": result.headline(),
         "exactly_once": {"passed": result.exactly_once_passed, "failures": list(result.failures)},
         "warnings": list(result.warnings),
+        "skipped": list(result.skipped),
     }
 
 
@@ -233,7 +268,7 @@ def write_json(result: BenchResult, path: str) -> None:
 
 # --- the chart -----------------------------------------------------------------------------------
 
-_COLOURS = {OURS: "#2f6db5", "redis": "#c8443a", "sqlite": "#6d7a86"}
+_COLOURS = {OURS: "#2f6db5", "redis": "#c8443a", "sqlite": "#6d7a86", IMMEDIATE: "#b08d2e"}
 _OUR_SHADES = ("#2f6db5", "#5fa35a", "#9a5fb4", "#d08a2b", "#3aa6a0")
 
 
@@ -314,17 +349,21 @@ def _grouped_bars(
 
 
 def write_plot(result: BenchResult, path: str) -> None:
-    """A PNG with four panels: one client, concurrent pops, queue depth, and our/reference ratios."""
+    """A PNG with four panels: one client, concurrent pops, queue depth, and our/reference ratios.
+
+    Two more, in a fourth row, when the run has tasks rows: tasks/s, and tasks/s against enqueues/s.
+    """
     check_plot_available()
     from matplotlib.figure import Figure
 
     meta = result.meta
     strategies = list(meta["strategies"])
     rows = sorted(result.rows, key=lambda r: (_series_order(r, strategies), MODES.index(r.mode), r.clients))
-    ratio_groups = sum(1 for r in rows if r.target == OURS)
+    ratio_groups = sum(1 for r in rows if r.target == OURS and r.group != "tasks")
+    has_tasks = any(r.group == "tasks" for r in rows)
     # Wide enough for one labelled cluster of ratio bars per row of ours.
-    figure = Figure(figsize=(max(15.0, 4 + 0.34 * ratio_groups), 13), layout="constrained")
-    grid = figure.add_gridspec(3, 2)
+    figure = Figure(figsize=(max(15.0, 4 + 0.34 * ratio_groups), 17 if has_tasks else 13), layout="constrained")
+    grid = figure.add_gridspec(4 if has_tasks else 3, 2)
     figure.suptitle(
         f"django-fdbqueue bench: engine {meta['engine']}, {meta['cpu_count']} CPUs, "
         f"{meta['duration_s']:g} s per row, {meta['date']}",
@@ -335,7 +374,7 @@ def write_plot(result: BenchResult, path: str) -> None:
     axes = figure.add_subplot(grid[0, 0])
     operations = ["push", "pop", "push+pop"]
     series: dict[str, dict[str, float]] = {}
-    singles = [r for r in rows if r.depth is None and r.clients == 1 and r.mode == "threads"]
+    singles = [r for r in rows if r.depth is None and r.clients == 1 and r.mode == "threads" and r.group != "tasks"]
     for row in singles:
         if row.target == OURS and row.strategy == NO_STRATEGY and len(strategies) > 1:
             for strategy in strategies:
@@ -408,7 +447,48 @@ def write_plot(result: BenchResult, path: str) -> None:
         axes.axis("off")
         axes.text(0.5, 0.5, "No reference in this run (--compare redis,sqlite adds them).", ha="center",
                   va="center", fontsize=11)
+    if has_tasks:
+        _tasks_panels(figure, grid, [r for r in rows if r.group == "tasks"])
     figure.savefig(path, format="png", dpi=100)
+
+
+def _tasks_panels(figure: Any, grid: Any, rows: list[Row]) -> None:
+    """Tasks/s of every tasks row, ours labelled with their share of immediate; then ours against enqueues/s."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    rows = sorted(rows, key=lambda r: (_TARGET_ORDER.index(r.target), r.clients))
+    axes = figure.add_subplot(grid[3, 0])
+    names = [
+        "immediate, inline" if r.target == IMMEDIATE else f"{r.target}, {r.clients} worker{'s' * (r.clients > 1)}"
+        for r in rows
+    ]
+    heights = [max(r.ops_per_s, 1e-9) for r in rows]
+    axes.bar(range(len(rows)), heights, 0.6, color=[_COLOURS.get(r.target, "#444444") for r in rows])
+    for x, row in enumerate(rows):
+        text = f"{_rate(row.ops_per_s)}/s"
+        if row.vs_immediate is not None:
+            text += f"\n{_times(row.vs_immediate)} immediate"
+        axes.annotate(text, (x, heights[x]), xytext=(0, 3), textcoords="offset points", ha="center",
+                      va="bottom", fontsize=8)
+    axes.set_xticks(range(len(rows)), names)
+    axes.set_yscale("log")
+    axes.set_ylim(bottom=10 ** math.floor(math.log10(min(heights))), top=max(heights) * 10)
+    axes.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:,.0f}"))
+    axes.yaxis.set_minor_formatter(NullFormatter())
+    axes.grid(axis="y", which="major", alpha=0.3)
+    axes.set_axisbelow(True)
+    axes.set_title("Tasks/s, first enqueue to last result (log scale)")
+
+    axes = figure.add_subplot(grid[3, 1])
+    ours = [r for r in rows if r.target == OURS]
+    groups = [f"{r.clients} worker{'s' * (r.clients > 1)}" for r in ours]
+    series = {
+        "tasks/s": {group: r.ops_per_s for group, r in zip(groups, ours)},
+        "enqueues/s": {group: r.notes.get("enqueue_per_s") for group, r in zip(groups, ours)},
+    }
+    _grouped_bars(axes, groups, series, {"tasks/s": _COLOURS[OURS], "enqueues/s": "#9fbbe0"})
+    axes.set_title("Tasks: run vs enqueued per second, same window (log scale)")
+    axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
 
 
 def _short_label(row: Row, strategies: Sequence[str]) -> str:

@@ -12,11 +12,16 @@ On each target (the app's queues, and the references asked for) the run measures
   (``fill`` rows: items/s and peak memory, which must stay flat because items go in batches),
   then ``peek`` and ``pop`` for the row's duration at each depth. Pops take at most half the
   queue before it is topped up again (untimed), so they measure that depth, not an emptying
-  queue.
+  queue;
+* **tasks** (when the Django Tasks framework is installed): N tasks through the app's Tasks
+  backend with 1 and 4 worker threads, and the same N through the framework's ImmediateBackend,
+  which runs each inline: the zero-cost reference (see :mod:`~django_fdbqueue.bench.task_rows`).
 
 Then it relates the rows: our rate divided by the reference's for the same row (``vs_redis``,
 ``vs_sqlite``), each concurrent row's rate divided by the same series' one-client rate
-(``vs_one_client``), and each deep row's rate divided by its shallow one (``vs_shallow``).
+(``vs_one_client``), and each deep row's rate divided by its shallow one (``vs_shallow``). A
+tasks row of ours is divided by the ImmediateBackend's (``vs_immediate``), and the 4-worker row by
+the 1-worker one (``vs_one_client``).
 
 The targets take turns row by row (our row with every strategy, then the same row on each
 reference), so the two sides of a ratio are measured seconds apart, under the same background
@@ -43,6 +48,7 @@ from .runner import Measurement, ProcessTeam, run_threads
 from .stats import peak_memory_mib, reset_peak_memory
 from .strategies import registered
 from .targets import OURS, Target
+from .task_rows import IMMEDIATE, TASK_WORKERS
 from .workloads import Work, batches
 
 __all__ = [
@@ -66,11 +72,16 @@ DEFAULT_DEEP_SIZE = 1_000_000
 QUICK_DURATION = 0.3
 QUICK_CLIENTS = (1, 2)
 QUICK_DEEP_SIZE = 2_000
+#: Tasks enqueued in each tasks row (0 leaves the tasks rows out).
+DEFAULT_TASKS = 2_000
+QUICK_TASKS = 200
 
 #: The shallow depth the deep one is compared with (smaller when deep_size is tiny).
 SHALLOW_DEPTH = 1_000
 #: Queue items per expected pop in the timed window, so concurrent pops do not run dry.
-PREFILL_SAFETY = 1.5
+# Three times the fastest rate seen so far: a row measured while the machine was busier than
+# during the pop rows must not leave them an empty queue (items are cheap to fill in batches).
+PREFILL_SAFETY = 3.0
 MAX_PREFILL = 2_000_000
 #: Fill memory growth from the shallow to the deep fill that is reported as not flat.
 FLAT_MEMORY_MIB = 64.0
@@ -87,6 +98,7 @@ class BenchConfig:
     compare: tuple[str, ...] = ()
     modes: tuple[str, ...] = MODES
     quick: bool = False
+    tasks: int = DEFAULT_TASKS
 
     @classmethod
     def build(
@@ -98,6 +110,7 @@ class BenchConfig:
         deep_size: int | None = None,
         compare: tuple[str, ...] | list[str] = (),
         quick: bool = False,
+        tasks: int | None = None,
     ) -> "BenchConfig":
         """Defaults for what is not given (tiny ones with ``quick``); strategies are checked.
 
@@ -109,6 +122,8 @@ class BenchConfig:
         counts = set(clients or (QUICK_CLIENTS if quick else DEFAULT_CLIENTS))
         if any(count < 1 for count in counts):
             raise ValueError("Client counts must be at least 1.")
+        if tasks is not None and tasks < 0:
+            raise ValueError("The number of tasks per row cannot be negative.")
         return cls(
             duration=duration if duration is not None else (QUICK_DURATION if quick else DEFAULT_DURATION),
             clients=tuple(sorted(counts | {1})),
@@ -118,6 +133,7 @@ class BenchConfig:
             ),
             compare=tuple(name for name in REFERENCES if name in compare),
             quick=quick,
+            tasks=tasks if tasks is not None else (QUICK_TASKS if quick else DEFAULT_TASKS),
         )
 
     @property
@@ -154,11 +170,14 @@ class Row:
     vs_sqlite: float | None = None
     vs_one_client: float | None = None
     vs_shallow: float | None = None
+    vs_immediate: float | None = None
     notes: dict[str, Any] = field(default_factory=dict)
 
     @property
     def group(self) -> str:
         """Which part of the report the row belongs to."""
+        if self.operation == "tasks":
+            return "tasks"
         if self.depth is not None:
             return "depth"
         if self.operation == "pop":
@@ -167,6 +186,10 @@ class Row:
 
     def label(self) -> str:
         text = f"{self.target} {self.operation}"
+        if self.operation == "tasks":
+            if self.target == IMMEDIATE:
+                return text + ", run inline by enqueue"
+            return text + f", {self.clients} worker thread{'' if self.clients == 1 else 's'}"
         if self.depth is not None:
             text += f" at {self.depth:,} queued"
         elif self.mode == "threads":
@@ -178,7 +201,8 @@ class Row:
         return text
 
     def summary(self) -> str:
-        text = f"{self.label()}: {self.ops_per_s:,.0f} ops/s"
+        unit = "tasks/s" if self.operation == "tasks" else "ops/s"
+        text = f"{self.label()}: {self.ops_per_s:,.0f} {unit}"
         if self.p50_ms is not None:
             text += f", p50 {self.p50_ms:.3g} ms, p99 {self.p99_ms:.3g} ms"
         if self.exactly_once is False:
@@ -194,6 +218,8 @@ class BenchResult:
     meta: dict[str, Any]
     failures: list[str]
     warnings: list[str]
+    #: Rows not measured because something they need is not installed, and why.
+    skipped: list[str] = field(default_factory=list)
 
     @property
     def exactly_once_passed(self) -> bool:
@@ -213,6 +239,14 @@ class BenchResult:
                 ]
                 if against:
                     text += " = " + ", ".join(against)
+                lines.append(text)
+        immediate = next((r for r in self.rows if r.group == "tasks" and r.target == IMMEDIATE), None)
+        for row in self.rows:
+            if row.group == "tasks" and row.target == OURS:
+                threads = f"{row.clients} worker thread{'' if row.clients == 1 else 's'}"
+                text = f"Tasks/s with {threads}: {row.ops_per_s:,.0f}"
+                if row.vs_immediate is not None and immediate is not None:
+                    text += f" = {row.vs_immediate:.3g}x immediate ({immediate.ops_per_s:,.0f})"
                 lines.append(text)
         return lines
 
@@ -241,6 +275,10 @@ def plan(config: BenchConfig) -> list[Row]:
     for depth in config.depths:
         for operation in ("fill", "peek", "pop"):
             rows += on_every_target(operation, 1, "threads", by_strategy=False, depth=depth)
+    if config.tasks:
+        # The reference has no workers: each enqueue runs its task, on the bench's one thread.
+        rows += [Row(OURS, "tasks", workers, "threads", NO_STRATEGY) for workers in TASK_WORKERS]
+        rows.append(Row(IMMEDIATE, "tasks", 1, "threads", NO_STRATEGY))
     return rows
 
 
@@ -264,6 +302,15 @@ class Bench:
         self.run_id = uuid.uuid4().hex[:8]
         self.failures: list[str] = []
         self.warnings: list[str] = []
+        self.skipped: list[str] = []
+        if config.tasks:
+            from .task_rows import framework_missing
+
+            missing = framework_missing()
+            if missing:
+                self.skipped.append(f"Tasks rows: {missing}")
+                self.rows = [row for row in self.rows if row.group != "tasks"]
+        self._tasks_framework: str | None = None
         self._block = 0
         self._rate_hint: dict[str, float] = {}
         self._scale_cap = max(2, 2 * (os.cpu_count() or 1))
@@ -276,6 +323,8 @@ class Bench:
         from .service_target import ServiceTarget
 
         ours = ServiceTarget.from_settings(self.db)
+        for message in self.skipped:
+            progress.note(f"Skipped: {message}")
         with contextlib.ExitStack() as stack:
             targets: dict[str, Target] = {OURS: ours}
             if "redis" in self.config.compare:
@@ -285,9 +334,14 @@ class Bench:
             references = {name: target.metadata() for name, target in targets.items() if name != OURS}
             team = stack.enter_context(ProcessTeam())
             self._measure_rows(targets, team, progress)
+        # After the client processes and the Redis server are gone: the tasks rows run in this
+        # process only.
+        self._measure_tasks(progress)
         self._relate()
         self._check_memory()
-        return BenchResult(self.rows, self._meta(ours, references), self.failures, self.warnings)
+        return BenchResult(
+            self.rows, self._meta(ours, references), self.failures, self.warnings, list(self.skipped)
+        )
 
     def _start_redis(self, stack: contextlib.ExitStack, progress: Progress) -> Target:
         from .redis_ref import RedisServer, RedisTarget, check_available
@@ -329,12 +383,13 @@ class Bench:
             shutil.rmtree(directory, ignore_errors=True)
 
     def _measure_rows(self, targets: dict[str, Target], team: ProcessTeam, progress: Progress) -> None:
-        """Measure the planned rows in order; each queue is dropped after the last row using it."""
-        queues = [(row.target, *self._queue_of(row)) for row in self.rows]
+        """Measure the planned queue rows in order; each queue is dropped after the last row using it."""
+        rows = [row for row in self.rows if row.group != "tasks"]
+        queues = [(row.target, *self._queue_of(row)) for row in rows]
         last_use = {queue: index for index, queue in enumerate(queues)}
         prepared: set[tuple[str, str, str | None]] = set()
         try:
-            for index, row in enumerate(self.rows):
+            for index, row in enumerate(rows):
                 name, queue, strategy = key = queues[index]
                 target = targets[name]
                 progress.start(row.label())
@@ -363,6 +418,34 @@ class Bench:
         else:
             purpose = f"pops-{_safe(row.strategy)}"
         return f"fdbqueue-bench.{self.run_id}.{purpose}", strategy
+
+    def _measure_tasks(self, progress: Progress) -> None:
+        """The tasks rows, in plan order, with the bench's own task backends (see ``task_rows``)."""
+        rows = [row for row in self.rows if row.group == "tasks"]
+        if not rows:
+            return
+        from .task_rows import bench_backends, framework_description
+
+        self._tasks_framework = framework_description()
+        with bench_backends(self.run_id) as tasks:
+            for row in rows:
+                progress.start(row.label())
+                if row.target == IMMEDIATE:
+                    run = tasks.run_immediate(self.config.tasks, self.config.duration)
+                    row.notes["rounds"] = run.rounds
+                else:
+                    run = tasks.run_workers(self.config.tasks, row.clients, progress.detail)
+                    row.notes["enqueue_per_s"] = round(run.enqueue_per_s, 2)
+                row.ops, row.seconds, row.ops_per_s = run.tasks, round(run.seconds, 6), run.tasks_per_s
+                row.peak_mib = run.peak_mib
+                if run.retries is not None:
+                    row.retries_by_code = dict(run.retries)
+                    row.retries = sum(run.retries.values())
+                    row.retries_per_op = row.retries / row.ops if row.ops else 0.0
+                row.exactly_once = not run.problems
+                if run.problems:
+                    self.failures.append(f"{row.label()}: " + "; ".join(run.problems) + ".")
+                progress.done(row.summary())
 
     def _next_block(self) -> int:
         """A fresh range of value numbers, so no two rows push the same n."""
@@ -527,6 +610,9 @@ class Bench:
             if row.operation == "pop" and row.depth is None:
                 one = (row.target, "pop", 1, row.mode, row.strategy, None)
                 row.vs_one_client = _ratio(row, index.get(one))
+            if row.group == "tasks" and row.target == OURS:
+                row.vs_immediate = _ratio(row, index.get((IMMEDIATE, "tasks", 1, "threads", NO_STRATEGY, None)))
+                row.vs_one_client = _ratio(row, index.get((OURS, "tasks", 1, "threads", NO_STRATEGY, None)))
             if row.depth == deep and deep != shallow:
                 other = index.get((row.target, row.operation, row.clients, row.mode, row.strategy, shallow))
                 row.vs_shallow = _ratio(row, other)
@@ -574,8 +660,25 @@ class Bench:
             "quick": self.config.quick,
             "compare": list(self.config.compare),
             "references": references,
+            "tasks": self._tasks_meta(),
+            "skipped": list(self.skipped),
             "exactly_once_passed": not self.failures,
         }
         if "sqlite" in references:
             references["sqlite"]["location"] = self._sqlite_location
         return meta
+
+    def _tasks_meta(self) -> dict[str, Any] | None:
+        """How the tasks rows ran; None when they did not (left out, or the framework is missing)."""
+        if not any(row.group == "tasks" for row in self.rows):
+            return None
+        from .task_rows import immediate_backend_path, queue_prefix
+
+        return {
+            "per_row": self.config.tasks,
+            "workers": list(TASK_WORKERS),
+            "framework": self._tasks_framework,
+            "backend": "django_fdbqueue.tasks.FDBQueueBackend",
+            "reference": immediate_backend_path(),
+            "queue_prefix": queue_prefix(self.run_id),
+        }

@@ -1,5 +1,8 @@
 """``manage.py fdbqueue bench``: measure the queues here, and compare them with Redis and raw SQLite.
 
+It also measures Django Tasks through the app's backend, against the framework's ImmediateBackend
+(``--tasks``), when the Tasks framework is installed.
+
 The measuring lives in :mod:`django_fdbqueue.bench`; this module turns the command line into a
 :class:`~django_fdbqueue.bench.suite.BenchConfig`, shows progress on standard error, and writes
 the results: the table (or, with ``--json``, the full JSON document) on standard output, and
@@ -39,9 +42,11 @@ from django_fdbqueue.bench.suite import (
     DEFAULT_CLIENTS,
     DEFAULT_DEEP_SIZE,
     DEFAULT_DURATION,
+    DEFAULT_TASKS,
     QUICK_CLIENTS,
     QUICK_DEEP_SIZE,
     QUICK_DURATION,
+    QUICK_TASKS,
     REFERENCES,
     Bench,
     BenchConfig,
@@ -64,18 +69,27 @@ shallow and a deep queue. With --compare, the same workloads run in the same run
 redis-server (sorted sets) and on a raw SQLite table on the same disk, and every row of ours shows
 its rate divided by theirs: on a busy machine the ratios are the figures to trust.
 
+When the Django Tasks framework is installed (Django 6.0+, or django-tasks), the tasks rows run
+N trivial tasks through django-fdbqueue's Tasks backend with 1 and 4 worker threads (tasks/s from
+the first enqueue to the last SUCCESSFUL result), and the same N through the framework's
+ImmediateBackend, which runs each task inline: the zero-cost reference ours is divided by. They
+use the bench's own backends, never the project's TASKS; without the framework they are skipped.
+
 Defaults: {defaults} (a few minutes).
 With --quick: {quick}.
 The bench's queues (named fdbqueue-bench.*) are deleted at the end."""
 
 
-def _sizes(duration: float, clients: tuple[int, ...], deep_size: int) -> str:
-    return f"{duration:g} s per row, clients {','.join(map(str, clients))}, deep size {deep_size:,}"
+def _sizes(duration: float, clients: tuple[int, ...], deep_size: int, tasks: int) -> str:
+    return (
+        f"{duration:g} s per row, clients {','.join(map(str, clients))}, deep size {deep_size:,}, "
+        f"{tasks:,} tasks per tasks row"
+    )
 
 
 _DESCRIPTION = _DESCRIPTION.format(
-    defaults=_sizes(DEFAULT_DURATION, DEFAULT_CLIENTS, DEFAULT_DEEP_SIZE),
-    quick=_sizes(QUICK_DURATION, QUICK_CLIENTS, QUICK_DEEP_SIZE),
+    defaults=_sizes(DEFAULT_DURATION, DEFAULT_CLIENTS, DEFAULT_DEEP_SIZE, DEFAULT_TASKS),
+    quick=_sizes(QUICK_DURATION, QUICK_CLIENTS, QUICK_DEEP_SIZE, QUICK_TASKS),
 )
 
 
@@ -87,6 +101,17 @@ def _positive_seconds(text: str) -> float:
     if not 0 < seconds <= 3600:
         raise argparse.ArgumentTypeError(f"expected more than 0 and at most 3600 seconds, got {text}")
     return seconds
+
+
+def _task_count(text: str) -> int:
+    """argparse type for --tasks: a whole number from 0 (which leaves the tasks rows out)."""
+    try:
+        count = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number of tasks, got {text!r}") from None
+    if not 0 <= count <= 10_000_000:
+        raise argparse.ArgumentTypeError(f"expected 0 to 10,000,000 tasks, got {count}")
+    return count
 
 
 def _client_counts(text: str) -> list[int]:
@@ -135,6 +160,15 @@ def register(subparsers: Any) -> None:
         action="append",
         metavar="REF[,REF]",
         help="Run the same workloads on a reference too: redis, sqlite, or redis,sqlite; repeatable.",
+    )
+    parser.add_argument(
+        "--tasks",
+        type=_task_count,
+        metavar="N",
+        help=(
+            "Tasks per tasks row (Django Tasks through this app's backend with 1 and 4 worker threads, "
+            "and through ImmediateBackend as the reference); 0 leaves the tasks rows out."
+        ),
     )
     parser.add_argument(
         "--json-file", metavar="FILE", help="Also write every row and the run's metadata to FILE as JSON."
@@ -204,6 +238,7 @@ def handle_bench(ctx: Context, options: dict[str, Any]) -> None:
             deep_size=options.get("deep_size"),
             compare=compare,
             quick=bool(options.get("quick")),
+            tasks=options.get("tasks"),
         )
     except KeyError as error:
         raise usage_error(error.args[0]) from None

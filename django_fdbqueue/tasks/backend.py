@@ -237,7 +237,12 @@ def _retry(tr: Any, result_id: str, backend: FDBQueueBackend) -> results.Record:
         raise TaskResultDoesNotExist(result_id)
     if record.status != results.FAILED:
         raise InvalidTaskError(f"Only a failed task can be retried; this one is {record.status}.")
-    again = results.Record(**{**record.__dict__, "status": results.READY, "finished_us": None,
+    if backend.queues and record.queue_name not in backend.queues:
+        raise InvalidTaskError(
+            f"Queue {record.queue_name!r} is no longer one of TASKS[{backend.alias!r}]['QUEUES']: no worker would run it."
+        )
+    # A new run: new enqueue time, no start or finish yet; errors and worker ids (the attempts) are kept.
+    again = results.Record(**{**record.__dict__, "status": results.READY, "started_us": None, "finished_us": None,
                               "expires_us": None, "run_after_us": None, "enqueued_us": now_micros()})
     results.write(tr, again, record)
     queue = backend.queue_for(record.queue_name)

@@ -3,12 +3,12 @@
 Keys, under the app's root subspace::
 
     root / "T" / "r" / result_id                                   -> JSON record
-    root / "T" / "i" / queue_name / status / enqueued_at_us / result_id -> b""   listing index
+    root / "T" / "i" / backend / queue_name / status / enqueued_at_us / result_id -> b""   listing
     root / "T" / "e" / expires_at_us / result_id                   -> b""   retention
 
 A record is one JSON document (what ``TaskResult`` shows, plus the task's path and options), so
-reading a result is one point read. The listing index lets the admin page list one queue's
-tasks in one status, newest last, with one range read; a status change moves the index entry
+reading a result is one point read. The listing index lets the admin page list one backend's
+queue's tasks in one status, oldest first, with one range read; a status change moves the index entry
 in the same transaction as the record. Finished results get a retention entry; whoever finishes
 a task also forgets up to :data:`PRUNE_BATCH` results whose retention has passed, reading each
 record first, so a result retried meanwhile is kept.
@@ -74,7 +74,9 @@ class Record:
 
     @classmethod
     def loads(cls, raw: bytes) -> "Record":
-        return cls(**json.loads(raw))
+        """Fields this version does not know (written by a newer one) are ignored, not fatal."""
+        data = json.loads(raw)
+        return cls(**{name: data[name] for name in cls.__dataclass_fields__ if name in data})
 
     @property
     def finished(self) -> bool:
@@ -89,7 +91,7 @@ def record_key(result_id: str) -> bytes:
 
 
 def _index_key(record: Record) -> bytes:
-    return _space()[INDEX].pack((record.queue_name, record.status, record.enqueued_us or 0, record.id))
+    return _space()[INDEX].pack((record.backend, record.queue_name, record.status, record.enqueued_us or 0, record.id))
 
 
 def _expiry_key(expires_us: int, result_id: str) -> bytes:
@@ -110,30 +112,32 @@ def get(tr: Any, result_id: str) -> Record | None:
 
 
 @transactional
-def page(tr: Any, queue_name: str, status: str, after: tuple | None, limit: int) -> tuple[list[Record], tuple | None]:
+def page(tr: Any, backend: str, queue_name: str, status: str, after: tuple | None,
+         limit: int) -> tuple[list[Record], tuple | None]:
     """Records of one queue in one status, oldest enqueued first; the position of the last when more follow."""
-    prefix = _space()[INDEX].range((queue_name, status))
-    begin = prefix.start if after is None else _space()[INDEX].pack((queue_name, status, *after)) + b"\x00"
-    rows = list(tr.get_range(begin, prefix.stop, limit=limit + 1))
-    ids = [_space()[INDEX].unpack(bytes(kv.key))[3] for kv in rows[:limit]]
+    index = _space()[INDEX]
+    begin, end = _bounds(backend, queue_name, status)
+    if after is not None:
+        begin = index.pack((backend, queue_name, status, *after)) + b"\x00"
+    rows = list(tr.get_range(begin, end, limit=limit + 1))
+    ids = [index.unpack(bytes(kv.key))[4] for kv in rows[:limit]]
     futures = [tr[record_key(result_id)] for result_id in ids]
     records = [Record.loads(bytes(f)) for f in futures if f.present()]
     last = None
     if len(rows) > limit:
-        _queue, _status, enqueued_us, result_id = _space()[INDEX].unpack(bytes(rows[limit - 1].key))
-        last = (enqueued_us, result_id)
+        last = tuple(index.unpack(bytes(rows[limit - 1].key))[3:5])
     return records, last
 
 
 @transactional
-def counts(tr: Any, queue_name: str, limit: int = 1000) -> dict[str, int]:
+def counts(tr: Any, backend: str, queue_name: str, limit: int = 1000) -> dict[str, int]:
     """How many of the queue's tasks are in each status (counting up to ``limit`` each)."""
-    futures = {status: tr.get_range(*_bounds(queue_name, status), limit=limit) for status in STATUSES}
+    futures = {status: tr.get_range(*_bounds(backend, queue_name, status), limit=limit) for status in STATUSES}
     return {status: sum(1 for _ in rows) for status, rows in futures.items()}
 
 
-def _bounds(queue_name: str, status: str) -> tuple[bytes, bytes]:
-    r = _space()[INDEX].range((queue_name, status))
+def _bounds(backend: str, queue_name: str, status: str) -> tuple[bytes, bytes]:
+    r = _space()[INDEX].range((backend, queue_name, status))
     return r.start, r.stop
 
 
@@ -150,6 +154,14 @@ def write(tr: Any, record: Record, previous: Record | None) -> None:
     tr[_index_key(record)] = b""
     if record.expires_us is not None:
         tr[_expiry_key(record.expires_us, record.id)] = b""
+
+
+def forget(tr: Any, record: Record) -> None:
+    """Delete a result: its record, its listing entry and its retention entry."""
+    del tr[record_key(record.id)]
+    del tr[_index_key(record)]
+    if record.expires_us is not None:
+        del tr[_expiry_key(record.expires_us, record.id)]
 
 
 def prune(tr: Any, now_us: int | None = None) -> int:
@@ -169,8 +181,7 @@ def prune(tr: Any, now_us: int | None = None) -> int:
             continue
         record = Record.loads(bytes(raw))
         if record.expires_us == expires_us:
-            del tr[record_key(result_id)]
-            del tr[_index_key(record)]
+            forget(tr, record)
             removed += 1
     return removed
 
@@ -188,4 +199,5 @@ __all__ = [
     "page",
     "counts",
     "prune",
+    "forget",
 ]
