@@ -6,4 +6,5 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/", include("django_fdbqueue.api.urls")),
+    path("metrics/", include("django_fdbqueue.metrics.urls")),
 ]

@@ -1,4 +1,5 @@
-"""Demo URLs: the admin (with the queue pages), the REST API under /api/ and its OpenAPI schema.
+"""Demo URLs: the admin (with the queue pages), the REST API under /api/ and its OpenAPI schema,
+and Prometheus metrics under /metrics/ (guarded like the API).
 
 The one demo-only page, which enqueues example tasks, sits under /admin/ behind the admin's login.
 """
@@ -18,4 +19,6 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/", include("django_fdbqueue.api.urls")),
+    # Prometheus metrics, behind the API's authentication and permissions.
+    path("metrics/", include("django_fdbqueue.metrics.urls")),
 ]

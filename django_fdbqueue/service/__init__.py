@@ -147,6 +147,13 @@ read that reaches where they will land with ``FDBError`` 1036 (accessed_unreadab
 transaction, pop or read a queue *before* pushing to it. Statistics reads are ordinary reads:
 inside your own read-write transaction they conflict with concurrent pushes and pops of that
 queue, which is what serializability asks for.
+
+Observing
+=========
+
+The public operations are decorated with ``observe.observed``, which reports each call's
+operation, outcome and duration to registered listeners (``django_fdbqueue.metrics`` registers
+one) and costs next to nothing when none is registered. See ``service/observe.py``.
 """
 
 from __future__ import annotations
@@ -170,6 +177,7 @@ from . import waiting as _waiting
 from .dedup import DEDUP_WINDOW_SECONDS
 from .items import MAX_PUSHES_PER_TRANSACTION, MAX_VALUE_BYTES
 from .leases import DEFAULT_LEASE_SECONDS, MAX_LEASE_SECONDS
+from .observe import observed
 from .records import DeadLetter, Item, Lease, Page, PendingItem, QueueInfo, ScheduledItem, now_micros
 
 LIMIT_MAX = 1000
@@ -247,6 +255,7 @@ def _check_max_attempts(max_attempts: object) -> int | None:
     return _keys.check_count(max_attempts, "max_attempts", minimum=1, maximum=MAX_ATTEMPTS_LIMIT)
 
 
+@observed
 def create_queue(db_or_tr: Any, name: str, kind: str = "fifo", *, max_attempts: int | None = None) -> QueueInfo:
     """Create an empty queue; an existing name raises QueueAlreadyExists (never an overwrite).
 
@@ -258,29 +267,34 @@ def create_queue(db_or_tr: Any, name: str, kind: str = "fifo", *, max_attempts: 
     return _catalog.create_queue(db_or_tr, name, kind, _check_max_attempts(max_attempts))
 
 
+@observed
 def set_max_attempts(db_or_tr: Any, name: str, max_attempts: int | None) -> QueueInfo:
     """Change the queue's ``max_attempts`` (None: no limit); applies to leases ending from now on."""
     _keys.check_name(name)
     return _catalog.set_max_attempts(db_or_tr, name, _check_max_attempts(max_attempts))
 
 
+@observed
 def get_queue(db_or_tr: Any, name: str) -> QueueInfo:
     """The queue's kind and statistics (constant time); QueueNotFound if there is none."""
     _keys.check_name(name)
     return _catalog.get_queue(db_or_tr, name)
 
 
+@observed
 def queue_exists(db_or_tr: Any, name: str) -> bool:
     _keys.check_name(name)
     return _catalog.queue_exists(db_or_tr, name)
 
 
+@observed
 def delete_queue(db_or_tr: Any, name: str) -> None:
     """Delete the queue and all its items in one transaction."""
     _keys.check_name(name)
     _catalog.delete_queue(db_or_tr, name)
 
 
+@observed
 def list_queues(
     db_or_tr: Any, *, prefix: str = "", cursor: str | None = None, limit: int = 50
 ) -> Page[QueueInfo]:
@@ -314,6 +328,7 @@ def _visible_at(delay: object, not_before: object) -> int | None:
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
 
+@observed
 def push(
     db_or_tr: Any,
     name: str,
@@ -355,6 +370,7 @@ def _split_pair(entry: Any) -> tuple[Any, Any]:
     return entry, 0
 
 
+@observed
 def push_many(
     db_or_tr: Any,
     name: str,
@@ -408,6 +424,7 @@ def _blocking(db_or_tr: Any, name: str, end: str, wait: object, attempt: Callabl
             return got
 
 
+@observed(none_is_empty=True)
 def pop(
     db_or_tr: Any,
     name: str,
@@ -464,6 +481,7 @@ def dequeue(db_or_tr: Any, name: str, *, mode: PopMode = "plain", timeout: float
     return pop(db_or_tr, name, "min", mode=mode, timeout=timeout, wait=wait)
 
 
+@observed(none_is_empty=True)
 def peek(db_or_tr: Any, name: str, end: str = "min") -> Item | None:
     """The item ``pop`` would return, without removing it."""
     _keys.check_name(name)
@@ -479,6 +497,7 @@ def peek_max(db_or_tr: Any, name: str) -> Item | None:
     return peek(db_or_tr, name, "max")
 
 
+@observed
 def pop_many(db_or_tr: Any, name: str, n: int, end: str = "min") -> list[Item]:
     """Pop up to ``n`` items from ``end`` in pop order, in as few transactions as the limits allow."""
     _keys.check_name(name)
@@ -496,6 +515,7 @@ def pop_many(db_or_tr: Any, name: str, n: int, end: str = "min") -> list[Item]:
     return popped
 
 
+@observed
 def browse(
     db_or_tr: Any, name: str, *, end: str = "min", cursor: str | None = None, limit: int = 50
 ) -> Page[Item]:
@@ -507,6 +527,7 @@ def browse(
     return _items.browse_page(db_or_tr, name, end, after, limit)
 
 
+@observed(none_is_empty=True)
 def get_item(db_or_tr: Any, name: str, item_id: str) -> Item | None:
     """The item with this id if it is still queued (None once popped or cleared)."""
     _keys.check_name(name)
@@ -517,17 +538,20 @@ def get_item(db_or_tr: Any, name: str, item_id: str) -> Item | None:
 # --- size and clearing ---------------------------------------------------------------------------
 
 
+@observed
 def size(db_or_tr: Any, name: str) -> int:
     """Number of items (an atomic counter: one read)."""
     _keys.check_name(name)
     return _items.size(db_or_tr, name)
 
 
+@observed
 def empty(db_or_tr: Any, name: str) -> bool:
     _keys.check_name(name)
     return _items.empty(db_or_tr, name)
 
 
+@observed
 def clear(db_or_tr: Any, name: str) -> None:
     """Remove every item (the queue itself stays)."""
     _keys.check_name(name)
@@ -541,6 +565,7 @@ def _check_lease(seconds: object, what: str = "lease") -> float:
     return _keys.check_seconds(seconds, what, minimum=0, maximum=MAX_LEASE_SECONDS, inclusive_minimum=False)
 
 
+@observed(none_is_empty=True)
 def claim(
     db_or_tr: Any,
     name: str,
@@ -561,6 +586,7 @@ def claim(
     return _blocking(db_or_tr, name, end, wait, lambda: _leases.claim_once(db_or_tr, name, seconds, end))
 
 
+@observed
 def ack(db_or_tr: Any, receipt: str, *, name: str | None = None) -> None:
     """The claimed item is done: remove it for good.
 
@@ -572,6 +598,7 @@ def ack(db_or_tr: Any, receipt: str, *, name: str | None = None) -> None:
     _leases.ack(db_or_tr, receipt, name)
 
 
+@observed
 def release(db_or_tr: Any, receipt: str, *, delay: float = 0, name: str | None = None) -> str:
     """Give the item back: visible again at once, or after ``delay`` seconds.
 
@@ -582,6 +609,7 @@ def release(db_or_tr: Any, receipt: str, *, delay: float = 0, name: str | None =
     return _leases.release(db_or_tr, receipt, seconds, name)
 
 
+@observed
 def extend(db_or_tr: Any, receipt: str, seconds: float, *, name: str | None = None) -> Lease:
     """Make the lease end ``seconds`` from now (the receipt stays the same). Errors as for ``ack``."""
     return _leases.extend(db_or_tr, receipt, _check_lease(seconds, "seconds"), name)
@@ -603,6 +631,7 @@ def _scheduled(tr: Any, name: str, after: tuple | None, limit: int) -> Page[Sche
     return Page(rows, cursor)
 
 
+@observed
 def scheduled(db_or_tr: Any, name: str, *, cursor: str | None = None, limit: int = 50) -> Page[ScheduledItem]:
     """Leased and delayed items, in the order they become visible."""
     _keys.check_name(name)
@@ -611,6 +640,7 @@ def scheduled(db_or_tr: Any, name: str, *, cursor: str | None = None, limit: int
     return _scheduled(db_or_tr, name, after, limit)
 
 
+@observed
 def dead_letters(db_or_tr: Any, name: str, *, cursor: str | None = None, limit: int = 50) -> Page[DeadLetter]:
     """The queue's dead letters, in queue order."""
     _keys.check_name(name)
@@ -619,18 +649,21 @@ def dead_letters(db_or_tr: Any, name: str, *, cursor: str | None = None, limit: 
     return _deadletters.page(db_or_tr, name, after, limit)
 
 
+@observed(none_is_empty=True)
 def get_dead_letter(db_or_tr: Any, name: str, item_id: str) -> DeadLetter | None:
     """The dead letter with this id, or None if the queue has none such."""
     _keys.check_name(name)
     return _deadletters.get(db_or_tr, name, *_keys.parse_item_id(item_id))
 
 
+@observed
 def requeue_dead_letter(db_or_tr: Any, name: str, item_id: str) -> Item:
     """Put a dead letter back among the ready items, at its old place, attempts reset to 0."""
     _keys.check_name(name)
     return _deadletters.requeue(db_or_tr, name, *_keys.parse_item_id(item_id))
 
 
+@observed
 def delete_dead_letter(db_or_tr: Any, name: str, item_id: str) -> None:
     _keys.check_name(name)
     _deadletters.delete(db_or_tr, name, *_keys.parse_item_id(item_id))
