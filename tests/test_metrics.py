@@ -444,3 +444,24 @@ def test_multiprocess_mode_sums_every_process(tmp_path, monkeypatch):
 
     monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR")
     assert exposition.process_registry() is exposition.REGISTRY
+
+
+def test_the_worker_command_counts_only_in_multiprocess_mode(tmp_path, monkeypatch):
+    """A worker serves no metrics: it reports its operations only where web processes can sum them."""
+    from django_fdbqueue.cli import worker as worker_command
+    from django_fdbqueue.metrics import instruments
+    from django_fdbqueue.service import observe
+
+    was_installed = instruments.record in observe.listeners()
+    instruments.uninstall()
+    try:
+        monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR", raising=False)
+        worker_command._count_for_prometheus()
+        assert instruments.record not in observe.listeners()
+        monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))
+        worker_command._count_for_prometheus()
+        assert instruments.record in observe.listeners()
+    finally:
+        instruments.uninstall()
+        if was_installed:
+            instruments.install()

@@ -13,6 +13,7 @@ maps SIGTERM/SIGINT (once: finish and exit; twice: release and exit) through
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any, Callable
 
 from django.db import close_old_connections
@@ -176,8 +177,22 @@ def _task_workers(ctx: Context, options: dict[str, Any]) -> tuple[Any, str]:
     return workers, ",".join(worker.queue for worker in workers.workers)
 
 
+def _count_for_prometheus() -> None:
+    """In prometheus-client's multiprocess mode, a worker's operations count with the web processes'.
+
+    Only then: a worker serves no metrics itself, so outside that mode counting would be wasted.
+    """
+    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        return
+    from django_fdbqueue import metrics
+
+    if metrics.available():
+        metrics.install()
+
+
 def handle_worker(ctx: Context, options: dict[str, Any]) -> None:
     """Run a worker until SIGTERM/SIGINT, then print what it did (exit 0)."""
+    _count_for_prometheus()
     if options["tasks"]:
         worker, name = _task_workers(ctx, options)
     else:
