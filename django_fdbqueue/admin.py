@@ -7,7 +7,8 @@ permissions; ``QueueAdmin.get_urls`` swaps the model admin's SQL-backed views fo
 
 When the Tasks framework can be imported (``django.tasks``, or the ``django-tasks`` backport),
 the task pages of ``tasks/admin_views.py`` join them under ``tasks/``; without it the app works
-as before, with no task pages.
+as before, with no task pages. Likewise, when django-rest-knox is in INSTALLED_APPS, the API
+token pages of ``tokens/admin_views.py`` join them under ``tokens/``.
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ class QueueAdmin(admin.ModelAdmin):
             path("<fdbqueue_name:name>/dead/<str:item_id>/delete/", wrap(views.dead_delete),
                  name=f"{prefix}_dead_delete"),
             *self._task_urls(prefix),
+            *self._token_urls(prefix),
             # Like the admin: a bare object address leads to its change page.
             path("<fdbqueue_name:name>/", wrap(self._to_change), name=f"{prefix}_redirect"),
         ]
@@ -86,6 +88,30 @@ class QueueAdmin(admin.ModelAdmin):
                  name=f"{prefix}_task_list"),
             path("tasks/<str:result_id>/", wrap(views.task_detail), name=f"{prefix}_task_detail"),
             path("tasks/<str:result_id>/retry/", wrap(views.task_retry), name=f"{prefix}_task_retry"),
+        ]
+
+    # -- API tokens (django_fdbqueue.tokens): only when knox is installed -----------------------
+
+    def _token_urls(self, prefix: str) -> list[URLPattern]:
+        """The API token pages, when knox is in INSTALLED_APPS (see ``tokens/admin_views.py``).
+
+        Like the task pages they come after the queue pages: a queue named "tokens" keeps
+        ``tokens/change/`` and the rest, only its bare ``tokens/`` redirect gives way.
+        """
+        from django.apps import apps
+
+        if not apps.is_installed("knox"):
+            return []
+        from .tokens.admin_views import TokenAdminViews
+
+        views = TokenAdminViews(self)
+        wrap = self.admin_site.admin_view
+        return [
+            path("tokens/", wrap(views.token_list), name=f"{prefix}_tokens"),
+            path("tokens/create/", wrap(views.token_create), name=f"{prefix}_token_create"),
+            path("tokens/user/<str:user_id>/revoke-all/", wrap(views.token_revoke_all),
+                 name=f"{prefix}_token_revoke_all"),
+            path("tokens/<str:prefix>/revoke/", wrap(views.token_revoke), name=f"{prefix}_token_revoke"),
         ]
 
     def _to_change(self, request: HttpRequest, name: str) -> HttpResponse:

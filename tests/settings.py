@@ -22,6 +22,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "knox",  # API tokens (django_fdbqueue.tokens); its table is migrated like the others
     "django_fdbqueue",
 ]
 try:  # Django 6.0+ has the Tasks framework built in; before, the django-tasks backport provides it

@@ -5,6 +5,7 @@ Development settings only (DEBUG on, a fixed secret key): never deploy them as t
 """
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -23,6 +24,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "knox",  # API tokens stored as hashes: manage.py fdbqueue token ..., or the admin's API tokens page
     "django_fdbqueue",
 ]
 try:  # Django 6.0+ has the Tasks framework built in; before, the django-tasks backport provides it
@@ -74,13 +76,44 @@ USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
 
+# How API clients prove who they are, tried in this order:
+# - knox tokens ("Authorization: Token <token>"): what scripts and workers should use. Only a hash
+#   of each token is stored, and checking one costs a lookup and a SHA-512.
+# - the session cookie of the admin's login: the browsable API and /api/docs/ in a browser.
+# - HTTP basic (curl -u user:password): development only. Every request runs the password hasher
+#   (about 230 ms of CPU by design), so a few clients saturate a server, and the password it sends
+#   on every request also opens the admin.
+# Anonymous requests get 401 with "WWW-Authenticate: Token" (the first class's challenge).
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
+        "knox.auth.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
         "rest_framework.authentication.BasicAuthentication",
     ],
+    # The queue API takes its permissions from FDBQUEUE["PERMISSION_CLASSES"]; this default guards
+    # every other DRF view, such as the API's root page, which DRF would otherwise leave open.
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
 }
+
+# Throttling (optional): requests per user (by token, session or password) and per anonymous
+# address, answered 429 with Retry-After beyond the rate. DRF counts in Django's cache, here the
+# default per-process memory cache: under gunicorn each worker counts on its own, so the real
+# limit is the rate times the workers; a production set-up points CACHES at Redis or Memcached.
+# DEMO_THROTTLE=off switches it off (load runs); DEMO_THROTTLE_USER / _ANON change the rates.
+if os.environ.get("DEMO_THROTTLE", "on") != "off":
+    REST_FRAMEWORK["DEFAULT_THROTTLE_CLASSES"] = [
+        "rest_framework.throttling.UserRateThrottle",
+        "rest_framework.throttling.AnonRateThrottle",
+    ]
+    REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"] = {
+        "user": os.environ.get("DEMO_THROTTLE_USER", "1200/min"),
+        "anon": os.environ.get("DEMO_THROTTLE_ANON", "60/min"),
+    }
+
+# The lifetime of a token created without one (`fdbqueue token create` without --expires-days, the
+# admin's "Project default"). knox's own default, 10 hours, suits log-in sessions, not API clients.
+REST_KNOX = {"TOKEN_TTL": timedelta(days=30)}
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "django-fdbqueue demo API",

@@ -49,6 +49,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "django_fdbqueue.cli.leases",
     "django_fdbqueue.cli.worker",
     "django_fdbqueue.cli.bench",
+    "django_fdbqueue.cli.tokens",
 )
 
 __all__ = ["SUBCOMMAND_MODULES", "Context", "add_subcommands", "run"]

@@ -17,7 +17,7 @@ from django_fdbqueue.cli.base import UsageParser
 
 class Command(BaseCommand):
     help = (
-        "Operate FDB queues: list, create, stats, push, pop, peek, browse, clear, delete; "
+        "Operate FDB queues: list, create, stats, push, pop, peek, browse, clear, delete; token; "
         "claim, ack, release, extend, dead-letters, requeue, delete-dead-letter, set-max-attempts; "
         "worker; bench. Add --json to any subcommand for JSON output. Exit codes: 0 done, 1 nothing to pop "
         "or peek, 2 bad input, 3 the queue store failed."
