@@ -197,15 +197,6 @@ def test_every_api_route_and_method_refuses_anonymous_users(fdbqueue_db, monkeyp
     assert service.list_queues(fdbqueue_db).items[0].name == "q"
 
 
-@pytest.mark.xfail(
-    reason=(
-        "The router's API root (GET /api/) follows DRF's DEFAULT_PERMISSION_CLASSES, AllowAny in the "
-        "test project, instead of FDBQUEUE['PERMISSION_CLASSES']; it lists only the queues' URL. Fix in "
-        "django_fdbqueue/api/urls.py (an APIRootView whose get_permissions is the viewset's); the demo "
-        "closes it with DEFAULT_PERMISSION_CLASSES = IsAuthenticated."
-    ),
-    strict=False,
-)
 def test_the_api_root_refuses_anonymous_users(fdbqueue_db):
     json_error(APIClient().get("/api/"), (401, 403))
 

@@ -628,3 +628,19 @@ def test_processes_claim_each_item_once(fdbqueue_db, pq):
         for _item_id, receipt in got:
             service.ack(db, receipt)
     assert counts(db, pq) == (0, 0, 0, 0)
+
+
+def test_a_receipt_or_cursor_cut_short_is_not_a_second_spelling(fdbqueue_db, pq):
+    """The tuple layer would read an unterminated last element to the end: the service must not."""
+    db = fdbqueue_db
+    service.push(db, pq, "a")
+    lease = service.claim(db, pq)
+    for cut in (1, 2):
+        with pytest.raises(InvalidReceipt):
+            service.ack(db, lease.receipt[:-cut])
+    service.push(db, pq, "b", delay=60)
+    service.push(db, pq, "c", delay=61)
+    cursor = service.scheduled(db, pq, limit=1).next_cursor
+    with pytest.raises(InvalidCursor):
+        service.scheduled(db, pq, cursor=cursor[:-1])
+    service.ack(db, lease.receipt)

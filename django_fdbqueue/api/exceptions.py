@@ -29,6 +29,7 @@ from rest_framework.views import set_rollback
 
 from django_fdbqueue.exceptions import (
     DeadLetterNotFound,
+    InvalidCursor,
     InvalidQueueName,
     InvalidReceipt,
     LeaseExpired,
@@ -118,7 +119,7 @@ def flatten_messages(errors: Any, prefix: str = "") -> list[str]:
 
 
 # Field error codes that name the service's own error when they are a request's only problem.
-SPECIFIC_FIELD_CODES = frozenset({InvalidQueueName.code, InvalidReceipt.code})
+SPECIFIC_FIELD_CODES = frozenset({InvalidQueueName.code, InvalidReceipt.code, InvalidCursor.code})
 
 
 def _error_codes(errors: Any) -> set[str]:
@@ -133,7 +134,7 @@ def _error_codes(errors: Any) -> set[str]:
 def validation_body(exc: exceptions.ValidationError) -> dict[str, Any]:
     """A 400 for invalid input: "invalid", or the one specific code every problem shares (a bad
     queue name in a body answers invalid_queue_name, as it does in a URL; a malformed receipt
-    invalid_receipt, as a forged one does)."""
+    invalid_receipt, as a forged one does; a malformed cursor invalid_cursor)."""
     errors = exc.detail if isinstance(exc.detail, dict) else {"non_field_errors": exc.detail}
     detail = " ".join(flatten_messages(errors)) or "Invalid input."
     codes = _error_codes(errors)

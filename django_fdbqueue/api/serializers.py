@@ -19,6 +19,7 @@ from rest_framework import serializers
 from rest_framework.reverse import reverse
 
 from django_fdbqueue import service
+from django_fdbqueue.exceptions import InvalidCursor
 from django_fdbqueue.paths import name_to_segment
 
 QUEUE_NAME_REGEX = r"[A-Za-z0-9._-]{1,200}"
@@ -99,6 +100,28 @@ class UntrimmedCharField(serializers.CharField):
         super().__init__(**kwargs)
 
 
+# Cursors are URL-safe base64 tokens; the service refuses anything else (invalid_cursor).
+@extend_schema_field({"type": "string", "pattern": r"^[A-Za-z0-9_-]+$"})
+class CursorField(UntrimmedCharField):
+    """?cursor= of a listing: a page's next link carries it. Anything this field refuses (NUL, say)
+    is refused with the code the service uses for bad cursors."""
+
+    def run_validation(self, data: Any = serializers.empty) -> Any:
+        try:
+            return super().run_validation(data)
+        except serializers.ValidationError as error:
+            if data is serializers.empty:
+                raise
+            raise serializers.ValidationError(InvalidCursor.default_message, code=InvalidCursor.code) from error
+
+
+# The schema of ?prefix=: what the service accepts (it refuses anything else with a 400,
+# invalid_queue_name, which this field leaves to it).
+@extend_schema_field({"type": "string", "pattern": r"^[A-Za-z0-9._-]{0,200}$"})
+class QueuePrefixField(UntrimmedCharField):
+    """?prefix= of the queue list: the start of a queue name, or empty."""
+
+
 class PriorityField(StrictIntegerField):
     """A priority: a signed 64-bit integer, as the service stores it."""
 
@@ -159,6 +182,8 @@ class ReceiptField(StrictCharField):
     """A lease's receipt; anything that cannot be one is refused with the service's code for it."""
 
     def __init__(self, **kwargs: Any) -> None:
+        # An empty receipt was always refused; min_length puts that in the schema too.
+        kwargs.setdefault("min_length", 1)
         kwargs.setdefault("max_length", RECEIPT_MAX_LENGTH)
         kwargs.setdefault("help_text", "The receipt a claim returned.")
         super().__init__(**kwargs)
@@ -190,7 +215,10 @@ class SecondsField(serializers.FloatField):
     def __init__(self, *, positive: bool = False, query: bool = False, **kwargs: Any) -> None:
         self.positive = positive
         self.query = query
-        kwargs.setdefault("min_value", 0)
+        if not positive:
+            # A positive field refuses 0 and below itself (not_positive), before any validator
+            # runs; without a min_value validator, the schema can say "more than 0" (api/openapi.py).
+            kwargs.setdefault("min_value", 0)
         super().__init__(**kwargs)
 
     def to_internal_value(self, data: Any) -> float:
@@ -210,6 +238,29 @@ class SecondsField(serializers.FloatField):
         return number
 
 
+# An ISO 8601 / RFC 3339 date and time as clients write them, ASCII digits only: Django's
+# parse_datetime (Python's fromisoformat) also reads week dates, non-ASCII digits, a trailing
+# newline or a NUL before the offset, none of which a client means as a time. The offset is
+# optional here so that a naive time gets its own message.
+_ISO_DATETIME = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:[.,][0-9]{1,9})?)?"
+    r"(?:[Zz]|[+-][0-9]{2}(?::?[0-9]{2})?)?"
+)
+
+
+_QUERY_INTEGER = re.compile(r"-?[0-9]{1,20}")
+
+
+class QueryIntegerField(serializers.IntegerField):
+    """An integer in a query string, spelled in ASCII digits: DRF's own field would also take
+    " 5", "5.0" and non-ASCII digits such as "٥" (Python's int() reads them)."""
+
+    def to_internal_value(self, data: Any) -> int:
+        if not isinstance(data, str) or not _QUERY_INTEGER.fullmatch(data):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
 class AwareDateTimeField(serializers.DateTimeField):
     """An ISO 8601 date and time with its UTC offset. A naive one is refused, not read in the
     server's time zone: the client's clock and ours need not share one."""
@@ -225,7 +276,7 @@ class AwareDateTimeField(serializers.DateTimeField):
         super().__init__(**kwargs)
 
     def to_internal_value(self, value: Any) -> datetime.datetime:
-        if not isinstance(value, str):
+        if not isinstance(value, str) or not _ISO_DATETIME.fullmatch(value):
             self.fail("not_iso")
         try:
             parsed = parse_datetime(value)
@@ -462,8 +513,14 @@ def _not_before_field() -> AwareDateTimeField:
     )
 
 
+# DRF's CharField refuses NUL characters; the schema says so.
+@extend_schema_field({"type": "string", "pattern": "^[^\\u0000]*$"})
+class DedupKeyField(StrictCharField):
+    """A push's dedup_key: any string without NUL, taken as sent."""
+
+
 def _dedup_key_field() -> StrictCharField:
-    return StrictCharField(
+    return DedupKeyField(
         required=False,
         min_length=1,
         max_length=DEDUP_KEY_MAX_LENGTH,
@@ -502,8 +559,11 @@ class PushBatchEntrySerializer(StrictFieldsMixin, serializers.Serializer):
     priority = PriorityField(default=0)
 
 
-class PushBatchSerializer(serializers.Serializer):
-    """Several values to push in one request; delay or not_before applies to all of them."""
+class PushBatchSerializer(StrictFieldsMixin, serializers.Serializer):
+    """Several values to push in one request; delay or not_before applies to all of them.
+
+    (The schema's form of a batch: PushSerializer parses both forms, and refuses unknown fields.)
+    """
 
     items = PushBatchEntrySerializer(many=True, allow_empty=False, max_length=MAX_BATCH_ITEMS)
     delay = _delay_field(_PUSH_DELAY_HELP, required=False)
@@ -595,9 +655,9 @@ class ExtendSerializer(ReceiptSerializer):
 class QueueListQuerySerializer(serializers.Serializer):
     """Query of GET queues/."""
 
-    prefix = UntrimmedCharField(required=False, default="", allow_blank=True, max_length=200)
-    cursor = UntrimmedCharField(required=False, default=None, allow_null=True, help_text="From a page's next link.")
-    limit = serializers.IntegerField(
+    prefix = QueuePrefixField(required=False, default="", allow_blank=True, max_length=200)
+    cursor = CursorField(required=False, default=None, allow_null=True, help_text="From a page's next link.")
+    limit = QueryIntegerField(
         required=False, default=DEFAULT_LIMIT, min_value=1, max_value=MAX_LIMIT, help_text="Page size."
     )
 
@@ -605,8 +665,8 @@ class QueueListQuerySerializer(serializers.Serializer):
 class PageQuerySerializer(serializers.Serializer):
     """Query of the scheduled and dead-letter listings; with ?end=, of the items listing."""
 
-    cursor = UntrimmedCharField(required=False, default=None, allow_null=True, help_text="From a page's next link.")
-    limit = serializers.IntegerField(
+    cursor = CursorField(required=False, default=None, allow_null=True, help_text="From a page's next link.")
+    limit = QueryIntegerField(
         required=False, default=DEFAULT_LIMIT, min_value=1, max_value=MAX_LIMIT, help_text="Page size."
     )
 

@@ -7,14 +7,36 @@ dead-letters/{item_id}/ (DELETE) and dead-letters/{item_id}/requeue/; plus DRF's
 root. All are actions of the one viewset, so the router builds every pattern.
 """
 
-from rest_framework.routers import DefaultRouter
+from typing import Any, Callable
 
+from rest_framework.permissions import BasePermission
+from rest_framework.response import Response
+from rest_framework.routers import APIRootView, DefaultRouter
+
+from . import permissions
+from .exceptions import exception_handler
 from .views import QueueViewSet
 
 app_name = "fdbqueue-api"
 
 
+class QueueAPIRootView(APIRootView):
+    """The API's root page (a list of links), guarded like every other route of the API.
+
+    DRF's root view would follow the project's DEFAULT_PERMISSION_CLASSES (AllowAny unless set),
+    not FDBQUEUE["PERMISSION_CLASSES"].
+    """
+
+    def get_permissions(self) -> list[BasePermission]:
+        return permissions.get_permissions()
+
+    def get_exception_handler(self) -> Callable[[Exception, dict[str, Any]], Response | None]:
+        return exception_handler
+
+
 class QueueRouter(DefaultRouter):
+    APIRootView = QueueAPIRootView
+
     # Queue names may contain dots, so "queues/a.json/" must name the queue "a.json", not ask for
     # JSON: no format-suffix routes (?format=json still works).
     include_format_suffixes = False

@@ -28,7 +28,7 @@ from django_fdbqueue.connection import get_database
 from django_fdbqueue.fdbapi import FDBError, transactional
 from django_fdbqueue.paths import segment_to_name
 
-from . import permissions
+from . import openapi, permissions  # openapi also registers the serializers' schema extensions
 from .exceptions import DatabaseUnavailable, exception_handler
 from .parsers import BoundedJSONParser
 from .serializers import (
@@ -93,7 +93,8 @@ _NAME = OpenApiParameter(
     str,
     OpenApiParameter.PATH,
     required=True,
-    pattern=rf"^~?{QUEUE_NAME_REGEX}$",
+    # "~" only ever escapes the names "." and ".."; "~x" is no queue's segment (a 400).
+    pattern=rf"^(?:~\.\.?|{QUEUE_NAME_REGEX})$",
     description=(
         "Queue name: 1 to 200 letters, digits, '.', '_' or '-'. The queues named '.' and '..' are "
         "written '~.' and '~..' here, since clients collapse those path segments."
@@ -118,6 +119,8 @@ _RECEIPT_ERRORS = {
     409: "The receipt's lease is over: its time ran out (lease_expired), or it was acked or released, or "
     "its item came back or was claimed again (lease_not_found). Do not process the item further.",
 }
+# Every route under queues/{name}/ answers a name the service refuses with a 400.
+_BAD_NAME = {400: "The name in the path is not a valid queue name (code invalid_queue_name)."}
 _DEAD_LETTER_ERRORS = {
     400: "Not an item id this service hands out, or an invalid queue name.",
     404: "No queue of that name (queue_not_found), or no dead letter with that id (dead_letter_not_found).",
@@ -205,7 +208,8 @@ def _wait(seconds: float) -> float | None:
     retrieve=_operation(
         "Get a queue and its statistics",
         {200: OpenApiResponse(QueueSerializer, description="The queue.")},
-        (404,),
+        (400, 404),
+        notes=_BAD_NAME,
     ),
     partial_update=_operation(
         "Change a queue's max_attempts",
@@ -219,12 +223,15 @@ def _wait(seconds: float) -> float | None:
     destroy=_operation(
         "Delete a queue and all its items",
         {204: OpenApiResponse(description="Deleted.")},
-        (404,),
+        (400, 404),
+        notes=_BAD_NAME,
     ),
 )
 class QueueViewSet(viewsets.ViewSet):
     """Named FIFO queues and double-ended priority queues."""
 
+    # Our own AutoSchema subclass, whatever the project's DEFAULT_SCHEMA_CLASS (see openapi.py).
+    schema = openapi.QueueAutoSchema()
     lookup_field = "name"
     # Any one path segment: a name the service refuses is then a JSON 400, not Django's HTML 404.
     lookup_value_regex = r"[^/]+"
@@ -511,7 +518,8 @@ class QueueViewSet(viewsets.ViewSet):
     @_operation(
         "Remove every item, keeping the queue",
         {204: OpenApiResponse(description="Cleared.")},
-        (404,),
+        (400, 404),
+        notes=_BAD_NAME,
         request=None,
     )
     @action(detail=True, methods=["post"])

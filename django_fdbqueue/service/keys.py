@@ -347,7 +347,10 @@ def _decode_token(token: object) -> tuple | None:
         raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
         if _encode_token(raw) != token:  # one spelling per token: ids are compared as strings
             return None
-        return fdb.tuple.unpack(raw)
+        parts = fdb.tuple.unpack(raw)
+        # One encoding per tuple too: the tuple layer reads an unterminated last element (bytes,
+        # text) up to the end, so a token cut short by a character could decode to the same tuple.
+        return parts if fdb.tuple.pack(parts) == raw else None
     except (binascii.Error, ValueError, TypeError, IndexError, KeyError, struct.error, RecursionError):
         return None
 

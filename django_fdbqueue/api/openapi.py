@@ -1,0 +1,90 @@
+"""drf-spectacular extensions: rules the serializers enforce that the generated schema left out.
+
+Found by fuzzing the API against its own schema (tests/test_api_fuzz.py): a client that trusts the
+schema must not be refused for sending what it allows. drf-spectacular cannot see these rules,
+because they live in our own field and serializer classes, so each is added here, where the class
+that enforces it is matched:
+
+- serializers with ``StrictFieldsMixin`` refuse unknown fields: ``additionalProperties: false``;
+  their nested lists (a batch's ``items``) refuse an empty or over-long list: ``minItems`` and
+  ``maxItems``;
+- a ``SecondsField(positive=True)`` (lease, extend's seconds) refuses 0: ``exclusiveMinimum``;
+- every query parameter is optional, and sent empty (``?cursor=``, ``?end=``) it means its
+  default, as DRF reads query strings: ``allowEmptyValue: true``;
+- a push needs a body, whichever of its two forms: the request body is ``required``
+  (drf-spectacular cannot tell for a PolymorphicProxySerializer).
+
+The last two are ``QueueAutoSchema``'s, which the viewset names as its schema.
+
+views.py imports this module; defining the extension classes registers them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.extensions import OpenApiSerializerExtension, OpenApiSerializerFieldExtension
+from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.plumbing import force_instance
+from drf_spectacular.settings import spectacular_settings
+from drf_spectacular.utils import PolymorphicProxySerializer
+from rest_framework import serializers
+
+
+class StrictSerializerExtension(OpenApiSerializerExtension):
+    """Request bodies whose unknown fields are a 400 say so, and bound their nested lists."""
+
+    target_class = "django_fdbqueue.api.serializers.StrictFieldsMixin"
+    match_subclasses = True
+
+    def map_serializer(self, auto_schema: Any, direction: Any) -> dict[str, Any]:
+        schema = auto_schema._map_serializer(self.target, direction, bypass_extensions=True)
+        schema["additionalProperties"] = False
+        for name, field in self.target.fields.items():
+            prop = schema.get("properties", {}).get(name)
+            if isinstance(field, serializers.ListSerializer) and isinstance(prop, dict):
+                if not field.allow_empty:
+                    prop.setdefault("minItems", 1)
+                if getattr(field, "max_length", None) is not None:
+                    prop.setdefault("maxItems", field.max_length)
+        return schema
+
+
+class SecondsFieldExtension(OpenApiSerializerFieldExtension):
+    """A number of seconds that must be more than 0 is documented as such, not as "at least 0"."""
+
+    target_class = "django_fdbqueue.api.serializers.SecondsField"
+    match_subclasses = True
+
+    def map_serializer_field(self, auto_schema: Any, direction: Any) -> dict[str, Any]:
+        schema = auto_schema._map_serializer_field(self.target, direction, bypass_extensions=True)
+        if getattr(self.target, "positive", False):
+            if spectacular_settings.OAS_VERSION.startswith("3.0"):
+                schema["minimum"] = 0
+                schema["exclusiveMinimum"] = True
+            else:  # OpenAPI 3.1 and later: JSON Schema's numeric form
+                schema.pop("minimum", None)
+                schema["exclusiveMinimum"] = 0
+        return schema
+
+
+class QueueAutoSchema(AutoSchema):
+    """drf-spectacular's AutoSchema, saying that query parameters may be sent empty and that a
+    request body whose every form has a required field is required."""
+
+    def _get_request_for_media_type(self, serializer: Any, *args: Any, **kwargs: Any) -> Any:
+        schema, required = super()._get_request_for_media_type(serializer, *args, **kwargs)
+        if isinstance(serializer, PolymorphicProxySerializer):
+            forms = serializer.serializers
+            forms = forms.values() if isinstance(forms, dict) else forms
+            required = all(
+                any(field.required for field in force_instance(form).fields.values()) for form in forms
+            )
+        return schema, required
+
+    def _get_parameters(self) -> list[dict[str, Any]]:
+        parameters = super()._get_parameters()
+        for parameter in parameters:
+            if parameter.get("in") == "query":
+                parameter["allowEmptyValue"] = True
+        return parameters
