@@ -13,8 +13,8 @@ items (``scheduled``), and the dead letters (``dead``), each paged by cursor.
 
 The views stay thin: a form checks the input, one service call does the work, and the outcome is
 reported through Django's messages framework. Service errors become form errors or messages, a
-queue that does not exist is a 404, and a store failure (``FDBError``) is a page that says so,
-with status 503, never a server error.
+queue that does not exist is a 404, and a store failure (``FDBError``, or a store that cannot
+be opened) is a page that says so, with status 503, never a server error.
 """
 
 from __future__ import annotations
@@ -56,11 +56,25 @@ TEMPLATE_DIR = "admin/django_fdbqueue"
 View = Callable[..., HttpResponse]
 
 
+class StoreCannotOpen(Exception):
+    """The store could not be opened; the page says only that (the details go to the log)."""
+
+    def __str__(self) -> str:
+        return "the store could not be opened (the server's log says why)"
+
+
 def _store_guard(view: View) -> View:
     """Turn a missing queue into a 404 and a store failure into a clear 503 page."""
 
     @functools.wraps(view)
     def wrapper(self: "QueueAdminViews", request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        try:
+            # Opening the store is where an unusable file (or a lock held past TIMEOUT) shows up, as
+            # an OSError or sqlite3 error rather than an FDBError: an outage page too, as in the API.
+            get_database()
+        except Exception as error:  # noqa: BLE001 - any failure to open the store is reported the same way
+            logger.error("Cannot open the queue store", exc_info=error)
+            return self.store_error(request, StoreCannotOpen())
         try:
             return view(self, request, *args, **kwargs)
         except exceptions.QueueNotFound as error:

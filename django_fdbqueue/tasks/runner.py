@@ -49,13 +49,21 @@ def new_worker_id() -> str:
     return f"{socket.gethostname()[:30]}-{os.getpid()}-{get_random_id()[:8]}"
 
 
-@transactional
-def _start(tr: Any, result_id: str, worker_id: str) -> tuple[results.Record, results.Record] | None:
+def _start(db_or_tr: Any, result_id: str, worker_id: str) -> tuple[results.Record, results.Record] | None:
     """RUNNING, with this attempt counted; None if the task is gone or already finished."""
+    return _mark_running(db_or_tr, result_id, worker_id, now_micros())
+
+
+@transactional
+def _mark_running(tr: Any, result_id: str, worker_id: str, now_us: int) -> tuple[results.Record, results.Record] | None:
+    """``_start``'s transaction. ``now_us`` is chosen once per call, outside the retries: finding
+    it already written with this worker's id means an earlier attempt of this very call committed
+    before its result was lost (1021), and the attempt must not be counted twice."""
     record = results.read(tr, result_id)
     if record is None or record.finished:
         return None
-    now_us = now_micros()
+    if record.status == results.RUNNING and record.last_attempted_us == now_us and record.worker_ids[-1:] == [worker_id]:
+        return record, record
     running = results.Record(**{**record.__dict__, "worker_ids": [*record.worker_ids, worker_id]})
     running.status = results.RUNNING
     running.started_us = record.started_us or now_us

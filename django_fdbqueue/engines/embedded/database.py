@@ -27,6 +27,7 @@ class DatabaseOptions:
 
     def set_transaction_timeout(self, milliseconds: int) -> None:
         self._db._timeout = milliseconds / 1000.0 if milliseconds else None
+        self._db._storage.lock_timeout = self._db._timeout  # for connections opened from now on
 
     def set_transaction_retry_limit(self, limit: int) -> None:
         self._db._retry_limit = None if limit is None or limit < 0 else limit
@@ -64,7 +65,7 @@ class EmbeddedDatabase:
         self._retry_limit = retry_limit
         self._max_retry_delay = max_retry_delay
         self._clock = clock
-        self._storage = Storage(self.path, history_seconds=max_transaction_age)
+        self._storage = Storage(self.path, history_seconds=max_transaction_age, lock_timeout=timeout)
         self._signal = CommitSignal(self.path)
         self._watcher = Watcher(self._storage, poll_interval=watch_poll_interval, signal=self._signal)
         self.faults = FaultInjector(faults)

@@ -86,8 +86,11 @@ class StoreBusyError(Exception):
 class Storage:
     """One SQLite file and a pool of connections to it, shared by a database's transactions."""
 
-    def __init__(self, path: str, *, history_seconds: float = 5.0) -> None:
+    def __init__(self, path: str, *, history_seconds: float = 5.0, lock_timeout: float | None = None) -> None:
         self.path = path
+        # The database's TIMEOUT: a lock another process holds longer than that must fail the
+        # transaction within it (1031), not after BUSY_TIMEOUT (see lock_wait()).
+        self.lock_timeout = lock_timeout
         # Conflict history outlives the transaction age limit by a margin, so a transaction
         # young enough to commit always finds every commit made since its snapshot.
         self.history_seconds = history_seconds + 1.0
@@ -112,9 +115,20 @@ class Storage:
         finally:
             self.release(conn)
 
+    def lock_wait(self) -> float:
+        """Seconds to wait for a lock held elsewhere: BUSY_TIMEOUT, or the TIMEOUT when shorter.
+
+        Without the cap, a store locked by another process (a long write transaction, a backup
+        tool) held every commit, and the opening of the store, for BUSY_TIMEOUT (a minute) however
+        short the transaction's TIMEOUT: requests hung past their server's own timeouts.
+        """
+        if self.lock_timeout is None:
+            return BUSY_TIMEOUT
+        return min(BUSY_TIMEOUT, self.lock_timeout)
+
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(
-            self.path, timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False
+            self.path, timeout=self.lock_wait(), isolation_level=None, check_same_thread=False
         )
         conn.execute("PRAGMA journal_mode=WAL")
         # NORMAL in WAL mode: a commit survives the process being killed; only a power cut
@@ -241,8 +255,11 @@ class Storage:
                 if snapshot is not None and snapshot.in_transaction:
                     snapshot.execute("ROLLBACK")
                 if not locked:
-                    self._commit_lock.acquire()
-                    locked = True
+                    # Bounded too: threads queued here behind a commit that waits for another
+                    # process's lock would otherwise wait one lock_wait() each, in turn.
+                    locked = self._commit_lock.acquire(timeout=self.lock_wait())
+                    if not locked:
+                        raise StoreBusyError()
                 version = self._commit_resolving(read_version, read_ranges, apply)
             self._commits_since_checkpoint += 1
             checkpoint = self._commits_since_checkpoint >= CHECKPOINT_EVERY
@@ -290,7 +307,7 @@ class Storage:
             if getattr(error, "sqlite_errorcode", None) not in _BUSY_CODES:
                 raise
         finally:
-            conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT * 1000)}")
+            conn.execute(f"PRAGMA busy_timeout = {int(self.lock_wait() * 1000)}")
             self.release(conn)
 
     def _commit_in_place(self, conn: sqlite3.Connection, read_version: int, apply: CommitWork) -> int | None:

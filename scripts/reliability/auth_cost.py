@@ -1,0 +1,185 @@
+"""What API authentication costs: the same requests with an API token, a session cookie, and HTTP basic.
+
+    .venv/bin/python scripts/reliability/auth_cost.py                  # 8 s per method
+    .venv/bin/python scripts/reliability/auth_cost.py --seconds 2 --json
+
+The demo under gunicorn (4 workers by default) on a free loopback port, with the run's own
+database and store in a temp dir; 16 client threads, each sending ``GET /api/queues/<name>/``
+back to back for a few seconds, once per authentication method:
+
+- ``token``: ``Authorization: Token ...`` (django-rest-knox): one indexed lookup and a SHA-512.
+- ``session``: the cookie of one login through the admin's login form, shared by the clients.
+- ``basic``: ``curl -u user:password`` style. Every request runs Django's password hasher
+  (PBKDF2, about a quarter of a second of CPU by design), so this is the slow one.
+
+It prints requests/s, p50 and p99 for each, and how many times slower than tokens each is. Every
+answer must be a 200 (exit code 1 otherwise); the timings are reported, never judged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import harness  # noqa: E402
+from harness import Children, OpFigures, RunEnv, RunFailed, log  # noqa: E402
+
+QUEUE = "auth.cost"
+METHODS = ("token", "session", "basic")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=8.0, help="Seconds of requests per method (default 8).")
+    parser.add_argument("--clients", type=int, default=16, help="Concurrent client threads (default 16).")
+    parser.add_argument("--workers", type=int, default=4, help="gunicorn worker processes (default 4).")
+    parser.add_argument("--threads", type=int, default=4, help="Threads per gunicorn worker (default 4).")
+    parser.add_argument("--methods", default=",".join(METHODS), help=f"Which, in order (default {','.join(METHODS)}).")
+    parser.add_argument("--json", action="store_true", help="Print the report as one JSON document.")
+    parser.add_argument("--keep", action="store_true", help="Keep the run's directory.")
+    args = parser.parse_args(argv)
+    args.methods = [method.strip() for method in args.methods.split(",") if method.strip()]
+    if not args.methods or set(args.methods) - set(METHODS):
+        parser.error(f"--methods: choose from {', '.join(METHODS)}")
+    if args.seconds <= 0 or args.clients < 1:
+        parser.error("--seconds and --clients must be positive")
+    return args
+
+
+def session_cookie(base_url: str) -> str:
+    """Log in once through the admin's login form, as a browser does; the session id."""
+    with httpx.Client(base_url=base_url, timeout=60.0) as client:
+        page = client.get("/admin/login/")
+        match = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text)
+        if page.status_code != 200 or match is None:
+            raise RunFailed(f"the admin's login page answered {page.status_code} without a CSRF token")
+        answer = client.post("/admin/login/?next=/admin/", data={
+            "csrfmiddlewaretoken": match.group(1), "username": harness.LOAD_USER,
+            "password": harness.LOAD_PASSWORD, "next": "/admin/",
+        })
+        session = client.cookies.get("sessionid")
+        if answer.status_code != 302 or not session:
+            raise RunFailed(f"logging in answered {answer.status_code} without a session cookie")
+        return session
+
+
+def measure(base_url: str, setups: list[dict[str, Any]], seconds: float) -> dict[str, Any]:
+    """Each client thread sends requests with its own credentials until the time is up."""
+    figures = OpFigures()
+    lock = threading.Lock()
+    stop_at = time.monotonic() + seconds
+    finished: list[float] = []
+
+    def client_main(setup: dict[str, Any]) -> None:
+        with httpx.Client(base_url=base_url, timeout=httpx.Timeout(120.0, connect=5.0), **setup) as client:
+            while time.monotonic() < stop_at:
+                started = time.perf_counter()
+                try:
+                    status: Any = client.get(f"/api/queues/{QUEUE}/").status_code
+                except httpx.HTTPError as error:
+                    status = type(error).__name__
+                elapsed = (time.perf_counter() - started) * 1000
+                with lock:
+                    figures.add(status, elapsed)
+        with lock:
+            finished.append(time.monotonic())
+
+    started = time.monotonic()
+    threads = [threading.Thread(target=client_main, args=(setup,), daemon=True) for setup in setups]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(seconds + 180.0)  # an in-flight request may take a while; never forever
+    if any(thread.is_alive() for thread in threads):
+        raise RunFailed("client threads still running long after their time")
+    # Requests end after the deadline too: the rate is over the time until the last one ended.
+    return figures.summary(max(finished) - started)
+
+
+def run(args: argparse.Namespace, directory: Path) -> dict[str, Any]:
+    env = RunEnv(directory)
+    harness.setup_django(env)
+    from django_fdbqueue import service
+    from django_fdbqueue.connection import get_database
+
+    service.create_queue(get_database(), QUEUE)
+    prefix, tokens = harness.make_user_and_tokens(args.clients)
+    results: dict[str, Any] = {}
+    with Children(directory) as children:
+        server = harness.start_server(children, env, workers=args.workers, threads=args.threads)
+        log(f"gunicorn on {server.base_url}: {args.workers} workers x {args.threads} threads")
+        harness.warm_up(server, {"Authorization": f"{prefix} {tokens[0]}"})
+        session = session_cookie(server.base_url)
+        # Unmeasured: the first requests of each worker process import and connect what the rest
+        # reuse, which would otherwise count against whichever method comes first.
+        measure(server.base_url, [{"headers": {"Authorization": f"{prefix} {token}"}} for token in tokens],
+                min(1.5, args.seconds))
+        for method in args.methods:
+            if method == "token":
+                setups = [{"headers": {"Authorization": f"{prefix} {token}"}} for token in tokens]
+            elif method == "session":
+                setups = [{"cookies": {"sessionid": session}} for _ in range(args.clients)]
+            else:
+                setups = [{"auth": (harness.LOAD_USER, harness.LOAD_PASSWORD)} for _ in range(args.clients)]
+            log(f"{method}: {args.clients} clients for {args.seconds:g} s")
+            results[method] = measure(server.base_url, setups, args.seconds)
+        code = server.child.stop(30.0)
+    base = results.get("token", {}).get("requests_per_s")
+    for figures in results.values():
+        rate = figures["requests_per_s"]
+        figures["token_rate_divided_by_this"] = round(base / rate, 1) if base and rate else None
+    bad = {method: {status: count for status, count in figures["statuses"].items() if status != "200"}
+           for method, figures in results.items()}
+    bad = {method: statuses for method, statuses in bad.items() if statuses}
+    checks = [
+        {"name": "every request answered 200", "ok": not bad, "detail": json.dumps(bad) if bad else "all 200"},
+        {"name": "every method measured", "ok": all(figures["requests"] > 0 for figures in results.values()),
+         "detail": ", ".join(f"{method}: {figures['requests']}" for method, figures in results.items())},
+        {"name": "gunicorn stopped gracefully", "ok": code == 0, "detail": f"exit {code}"},
+    ]
+    return {
+        "config": {"seconds": args.seconds, "clients": args.clients, "gunicorn_workers": args.workers,
+                   "gunicorn_threads": args.threads, "request": f"GET /api/queues/{QUEUE}/"},
+        "methods": results, "checks": checks, "ok": all(check["ok"] for check in checks),
+    }
+
+
+def render(report: dict[str, Any]) -> str:
+    config = report["config"]
+    lines = [f"Authentication cost: {config['clients']} clients, {config['seconds']:g} s per method, "
+             f"gunicorn {config['gunicorn_workers']} workers x {config['gunicorn_threads']} threads, "
+             f"{config['request']}", ""]
+    rows = [(method, figures["requests"], figures["requests_per_s"], figures["p50_ms"], figures["p99_ms"],
+             figures["token_rate_divided_by_this"]) for method, figures in report["methods"].items()]
+    lines.append(harness.table(rows, ("method", "requests", "req/s", "p50 ms", "p99 ms", "x slower than token")))
+    lines.append("")
+    lines += [f"{'PASS' if check['ok'] else 'FAIL'}  {check['name']}: {check['detail']}" for check in report["checks"]]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    with harness.run_directory(keep=args.keep) as directory:
+        try:
+            report = run(args, directory)
+        except RunFailed as error:
+            log(f"run failed: {error}")
+            if args.json:
+                print(json.dumps({"ok": False, "error": str(error)}))
+            return 2
+    print(json.dumps(report, indent=1) if args.json else render(report))
+    return 0 if report["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
