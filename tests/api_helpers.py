@@ -1,12 +1,14 @@
 """Fixtures and small helpers for the REST API tests, through DRF's test client.
 
-Shared by test_api.py and test_api_leases.py so both log in, address queues and check error
+Shared by the API test files so both log in, address queues and check error
 bodies the same way. Import the fixtures by name into a test module to use them there.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import threading
+import time
+from typing import Any, Callable
 
 import pytest
 from rest_framework.test import APIClient
@@ -62,3 +64,15 @@ def assert_error(response, status: int, code: str | None = None) -> dict:
 def assert_empty_204(response) -> None:
     assert response.status_code == 204, response.content
     assert response.content == b""
+
+
+def poll(attempt: Callable[[], Any], what: str, deadline: float = 10.0) -> Any:
+    """Call ``attempt`` until it returns something truthy; fail after ``deadline`` seconds."""
+    stop = time.monotonic() + deadline
+    pause = threading.Event()
+    while True:
+        result = attempt()
+        if result:
+            return result
+        assert time.monotonic() < stop, f"timed out waiting for {what}"
+        pause.wait(0.02)

@@ -15,7 +15,7 @@ from typing import Any, Callable
 import pytest
 from rest_framework.test import APIClient
 
-from .api_helpers import API, assert_empty_204, assert_error, make_queue, push, queue_url
+from .api_helpers import API, assert_empty_204, assert_error, make_queue, poll, push, queue_url
 from .api_helpers import anonymous, api, user  # noqa: F401 - fixtures, found by name (api needs user)
 
 pytestmark = pytest.mark.django_db
@@ -96,16 +96,6 @@ def assert_about(moment: str, seconds_from_now: float, slack: float = DEADLINE_S
     assert abs((when(moment) - expected).total_seconds()) < slack, (moment, expected)
 
 
-def poll(attempt: Callable[[], Any], what: str, deadline: float = DEADLINE_SECONDS) -> Any:
-    """Call ``attempt`` until it returns something truthy; fail after ``deadline`` seconds."""
-    stop = time.monotonic() + deadline
-    pause = threading.Event()
-    while True:
-        result = attempt()
-        if result:
-            return result
-        assert time.monotonic() < stop, f"timed out waiting for {what}"
-        pause.wait(0.02)
 
 
 def wait_until(moment: datetime.datetime) -> None:

@@ -15,11 +15,9 @@ import json
 import os
 import subprocess
 import sys
-import threading
-import time
 import types
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 from django.conf import settings as django_settings
@@ -43,11 +41,12 @@ from django_fdbqueue.models import Queue
 from django_fdbqueue.service import keys
 from django_fdbqueue.tokens import service as tokens
 
+from .api_helpers import poll
+
 pytestmark = pytest.mark.django_db
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEMO_DIR = REPO_ROOT / "demo_project"
-DEADLINE_SECONDS = 10.0
 SHORT_LEASE = 0.2  # seconds; a lease meant to run out during the test
 ALL_METHODS = ("get", "head", "post", "put", "patch", "delete", "options")
 # What an error body must never hold, whatever went wrong.
@@ -69,16 +68,6 @@ def load_demo_settings(monkeypatch: pytest.MonkeyPatch, **environ: str) -> types
     return module
 
 
-def poll(attempt: Callable[[], Any], what: str) -> Any:
-    """Call ``attempt`` until it returns something truthy; fail after the deadline."""
-    stop = time.monotonic() + DEADLINE_SECONDS
-    pause = threading.Event()
-    while True:
-        result = attempt()
-        if result:
-            return result
-        assert time.monotonic() < stop, f"timed out waiting for {what}"
-        pause.wait(0.02)
 
 
 def json_error(response, status: int | tuple[int, ...], code: str | None = None) -> dict:

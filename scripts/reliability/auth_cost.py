@@ -168,17 +168,7 @@ def render(report: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    with harness.run_directory(keep=args.keep) as directory:
-        try:
-            report = run(args, directory)
-        except RunFailed as error:
-            log(f"run failed: {error}")
-            if args.json:
-                print(json.dumps({"ok": False, "error": str(error)}))
-            return 2
-    print(json.dumps(report, indent=1) if args.json else render(report))
-    return 0 if report["ok"] else 1
+    return harness.main(argv, parse_args, run, render)
 
 
 if __name__ == "__main__":

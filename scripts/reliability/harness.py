@@ -354,3 +354,22 @@ def table(rows: Sequence[Sequence[Any]], header: Sequence[str]) -> str:
         if index == 0:
             lines.append("  ".join("-" * width for width in widths))
     return "\n".join(lines)
+
+
+def main(argv: list[str] | None, parse_args: Callable[[list[str] | None], Any],
+         run: Callable[[Any, Path], dict[str, Any]], render: Callable[[dict[str, Any]], str]) -> int:
+    """What every proof script's command line does: run in a temp directory, print, exit 0/1/2.
+
+    0 when every check passed, 1 when one failed, 2 when the run itself could not finish.
+    """
+    args = parse_args(argv)
+    with run_directory(keep=args.keep) as directory:
+        try:
+            report = run(args, directory)
+        except RunFailed as error:
+            log(f"run failed: {error}")
+            if args.json:
+                print(json.dumps({"ok": False, "error": str(error)}))
+            return 2
+    print(json.dumps(report, indent=1) if args.json else render(report))
+    return 0 if report["ok"] else 1
