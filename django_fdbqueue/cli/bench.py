@@ -52,7 +52,7 @@ from django_fdbqueue.bench.suite import (
     BenchConfig,
 )
 
-from .arguments import positive_int
+from .arguments import positive_int, positive_seconds
 from .base import Context, add_subcommand
 from .errors import EXIT_STORE, usage_error
 from .output import compact_json
@@ -94,11 +94,9 @@ _DESCRIPTION = _DESCRIPTION.format(
 
 
 def _positive_seconds(text: str) -> float:
-    try:
-        seconds = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not 0 < seconds <= 3600:
+    """argparse type for --duration: more than 0 and at most an hour per row."""
+    seconds = positive_seconds(text)
+    if seconds > 3600:
         raise argparse.ArgumentTypeError(f"expected more than 0 and at most 3600 seconds, got {text}")
     return seconds
 
