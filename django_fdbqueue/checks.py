@@ -18,6 +18,8 @@ of letting it surface as an obscure error at the first queue operation. Check id
 - fdbqueue.E010  ENGINE is "foundationdb" but the FoundationDB client library cannot be loaded.
 - fdbqueue.E011  FAULTS is not a dict or None, or (engine embedded) not a valid fault configuration.
 - fdbqueue.W003  FAULTS is set although the foundationdb engine ignores it.
+- fdbqueue.E012  CLIENT_LIBRARY is not a path, or not a client library this process can load.
+- fdbqueue.W004  CLIENT_LIBRARY differs from the library this process loaded at start-up.
 """
 
 from __future__ import annotations
@@ -149,6 +151,9 @@ def _environment_messages(options: Mapping[str, Any], shape_ids: set[str]) -> li
                 )
             )
 
+    if options.get("CLIENT_LIBRARY") is not None and "fdbqueue.E012" not in shape_ids:
+        messages.extend(_client_library_messages(os.fspath(options["CLIENT_LIBRARY"])))
+
     if "fdbqueue.E009" not in shape_ids:
         for dotted in options.get("PERMISSION_CLASSES", DEFAULT_PERMISSION_CLASSES):
             try:
@@ -163,6 +168,29 @@ def _environment_messages(options: Mapping[str, Any], shape_ids: set[str]) -> li
                     )
                 )
     return messages
+
+
+def _client_library_messages(path: str) -> list[CheckMessage]:
+    """CLIENT_LIBRARY must be a loadable file, and the one this process loaded at start-up."""
+    from django_fdbqueue import clientlib
+
+    hint = ("Point CLIENT_LIBRARY at FoundationDB's libfdb_c.so (the foundationdb-clients package "
+            "installs /usr/lib/libfdb_c.so), or remove it to let the dynamic loader find the library.")
+    problem = clientlib.library_problem(path)
+    if problem is None and clientlib.loaded_path is None and clientlib.load_error:
+        problem = clientlib.load_error
+    if problem is not None:
+        return [Error(f"FDBQUEUE['CLIENT_LIBRARY'] cannot be loaded: {problem}.", hint=hint, id="fdbqueue.E012")]
+    if clientlib.loaded_path != os.path.abspath(path):
+        return [Warning(
+            f"FDBQUEUE['CLIENT_LIBRARY'] is {path!r}, but this process "
+            + (f"loaded {clientlib.loaded_path!r}" if clientlib.loaded_path else "did not load it")
+            + ": the library is loaded once, when django_fdbqueue is first imported.",
+            hint="Set CLIENT_LIBRARY in the settings module itself (not later, e.g. in a test "
+            "override) and restart the process.",
+            id="fdbqueue.W004",
+        )]
+    return []
 
 
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:

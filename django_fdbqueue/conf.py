@@ -50,6 +50,7 @@ KEYS = {
     "ENGINE": "engine",
     "PATH": "path",
     "CLUSTER_FILE": "cluster_file",
+    "CLIENT_LIBRARY": "client_library",
     "API_VERSION": "api_version",
     "TIMEOUT": "timeout",
     "RETRY_LIMIT": "retry_limit",
@@ -66,6 +67,7 @@ class QueueSettings:
     engine: str = DEFAULT_ENGINE
     path: str = DEFAULT_FILENAME
     cluster_file: str | None = None
+    client_library: str | None = None
     api_version: int = DEFAULT_API_VERSION
     timeout: float | None = DEFAULT_TIMEOUT
     retry_limit: int | None = DEFAULT_RETRY_LIMIT
@@ -77,6 +79,8 @@ class QueueSettings:
         # Paths may come in as pathlib.Path (Django's BASE_DIR style); engines want plain strings.
         if isinstance(self.path, os.PathLike):
             object.__setattr__(self, "path", os.fspath(self.path))
+        if isinstance(self.client_library, os.PathLike):
+            object.__setattr__(self, "client_library", os.fspath(self.client_library))
         if isinstance(self.cluster_file, os.PathLike):
             object.__setattr__(self, "cluster_file", os.fspath(self.cluster_file))
         if isinstance(self.permission_classes, list):
@@ -194,6 +198,17 @@ def validate_options(options: Any) -> list[Problem]:
                 "Give the path of the cluster's fdb.cluster file, or None to use the client's "
                 "default (the FDB_CLUSTER_FILE environment variable, then the system's "
                 "fdb.cluster).",
+            )
+        )
+
+    library = options.get("CLIENT_LIBRARY")
+    if library is not None and not (_is_path(library) and os.fspath(library)):
+        problems.append(
+            Problem(
+                "fdbqueue.E012",
+                f"{SETTING_NAME}['CLIENT_LIBRARY'] is {library!r}; it must be a file path or None.",
+                "Give the path of libfdb_c.so (e.g. /usr/lib/libfdb_c.so), or None to let the "
+                "dynamic loader find it.",
             )
         )
 

@@ -31,6 +31,8 @@ import fdb
 import fdb.subspace_impl
 import fdb.tuple
 
+from django_fdbqueue import clientlib
+
 __all__ = [
     "CLIENT_LIBRARY_AVAILABLE",
     "ErrorCode",
@@ -121,6 +123,7 @@ def _load_binding_impl() -> types.ModuleType | None:
     return impl
 
 
+clientlib.preload()  # FDBQUEUE['CLIENT_LIBRARY'], loaded before the binding looks for it by name
 _impl = _load_binding_impl()
 CLIENT_LIBRARY_AVAILABLE: bool = _impl is not None
 

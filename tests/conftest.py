@@ -1,8 +1,9 @@
 """Shared fixtures: one embedded store per test, and the same tests on a real cluster when one is configured.
 
 Tests written against the `db` / `fdbqueue_db` fixtures run once per engine. The `foundationdb`
-parameter runs only when FDBQUEUE_TEST_CLUSTER_FILE names a cluster file; otherwise it is skipped
-with the reason, so a plain run says plainly what it did not cover.
+runs use the cluster the app's pytest plugin provides (``django_fdbqueue.testing.plugin``: the
+one FDBQUEUE_TEST_CLUSTER_FILE names, or a local cluster started when FoundationDB's binaries are
+found); without one they are skipped with the reason, or fail under FDBQUEUE_TEST_CLUSTER=require.
 """
 
 from __future__ import annotations
@@ -12,18 +13,19 @@ import uuid
 
 import pytest
 
-CLUSTER_FILE = os.environ.get("FDBQUEUE_TEST_CLUSTER_FILE") or None
-NO_CLUSTER = (
-    "FDBQUEUE_TEST_CLUSTER_FILE is not set: tests against a real FoundationDB cluster "
-    "need its client library and a cluster file"
-)
+from django_fdbqueue.testing import plugin
+
 ENGINES = ["embedded", pytest.param("foundationdb", marks=pytest.mark.cluster)]
+#: Fixtures that inject faults, which only the embedded engine can do: their tests run there only.
+EMBEDDED_ONLY_FIXTURES = {"faults", "failing_commits"}
 
 
 def cluster_settings(**extra):
+    """QueueSettings for the run's cluster (skips, or fails under require, without one)."""
     from django_fdbqueue.conf import QueueSettings
 
-    return QueueSettings(engine="foundationdb", cluster_file=CLUSTER_FILE, **extra)
+    return QueueSettings(engine="foundationdb", cluster_file=plugin.need_cluster(),
+                         client_library=plugin.client_library(), **extra)
 
 
 @pytest.fixture(autouse=True)
@@ -43,8 +45,6 @@ def _codec_registry_restored():
 @pytest.fixture(scope="session")
 def _cluster_handle():
     """One handle to the real cluster for the whole run (the binding allows one network per process)."""
-    if not CLUSTER_FILE:
-        pytest.skip(NO_CLUSTER)
     from django_fdbqueue.engines import open_database
 
     return open_database(cluster_settings(timeout=None))
@@ -63,10 +63,19 @@ def cluster_database(_cluster_handle):
     return _cluster_handle
 
 
-@pytest.fixture(params=ENGINES)
+def pytest_generate_tests(metafunc):
+    """Engine-parametrized tests run on both engines; those that inject faults on the embedded
+    engine only (a cluster has no fault injector), so they are not reported as skipped there."""
+    if "engine_name" in metafunc.fixturenames:
+        embedded_only = EMBEDDED_ONLY_FIXTURES.intersection(metafunc.fixturenames)
+        engines = ["embedded"] if embedded_only else ENGINES
+        metafunc.parametrize("engine_name", engines, indirect=True)
+
+
+@pytest.fixture
 def engine_name(request) -> str:
-    if request.param == "foundationdb" and not CLUSTER_FILE:
-        pytest.skip(NO_CLUSTER)
+    if request.param == "foundationdb":
+        plugin.need_cluster()
     return request.param
 
 
@@ -104,10 +113,7 @@ def fdbqueue_db(engine_name, tmp_path, settings, request):
     from django_fdbqueue import connection
 
     root = ("fdbqueue-test", uuid.uuid4().hex)
-    if engine_name == "foundationdb":
-        settings.FDBQUEUE = {"ENGINE": "foundationdb", "CLUSTER_FILE": CLUSTER_FILE, "ROOT": root}
-    else:
-        settings.FDBQUEUE = {"ENGINE": "embedded", "PATH": str(tmp_path / "app.sqlite3"), "ROOT": root}
+    settings.FDBQUEUE = plugin.store_settings(engine_name, root, str(tmp_path / "app.sqlite3"))
     connection.reset_database()
     database = connection.get_database()
     yield database
@@ -119,19 +125,20 @@ def fdbqueue_db(engine_name, tmp_path, settings, request):
     connection.reset_database()
 
 
+
+
 @pytest.fixture
 def faults(fdbqueue_db, engine_name):
-    """The embedded store's fault injector (switched off again afterwards); skipped on a real cluster."""
-    if engine_name != "embedded":
-        pytest.skip("fault injection is a feature of the embedded engine")
+    """The embedded store's fault injector (switched off again afterwards)."""
+    assert engine_name == "embedded", "fault injection is a feature of the embedded engine"
     yield fdbqueue_db.faults
     fdbqueue_db.faults.disable()
 
 
 def pytest_report_header(config):
-    if CLUSTER_FILE:
-        return "fdbqueue: real-cluster tests run against FDBQUEUE_TEST_CLUSTER_FILE"
-    return "fdbqueue: real-cluster tests are skipped (FDBQUEUE_TEST_CLUSTER_FILE is not set)"
+    if os.environ.get(plugin.ENV_CLUSTER_FILE):
+        return f"fdbqueue: real-cluster tests run against {plugin.ENV_CLUSTER_FILE}"
+    return "fdbqueue: real-cluster tests use a local cluster when FoundationDB's binaries are found"
 
 
 def pytest_terminal_summary(terminalreporter):

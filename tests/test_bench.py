@@ -26,7 +26,8 @@ from django_fdbqueue.bench import redis_ref, task_rows
 from django_fdbqueue.bench.strategies import STRATEGIES
 from django_fdbqueue.bench.suite import Bench, BenchConfig
 from django_fdbqueue.tasks.compat import task_backends
-from tests.conftest import CLUSTER_FILE, ENGINES, NO_CLUSTER
+from django_fdbqueue.testing import plugin
+from tests.conftest import ENGINES
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -96,14 +97,9 @@ def _redis_servers_started_by_us() -> list[int]:
 def bench_run(request, tmp_path_factory) -> BenchRun:
     """One quick bench run on a fresh store of the engine, with the references available here."""
     engine = request.param
-    if engine == "foundationdb" and not CLUSTER_FILE:
-        pytest.skip(NO_CLUSTER)
     directory = tmp_path_factory.mktemp(f"bench-{engine}")
     root = ("fdbqueue-test", uuid.uuid4().hex)
-    if engine == "foundationdb":
-        setting = {"ENGINE": "foundationdb", "CLUSTER_FILE": CLUSTER_FILE, "ROOT": root}
-    else:
-        setting = {"ENGINE": "embedded", "PATH": str(directory / "store.sqlite3"), "ROOT": root}
+    setting = plugin.store_settings(engine, root, str(directory / "store.sqlite3"))
     references = ("redis", "sqlite") if REDIS_INSTALLED else ("sqlite",)
     json_path, png_path = directory / "bench.json", directory / "bench.png"
     out, err = io.StringIO(), io.StringIO()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import json
 import os
 import signal
 import time
@@ -17,10 +18,14 @@ import pytest
 from django.utils import timezone
 
 from django_fdbqueue import service
-from django_fdbqueue.tasks import FDBQueueBackend, results
+from django_fdbqueue.cli import worker as worker_command
+from django_fdbqueue.tasks import FDBQueueBackend, limits, results
 from django_fdbqueue.tasks import runner as task_runner
 from django_fdbqueue.tasks.compat import InvalidTaskError, TaskResultDoesNotExist, TaskResultStatus, task_backends
+from django_fdbqueue.tasks.exceptions import ArgumentsTooLarge, ResultTooLarge
 from django_fdbqueue.tasks.runner import TaskWorkers, backend_named
+from django_fdbqueue.worker import Worker
+from django_fdbqueue.worker.runner import DEFAULT_LEASE
 
 from . import task_functions as tf
 
@@ -70,7 +75,7 @@ def workers(backend):
 
 def test_the_backend_declares_what_it_supports(backend):
     assert (backend.supports_defer, backend.supports_priority, backend.supports_get_result) == (True, True, True)
-    assert backend.supports_async_task is False
+    assert backend.supports_async_task is True
     assert list(backend.check()) == []
 
 
@@ -98,6 +103,30 @@ def test_validation_uses_the_frameworks_errors(fdbqueue_db, backend):
     with pytest.raises(InvalidTaskError, match="aware"):
         tf.add.using(run_after=dt.datetime(2030, 1, 1))
     assert not service.queue_exists(fdbqueue_db, "tasks.default")  # nothing was stored
+
+
+def test_arguments_that_are_not_json_raise_type_error_as_the_contract_says(fdbqueue_db, backend):
+    """The framework's contract (and Django 6's) is TypeError; InvalidTaskError still catches it too."""
+    for args, kwargs in (([object()], {}), ([{1, 2}], {}), ([b"\xff"], {}), ([], {"b": float("inf")})):
+        with pytest.raises(TypeError, match="JSON") as caught:
+            backend.enqueue(tf.add, args, kwargs)
+        assert isinstance(caught.value, InvalidTaskError)
+    with pytest.raises(TypeError, match="string names") as caught:
+        backend.enqueue(tf.add, [], {1: 2})
+    assert isinstance(caught.value, InvalidTaskError)
+    assert not service.queue_exists(fdbqueue_db, "tasks.default")  # nothing was stored
+
+
+def test_arguments_too_large_for_the_record_are_refused(fdbqueue_db, backend):
+    """Arguments must leave the record room for its runs, or the task could never be finished."""
+    allowed = limits.MAX_RECORD_BYTES - limits.RUN_ROOM
+    for size in (allowed, 200_000):  # one that a value would hold, one that it would not
+        with pytest.raises(ArgumentsTooLarge, match=f"at most {allowed:,} are allowed") as caught:
+            tf.add.enqueue("x" * size, "y")
+        assert isinstance(caught.value, InvalidTaskError)
+    assert not service.queue_exists(fdbqueue_db, "tasks.default")  # nothing was stored
+    accepted = tf.add.enqueue("x" * (allowed - 1_000), "y")
+    assert limits.size(results.get(fdbqueue_db, accepted.id)) <= allowed
 
 
 def test_get_result_of_an_unknown_id(backend):
@@ -197,6 +226,122 @@ def test_a_task_already_finished_is_not_run_again(fdbqueue_db, backend, workers)
     assert backend.get_result(result.id).worker_ids == result.worker_ids
 
 
+def test_a_result_too_large_to_store_fails_the_task_once(fdbqueue_db, workers):
+    """Defect 2: a return value over the record's limit made the finishing transaction fail (2103),
+    so the task ran again on every delivery and stayed RUNNING. It is FAILED, once, and acked."""
+    too_big = tf.big_result.enqueue(150_000)
+    fits = tf.big_result.enqueue(80_000)
+    loud = tf.fail_loudly.enqueue(150_000)  # the FAILED record's traceback must fit too
+    workers()
+    assert finished(too_big).status == TaskResultStatus.FAILED
+    (error,) = too_big.errors
+    assert error.exception_class is ResultTooLarge
+    assert "150,002 bytes of JSON" in error.traceback and "over the limit of 100,000" in error.traceback
+    with pytest.raises(ValueError, match="failed"):
+        too_big.return_value
+    assert finished(fits).status == TaskResultStatus.SUCCESSFUL and len(fits.return_value) == 80_000
+    assert finished(loud).status == TaskResultStatus.FAILED
+    (error,) = loud.errors
+    assert error.exception_class is ValueError and "characters cut" in error.traceback
+    assert error.traceback.startswith("Traceback") and error.traceback.rstrip().endswith("x end")
+    wait_until(lambda: service.get_queue(fdbqueue_db, "tasks.default").popped == 3, what="the three acks")
+    info = service.get_queue(fdbqueue_db, "tasks.default")
+    assert (info.size, info.leased, info.delayed, info.dead) == (0, 0, 0, 0)
+    for result in (too_big, fits, loud):
+        result.refresh()
+        assert result.attempts == 1  # run once, never again
+        assert limits.size(results.get(fdbqueue_db, result.id)) <= limits.MAX_RECORD_BYTES
+
+
+def test_a_failed_record_is_shortened_to_fit():
+    """Many long errors (a task failed and retried often): tracebacks shortened, then oldest dropped."""
+    errors = [
+        {"exception_class_path": "builtins.ValueError", "traceback": f"Traceback {n}\n" + "y" * 5_000 + f"\nend {n}"}
+        for n in range(60)
+    ]
+    record = results.Record(id="r", task_path="a.b", backend="default", queue_name="default", priority=0,
+                            args=["x" * 50_000], kwargs={}, status=results.FAILED, errors=errors)
+    assert not limits.fits(record)
+    fitted = limits.fitted(record)
+    assert limits.fits(fitted) and fitted.args == record.args
+    newest = fitted.errors[-1]["traceback"]
+    assert newest.startswith("Traceback 59") and newest.endswith("end 59") and "characters cut" in newest
+    assert 1 < len(fitted.errors) < 60
+    assert limits.fitted(fitted) is fitted  # a record that fits is left alone
+
+
+def test_async_task_functions_run(fdbqueue_db, backend, workers):
+    added = tf.async_add.enqueue(2, 3)
+    failed = tf.async_fail.enqueue("async boom")
+    context = tf.async_attempt_number.enqueue()
+    workers()
+    assert finished(added).status == TaskResultStatus.SUCCESSFUL and added.return_value == 5
+    assert finished(failed).status == TaskResultStatus.FAILED
+    assert failed.errors[0].exception_class is ValueError and "ValueError: async boom" in failed.errors[0].traceback
+    assert finished(context).return_value == 1
+
+
+def test_concurrency_is_per_task_queue(fdbqueue_db, tmp_path, workers):
+    """--concurrency 2 over two task queues: four tasks run at once, two from each queue."""
+    release = tmp_path / "release"
+    started = {name: [tmp_path / f"{name}-{n}" for n in range(2)] for name in ("default", "emails")}
+    blocked = [
+        tf.block_until_released.using(queue_name=name).enqueue(str(path), str(release))
+        for name, paths in started.items()
+        for path in paths
+    ]
+    group = workers(concurrency=2)
+    assert [worker.concurrency for worker in group.workers] == [2, 2]
+    everything = [path for paths in started.values() for path in paths]
+    wait_until(lambda: all(path.exists() for path in everything), what="four tasks running at once")
+    release.write_text("")
+    for result in blocked:
+        assert finished(result).status == TaskResultStatus.SUCCESSFUL
+
+
+def test_a_burst_over_several_task_queues_ends_when_all_are_done(fdbqueue_db, backend, tmp_path, monkeypatch):
+    """A task enqueues another on a queue whose worker had already found nothing: it runs too."""
+    emails_polled = tmp_path / "emails-polled"
+    real_claim = service.claim
+
+    def claim(db, name, **options):
+        lease = real_claim(db, name, **options)
+        if name == "tasks.emails" and lease is None:
+            emails_polled.touch()
+        return lease
+
+    monkeypatch.setattr(service, "claim", claim)
+    chained = tf.enqueue_shout.enqueue("later", wait_for=str(emails_polled))
+    group = TaskWorkers(backend, burst=True)
+    group.start()
+    try:
+        assert group.wait(DEADLINE)
+    finally:
+        group.abort()
+        group.wait(DEADLINE)
+    follow_up = tf.shout.get_result(finished(chained, 0).return_value)
+    assert follow_up.status == TaskResultStatus.SUCCESSFUL and follow_up.return_value == "LATER"
+    assert group.stats.processed == 2
+
+
+def test_one_default_lease_for_tasks_and_workers():
+    """The backend's LEASE default is the worker's, and the command's help says which it is."""
+    assert FDBQueueBackend("plain", {}).lease == DEFAULT_LEASE == 30
+    assert Worker.__init__.__kwdefaults__["lease"] == DEFAULT_LEASE
+    help_text = _worker_help()
+    assert f"Default: {DEFAULT_LEASE:g} (with --tasks: the backend's LEASE option, {DEFAULT_LEASE:g}" in help_text
+    assert "does not limit how long a handler may take" in help_text
+    assert "per task queue" in help_text
+
+
+def _worker_help() -> str:
+    import argparse
+
+    subcommands = argparse.ArgumentParser().add_subparsers()
+    worker_command.register(subcommands)
+    return " ".join(subcommands.choices["worker"].format_help().split())
+
+
 # --- workers in other processes --------------------------------------------------------------------------
 
 
@@ -237,6 +382,25 @@ def test_a_task_whose_worker_is_killed_is_completed_by_another(fdbqueue_db, task
     assert len(set(result.worker_ids)) == 2
     second.send_signal(signal.SIGTERM)
     assert second.wait(DEADLINE) == 0, err.read_text()
+
+
+def test_burst_runs_what_is_ready_on_every_queue_then_exits_0(fdbqueue_db, task_worker):
+    """--burst: ready tasks of every queue, and tasks they enqueue, run; delayed ones wait; exit 0."""
+    added = tf.add.enqueue(1, 2)
+    shouted = tf.shout.enqueue("hey")  # on "emails"
+    chained = tf.enqueue_shout.enqueue("later")  # on "default"; enqueues a task on "emails"
+    delayed = tf.add.using(run_after=timezone.now() + dt.timedelta(hours=1)).enqueue(5, 5)
+    process, out, err = task_worker("--burst", "--json")
+    assert process.wait(DEADLINE) == 0, err.read_text()
+    assert finished(added, 0).return_value == 3 and finished(shouted, 0).return_value == "HEY"
+    follow_up = tf.shout.get_result(finished(chained, 0).return_value)
+    assert follow_up.status == TaskResultStatus.SUCCESSFUL and follow_up.return_value == "LATER"
+    delayed.refresh()
+    assert delayed.status == TaskResultStatus.READY  # not due: not waited for
+    summary = json.loads(out.read_text())
+    assert summary["name"] == "tasks.default,tasks.emails"
+    assert (summary["processed"], summary["failed"], summary["lost"]) == (4, 0, 0)
+    assert "burst over" in err.read_text()
 
 
 def test_the_worker_command_refuses_bad_task_options(fdbqueue_db, task_worker):

@@ -304,6 +304,126 @@ def test_store_errors_are_retried_not_fatal(fdbqueue_db, queue, worker_factory, 
     assert "1031" in caplog.text
 
 
+def _ack_fails_once(monkeypatch, fdbqueue_db, first_attempt):
+    """service.ack whose first call runs ``first_attempt(receipt, name)`` and then fails with 1031."""
+    real_ack, calls = service.ack, []
+
+    def ack(db, receipt, *, name=None):
+        calls.append(receipt)
+        if len(calls) == 1:
+            first_attempt(receipt, name)
+            raise make_error(1031)  # transaction_timed_out: did the ack happen? the worker cannot know
+        return real_ack(db, receipt, name=name)
+
+    monkeypatch.setattr(service, "ack", ack)
+    return calls
+
+
+def _handle_one(worker, started, finish):
+    worker.start()
+    assert started.wait(DEADLINE)
+    worker.stop()  # the item may come back: this worker must not take it again
+    finish.set()
+    assert worker.wait(DEADLINE)
+
+
+def test_a_retried_ack_that_finds_the_item_still_queued_counts_it_lost(
+    fdbqueue_db, queue, worker_factory, monkeypatch, caplog
+):
+    """Suspect 5b, confirmed: a retried ack finding LeaseNotFound was counted processed, although
+    the failed attempt had not acked (the lease was taken away meanwhile) and the item runs again."""
+    service.push(fdbqueue_db, queue, "taken away")
+    started, finish = threading.Event(), threading.Event()
+
+    def handler(item):
+        started.set()
+        assert finish.wait(DEADLINE)
+
+    def released_meanwhile(receipt, name):  # as `manage.py fdbqueue release RECEIPT` would
+        service.release(fdbqueue_db, receipt, name=name)
+
+    calls = _ack_fails_once(monkeypatch, fdbqueue_db, released_meanwhile)
+    worker = worker_factory(queue, handler, lease=10)
+    with caplog.at_level(logging.INFO, logger="django_fdbqueue.worker"):
+        _handle_one(worker, started, finish)
+    assert len(calls) == 2
+    assert (worker.stats.processed, worker.stats.lost, worker.stats.store_errors) == (0, 1, 1)
+    assert "It is or will be delivered again" in caplog.text and "earlier attempt applied" not in caplog.text
+    back = service.peek(fdbqueue_db, queue)
+    assert back is not None and back.value == "taken away"  # not acknowledged: it runs again
+
+
+def test_a_retried_ack_whose_first_attempt_applied_counts_it_processed(
+    fdbqueue_db, queue, worker_factory, monkeypatch, caplog
+):
+    service.push(fdbqueue_db, queue, "acked")
+    started, finish = threading.Event(), threading.Event()
+
+    def handler(item):
+        started.set()
+        assert finish.wait(DEADLINE)
+
+    real_ack = service.ack
+
+    def applied(receipt, name):  # the ack committed, but its answer was lost
+        real_ack(fdbqueue_db, receipt, name=name)
+
+    _ack_fails_once(monkeypatch, fdbqueue_db, applied)
+    worker = worker_factory(queue, handler, lease=10)
+    with caplog.at_level(logging.INFO, logger="django_fdbqueue.worker"):
+        _handle_one(worker, started, finish)
+    assert (worker.stats.processed, worker.stats.lost) == (1, 0)
+    assert "earlier attempt applied" in caplog.text
+    info = service.get_queue(fdbqueue_db, queue)
+    assert (info.size, info.leased) == (0, 0)
+
+
+# --- burst mode -------------------------------------------------------------------------------
+
+
+def test_a_burst_ends_once_nothing_is_ready_and_nothing_in_hand(fdbqueue_db, queue, worker_factory):
+    """The item in hand pushes another: the burst waits for it and runs that too."""
+    service.push(fdbqueue_db, queue, "first")
+    started, finish = threading.Event(), threading.Event()
+    handled = []
+
+    def handler(item):
+        if item.value == "first":
+            started.set()
+            assert finish.wait(DEADLINE)
+            service.push(fdbqueue_db, queue, "second")
+        handled.append(item.value)
+
+    worker = worker_factory(queue, handler, concurrency=2, burst=True)
+    worker.start()
+    assert started.wait(DEADLINE)
+    assert not worker.wait(0.3)  # the other thread found nothing, but an item is in hand
+    finish.set()
+    assert worker.wait(DEADLINE)
+    assert sorted(handled) == ["first", "second"] and worker.stats.processed == 2
+    assert service.get_queue(fdbqueue_db, queue).size == 0
+
+
+def test_a_burst_does_not_wait_for_delayed_items(fdbqueue_db, queue, worker_factory):
+    service.push(fdbqueue_db, queue, "later", delay=3600)
+    service.push(fdbqueue_db, queue, "fails")
+    service.push(fdbqueue_db, queue, "works")
+    handled = []
+
+    def handler(item):
+        handled.append(item.value)
+        if item.value == "fails":
+            raise RuntimeError("released with a back-off, so delayed")
+
+    worker = worker_factory(queue, handler, burst=True, base_backoff=60, max_backoff=60)
+    worker.start()
+    assert worker.wait(DEADLINE)
+    assert handled == ["fails", "works"]
+    assert (worker.stats.processed, worker.stats.failed) == (1, 1)
+    info = service.get_queue(fdbqueue_db, queue)
+    assert (info.delayed, info.leased) == (2, 0)
+
+
 def test_worker_refuses_bad_settings(fdbqueue_db, queue):
     def handler(item):
         return None
@@ -456,6 +576,23 @@ def test_the_command_finishes_its_item_on_sigterm_and_exits_0(fdbqueue_db, queue
     log = _log(err)
     assert "Worker started on queue 'jobs'" in log and "1 processed" in log
     assert "Traceback" not in log
+
+
+def test_the_command_with_burst_processes_what_is_ready_and_exits_0(fdbqueue_db, queue, worker_process):
+    for n in (1, 2, 3):
+        service.push(fdbqueue_db, queue, {"n": n})
+    service.push(fdbqueue_db, queue, {"n": 4}, delay=3600)
+    process, out, err = worker_process(
+        queue, "--handler", "tests.worker_handlers.record", "--burst", "--concurrency", "2", "--json"
+    )
+    assert process.wait(DEADLINE) == 0, _log(err)
+    summary = json.loads(out.read_text())
+    assert (summary["processed"], summary["failed"], summary["lost"], summary["released"]) == (3, 0, 0, 0)
+    files = worker_process.files
+    assert sorted(path.name for path in files.glob("handled-*")) == ["handled-1", "handled-2", "handled-3"]
+    info = service.get_queue(fdbqueue_db, queue)
+    assert (info.delayed, info.leased) == (1, 0)  # not due: not waited for
+    assert "burst over" in _log(err)
 
 
 def test_a_second_sigterm_releases_the_item_and_exits(fdbqueue_db, queue, worker_process):

@@ -1,5 +1,8 @@
 """``manage.py fdbqueue worker QUEUE --handler path.to.callable``: consume a queue until told to stop.
 
+With ``--burst`` it stops on its own once nothing is ready and nothing is in hand (for cron jobs
+and tests), and prints the same summary.
+
 ``manage.py fdbqueue worker --tasks [--backend ALIAS] [--queue NAME ...]`` runs Django tasks
 instead: one worker per task queue of a ``django_fdbqueue.tasks.FDBQueueBackend``, the handler
 being :class:`django_fdbqueue.tasks.runner.TaskRunner`.
@@ -20,7 +23,7 @@ from django.db import close_old_connections
 from django.utils.module_loading import import_string
 
 from django_fdbqueue.worker import Worker, run_until_signalled
-from django_fdbqueue.worker.runner import MAX_CONCURRENCY, logger
+from django_fdbqueue.worker.runner import DEFAULT_LEASE, MAX_CONCURRENCY, logger
 
 from django_fdbqueue.exceptions import QueueError
 
@@ -47,7 +50,8 @@ def register(subparsers: Any) -> None:
             "A handler that returns acknowledges the item; one that raises releases it, hidden for a\n"
             "back-off that doubles with each attempt (up to --max-backoff). Leases are extended while a\n"
             "handler runs. SIGTERM or Ctrl-C: stop claiming, finish the items in progress, exit 0; a\n"
-            "second one releases the items in progress at once. The log goes to standard error."
+            "second one releases the items in progress at once. With --burst it also exits 0 on its\n"
+            "own once nothing is ready. The log goes to standard error, the summary to standard output."
         ),
     )
     parser.add_argument(
@@ -82,15 +86,26 @@ def register(subparsers: Any) -> None:
         metavar="N",
         type=positive_int,
         default=1,
-        help=f"Threads, so items handled at once (1 to {MAX_CONCURRENCY}). Default: 1.",
+        help=f"Threads, so items handled at once (1 to {MAX_CONCURRENCY}). With --tasks this is per "
+        "task queue: each queue gets N threads, so up to N times the number of queues tasks run at "
+        "once. Default: 1.",
     )
     parser.add_argument(
         "--lease",
         metavar="S",
         type=positive_seconds,
         default=None,
-        help="Lease length in seconds; renewed every third of it while a handler runs. Default: 30 "
-        "(with --tasks: the backend's LEASE option).",
+        help=f"Lease length in seconds. It is renewed every third of it while a handler runs, so it "
+        "does not limit how long a handler may take: it is how long the items of a worker that died "
+        f"stay hidden before another worker gets them. Default: {DEFAULT_LEASE:g} (with --tasks: the "
+        f"backend's LEASE option, {DEFAULT_LEASE:g} unless set).",
+    )
+    parser.add_argument(
+        "--burst",
+        action="store_true",
+        help="Process what is ready, then exit 0 with the summary: exit once no item is ready in any "
+        "of the worker's queues and none is in hand. Items delayed into the future (a run_after, a "
+        "retry's back-off) are not waited for. For cron jobs and tests.",
     )
     parser.add_argument(
         "--max-backoff",
@@ -172,7 +187,8 @@ def _task_workers(ctx: Context, options: dict[str, Any]) -> tuple[Any, str]:
         raise usage_error(f"Cannot use the tasks backend {options['backend']!r}: {error}") from None
     ctx.database()  # a store that cannot be opened is exit code 3 before any thread starts
     workers = TaskWorkers(
-        backend, options["task_queues"], concurrency=options["concurrency"], lease=options["lease"]
+        backend, options["task_queues"], concurrency=options["concurrency"], lease=options["lease"],
+        burst=options["burst"],
     )
     return workers, ",".join(worker.queue for worker in workers.workers)
 
@@ -191,7 +207,7 @@ def _count_for_prometheus() -> None:
 
 
 def handle_worker(ctx: Context, options: dict[str, Any]) -> None:
-    """Run a worker until SIGTERM/SIGINT, then print what it did (exit 0)."""
+    """Run a worker until SIGTERM/SIGINT (or, with --burst, until nothing is ready), then print what it did (exit 0)."""
     _count_for_prometheus()
     if options["tasks"]:
         worker, name = _task_workers(ctx, options)
@@ -207,9 +223,10 @@ def handle_worker(ctx: Context, options: dict[str, Any]) -> None:
             name,
             _with_fresh_connections(handler),
             concurrency=options["concurrency"],
-            lease=30.0 if options["lease"] is None else options["lease"],
+            lease=DEFAULT_LEASE if options["lease"] is None else options["lease"],
             end=options["end"],
             max_backoff=options["max_backoff"],
+            burst=options["burst"],
         )
     log_handler = _show_log(ctx, options.get("verbosity", 1))
     try:

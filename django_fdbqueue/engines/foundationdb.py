@@ -7,6 +7,7 @@ what to install, instead of a loader error from deep inside the binding.
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -104,9 +105,27 @@ def configure(database: Any, settings: QueueSettings) -> None:
         database.options.set_transaction_retry_limit(settings.retry_limit)
 
 
+def _library_hint(settings: QueueSettings) -> str:
+    """Why a CLIENT_LIBRARY setting did not help, when it is set."""
+    from django_fdbqueue import clientlib
+
+    path = settings.client_library
+    if not path:
+        return ""
+    if clientlib.loaded_path == os.path.abspath(path):
+        return ""
+    if clientlib.load_error:
+        return f" FDBQUEUE['CLIENT_LIBRARY'] ({path}) could not be loaded: {clientlib.load_error}."
+    return (f" FDBQUEUE['CLIENT_LIBRARY'] ({path}) is loaded when django_fdbqueue is first imported: "
+            "set it in the settings module, not later, and restart the process.")
+
+
 def open_database(settings: QueueSettings) -> Any:
     """Open the cluster named by ``settings.cluster_file`` (None: the client's default)."""
-    fdb = select_api_version(settings.api_version)
+    try:
+        fdb = select_api_version(settings.api_version)
+    except ImproperlyConfigured as exc:
+        raise ImproperlyConfigured(f"{exc}{_library_hint(settings)}") from exc
     try:
         database = fdb.open(settings.cluster_file)
     except fdb.FDBError as exc:

@@ -82,8 +82,11 @@ def read_entry(tr: Any, root_space: Any, name: str) -> Entry | None:
 # adds a read conflict on the entry's key by hand: a delete racing the operation then conflicts with
 # it exactly as if the key had been read. The metadata version comes with the read version (on a
 # cluster at no extra cost), and a transaction that wrote it cannot read it back (1036), so an
-# attempt that changed the catalog reads entries directly. The key is shared by every layer on a
-# cluster: another layer's bumps only cost cache misses. Writing the catalog other than through
+# attempt that changed the catalog reads entries directly. It is read as a snapshot read: an
+# ordinary read would make every queue operation conflict with every create or delete of any queue
+# (and with any other layer's bump: the key is shared by every layer on a cluster), where the
+# conflict on the entry's own key is all correctness needs. Another layer's bumps then only cost
+# cache misses. Writing the catalog other than through
 # this module (say, clearing the whole ROOT by hand) must also bump it, or stop the processes.
 
 METADATA_VERSION_KEY = b"\xff/metadataVersion"
@@ -104,7 +107,7 @@ def lookup(tr: Any, root_space: Any, name: str) -> Entry | None:
     """The entry, from the cache when the metadata version allows, else read (and cached)."""
     if attempts.changed_catalog(tr):
         return read_entry(tr, root_space, name)
-    version_future = tr[METADATA_VERSION_KEY]
+    version_future = tr.snapshot[METADATA_VERSION_KEY]
     slot = (root_space.key(), name)
     cached = _cache.get(slot)
     version = bytes(version_future) if version_future.present() else b""

@@ -95,7 +95,10 @@ A popper may die at any point after registering. Requests and results therefore 
 owner's deadline. Fulfil rounds drop requests whose deadline passed more than
 :data:`GRACE_SECONDS` ago, and put the items of results unclaimed that long back into the queue,
 *at their original keys* (so they return to their old place in the order) with the counters
-corrected (size +1, popped -1). The grace absorbs clock differences between clients: clocks of
+corrected (size +1, popped -1) and the queue's wake-up key touched, so blocking pops (``wait=``)
+see them at once. An item waiting in a result is not yet consumed for its ``dedup_key``: like a
+leased item, it holds the key until its owner collects it, and an item put back holds it as
+any queued item does (see ``dedup.py``). The grace absorbs clock differences between clients: clocks of
 all popping machines must agree within it. A pop that reaches its own deadline withdraws: one
 transaction clears its request, or, if a result was already written for it, takes that result
 (an item is never dropped because its popper gave up) and then raises ``FDBError`` 1031
@@ -327,8 +330,9 @@ class _Pop:
         if not self.candidates:
             return None
         raw = tr[self.receipt_key]
+        present = raw.present()  # may raise (lazily, on a cluster): keep the candidates for the retry
         candidates, self.candidates = self.candidates, {}  # resolved either way
-        if raw.present():
+        if present:
             token, item_id = fdb.tuple.unpack(bytes(raw))
             if token == self.token:
                 return candidates.get(item_id)
@@ -366,9 +370,28 @@ def _expire_receipts(tr: Any, qk: keys.QueueKeys, now_us: int) -> None:
 
 
 def _put_back(tr: Any, qk: keys.QueueKeys, elements: tuple, payload: Any) -> None:
-    """An item returns to its own key (and order index entry), so to its old place in the queue."""
+    """An item returns to its own key (and order index entry), so to its old place in the queue.
+
+    Its dedup key names it again: a push of that key must not store a second copy.
+    """
     priority, stamp, *rest = elements
-    visibility.put_ready(tr, qk, priority, stamp, keys.ItemMeta.from_elements(rest), bytes(payload))
+    meta = keys.ItemMeta.from_elements(rest)
+    visibility.put_ready(tr, qk, priority, stamp, meta, bytes(payload))
+    dedup.restored(tr, qk, priority, stamp, meta)
+
+
+def _returned(tr: Any, qk: keys.QueueKeys, count: int) -> None:
+    """Count `count` put-back items as queued again, and wake blocking pops: items are ready."""
+    if count:
+        tr.add(qk.counter(keys.SIZE), counter_bytes(count))
+        tr.add(qk.counter(keys.POPPED), counter_bytes(-count))
+        visibility.wake(tr, qk)
+
+
+def _consumed(tr: Any, qk: keys.QueueKeys, elements: tuple) -> None:
+    """A result's item reached its owner: only now is it consumed for its dedup key."""
+    priority, stamp, *rest = elements
+    dedup.consumed(tr, qk, priority, stamp, keys.ItemMeta.from_elements(rest))
 
 
 class SnapshotReads:
@@ -481,7 +504,6 @@ def _arrive(db: Any, p: _Pop, *, stage: bool = False) -> Item | _Outcome | None:
                     tr = db.create_transaction()
                     continue
             _retry(tr, error)
-            _retry(tr, error)
 
 
 # --- step 3: fulfil rounds --------------------------------------------------------------------
@@ -519,9 +541,7 @@ def _recover(tr: Any, qk: keys.QueueKeys, cutoff_us: int) -> int:
         if parts[2] == _ITEM:
             _put_back(tr, qk, parts[3:], kv.value)
             restored += 1
-    if restored:
-        tr.add(qk.counter(keys.SIZE), counter_bytes(restored))
-        tr.add(qk.counter(keys.POPPED), counter_bytes(-restored))
+    _returned(tr, qk, restored)
     return restored
 
 
@@ -565,14 +585,14 @@ def _fulfil_in(tr: Any, entry: Entry, qk: keys.QueueKeys, end: str, p: _Pop | No
         elements = qk.items.unpack(item_key)
         tr.add_read_conflict_key(item_key)
         priority, stamp, meta = visibility.take_ready(tr, qk, item_key)
-        dedup.consumed(tr, qk, priority, stamp, meta)
         if key is not None:
             tr.add_read_conflict_key(key)
             del tr[key]
         if p is not None and token == p.token:
             done.mine = decode_item(qk, kv)
+            dedup.consumed(tr, qk, priority, stamp, meta)
             tr[p.receipt_key] = p.receipt(done.mine)
-        else:
+        else:  # its dedup key stays held until the owner collects it (or it goes back)
             tr[qk.results.pack((deadline_us, token, _ITEM) + tuple(elements))] = bytes(kv.value)
         done.served += 1
     if done.served:
@@ -650,12 +670,11 @@ def _collect(tr: Any, p: _Pop, qk: keys.QueueKeys, rows: list) -> Item | _Outcom
             continue
         if item is None:
             item = _item_from(parts[3:], kv.value)
+            _consumed(tr, qk, parts[3:])
         else:  # the protocol never gives one pop two items; if it did, the second goes back
             _put_back(tr, qk, parts[3:], kv.value)
             extra += 1
-    if extra:
-        tr.add(qk.counter(keys.SIZE), counter_bytes(extra))
-        tr.add(qk.counter(keys.POPPED), counter_bytes(-extra))
+    _returned(tr, qk, extra)
     if item is None:
         return EMPTY
     tr[p.receipt_key] = p.receipt(item)

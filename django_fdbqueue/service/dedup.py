@@ -2,10 +2,11 @@
 
 Each key has one record, ``k/"k"/dedup_key -> (priority, vs, enqueued_at_us, kept_until_us)``,
 written with a versionstamped value in the push's own transaction, so it names the item's
-versionstamp exactly. ``kept_until_us`` is 0 while the item exists in any state (ready, hidden
-or dead); when the item is consumed (popped, acked, or its dead letter deleted) the record is
-kept :data:`DEDUP_WINDOW_SECONDS` longer and an expiry entry ``k/"t"/kept_until_us/dedup_key``
-says when to forget it.
+versionstamp exactly. ``kept_until_us`` is 0 while the item exists in any state (ready, hidden,
+dead, or waiting in a high-contention pop's result); when the item is consumed (popped, acked,
+collected, or its dead letter deleted) the record is kept :data:`DEDUP_WINDOW_SECONDS` longer and
+an expiry entry ``k/"t"/kept_until_us/dedup_key`` says when to forget it. An item that comes back
+into the queue after all (:func:`restored`) makes its record alive again.
 
 A push reads the record with an ordinary read: two pushes of one key conflict, and the retry
 sees the first. A push retried after ``commit_unknown_result`` finds the record of its own first
@@ -78,6 +79,25 @@ def consumed(tr: Any, qk: keys.QueueKeys, priority: int, stamp: Any, meta: keys.
     record = qk.dedup_records.pack((meta.dedup,))
     tr[record] = fdb.tuple.pack((priority, stamp, meta.enqueued_us, kept_until_us))
     tr[qk.dedup_expiry.pack((kept_until_us, meta.dedup))] = b""
+
+
+def restored(tr: Any, qk: keys.QueueKeys, priority: int, stamp: Any, meta: keys.ItemMeta) -> None:
+    """The item is back in the queue: its record names it, alive, again (and stops expiring).
+
+    An ordinary read of the record, so a push of the same key at the same moment conflicts and
+    its retry sees the outcome. A record naming another item (the key was forgotten and pushed
+    again while this one was away) is left to that item; a forgotten record is written anew.
+    """
+    if meta.dedup is None:
+        return
+    record = qk.dedup_records.pack((meta.dedup,))
+    raw = read(tr, qk, meta.dedup)
+    if raw.present():
+        named_priority, named_stamp, _enqueued_us, kept_until_us = fdb.tuple.unpack(bytes(raw))
+        if (named_priority, named_stamp) != (priority, stamp) or kept_until_us == _ALIVE:
+            return
+        del tr[qk.dedup_expiry.pack((kept_until_us, meta.dedup))]
+    tr[record] = fdb.tuple.pack((priority, stamp, meta.enqueued_us, _ALIVE))
 
 
 def prune(tr: Any, qk: keys.QueueKeys, now_us: int, skip: set[str] | frozenset[str] = frozenset()) -> None:

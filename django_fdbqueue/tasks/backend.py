@@ -9,7 +9,12 @@ record in ``results`` holds the task's path and arguments.
 
 ``enqueue`` writes the record and pushes the item in one transaction; a retry after
 ``commit_unknown_result`` that finds the record knows its first attempt committed, so a task is
-never enqueued twice.
+never enqueued twice. Arguments that are not JSON raise ``InvalidTaskArguments``, both the
+framework's ``InvalidTaskError`` and the ``TypeError`` its contract names; arguments that would
+leave the record no room for its runs raise ``ArgumentsTooLarge`` (see ``limits``).
+
+Async task functions are supported (``supports_async_task``): the worker runs them to completion
+in its thread, as the framework's ``Task.call`` does.
 """
 
 from __future__ import annotations
@@ -28,8 +33,9 @@ from django_fdbqueue.connection import get_database
 from django_fdbqueue.exceptions import InvalidQueueName, QueueAlreadyExists, QueueNotFound
 from django_fdbqueue.fdbapi import transactional
 from django_fdbqueue.service.records import now_micros, to_datetime
+from django_fdbqueue.worker.runner import DEFAULT_LEASE
 
-from . import results
+from . import limits, results
 from .compat import (
     BaseTaskBackend,
     InvalidTaskError,
@@ -42,6 +48,7 @@ from .compat import (
     normalize_json,
     task_enqueued,
 )
+from .exceptions import InvalidTaskArguments
 
 DEFAULT_OPTIONS: dict[str, Any] = {
     # Our queue for the task queue "emails" is QUEUE_PREFIX + "emails".
@@ -50,8 +57,10 @@ DEFAULT_OPTIONS: dict[str, Any] = {
     "RESULT_RETENTION": 7 * 86_400,
     # Claims a task may have without finishing (its workers died) before it becomes a dead letter.
     "MAX_ATTEMPTS": None,
-    # A worker's lease on a running task, renewed while it runs.
-    "LEASE": 300,
+    # A worker's lease on a running task. The worker renews it every third of its length while
+    # the task runs, so it does not limit how long a task may take: it is how long a task whose
+    # worker died waits before another worker runs it. Hence the worker's own default.
+    "LEASE": DEFAULT_LEASE,
 }
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
@@ -70,7 +79,7 @@ class FDBQueueBackend(BaseTaskBackend):
     supports_defer = True
     supports_priority = True
     supports_get_result = True
-    supports_async_task = False
+    supports_async_task = True
 
     def __init__(self, alias: str, params: dict) -> None:
         super().__init__(alias, params)
@@ -146,6 +155,7 @@ class FDBQueueBackend(BaseTaskBackend):
             run_after_us=None if run_after is None else _micros(run_after),
             enqueued_us=now_micros(),
         )
+        limits.check_new(record)
         _enqueue(get_database(), record, self.queue_for(task.queue_name), self.max_attempts, run_after)
         result = self.to_result(task, record)
         task_enqueued.send(type(self), task_result=result)
@@ -204,14 +214,14 @@ def _positive_number(value: Any) -> bool:
 
 
 def _json_arguments(args: Any, kwargs: Any) -> tuple[list, dict]:
-    """The arguments as stored, or InvalidTaskError: they must survive a trip through JSON."""
+    """The arguments as stored, or InvalidTaskArguments: they must survive a trip through JSON."""
     try:
         args, kwargs = normalize_json(list(args)), normalize_json(dict(kwargs))
         json.dumps([args, kwargs], allow_nan=False)
     except (TypeError, ValueError) as error:
-        raise InvalidTaskError(f"Task arguments must be JSON-serialisable: {error}") from None
+        raise InvalidTaskArguments(f"Task arguments must be JSON-serialisable: {error}") from None
     if any(not isinstance(key, str) for key in kwargs):
-        raise InvalidTaskError("Task keyword arguments must have string names.")
+        raise InvalidTaskArguments("Task keyword arguments must have string names.")
     return args, kwargs
 
 

@@ -5,7 +5,13 @@ earlier delivery ran it, so this one is acked and dropped), call the task, then 
 SUCCESSFUL with the return value or FAILED with the exception's class and traceback (one
 transaction, which also forgets a few expired results). A task that raises is a FAILED task,
 as the Tasks framework defines it, and its item is acknowledged; only a failure to read or
-write the store makes the worker release the item and try again later.
+write the store makes the worker release the item and try again later. So a result that
+cannot be stored must not be such a failure: a return value too large for the record makes
+the task FAILED with a ``ResultTooLarge`` error instead, and errors are shortened to fit
+(see ``limits``).
+
+Async task functions run too: ``Task.call`` runs the coroutine to completion with
+``async_to_sync`` in the worker's thread, which has no event loop of its own.
 
 Delivery is at least once. If a worker dies mid-task, its lease runs out and another worker
 runs the task again: the result then lists both worker ids, and ``attempts`` counts them.
@@ -26,8 +32,9 @@ from django_fdbqueue.exceptions import QueueError
 from django_fdbqueue.fdbapi import transactional
 from django_fdbqueue.service.records import now_micros
 from django_fdbqueue.worker import Worker, WorkerStats
+from django_fdbqueue.worker.burst import Burst
 
-from . import results
+from . import limits, results
 from .backend import FDBQueueBackend, ensure_queue
 from .compat import (
     TaskContext,
@@ -68,18 +75,25 @@ def _mark_running(tr: Any, result_id: str, worker_id: str, now_us: int) -> tuple
     running.status = results.RUNNING
     running.started_us = record.started_us or now_us
     running.last_attempted_us = now_us
+    running = limits.fitted(running)
     results.write(tr, running, record)
     return record, running
 
 
 @transactional
 def _finish(tr: Any, result_id: str, outcome: dict[str, Any], retention_end: int | None) -> results.Record | None:
+    """Store the outcome; one too large for the record is stored as a ResultTooLarge failure."""
     record = results.read(tr, result_id)
     if record is None or record.finished:
         return None  # another delivery finished it first (or it was deleted): keep theirs
     done = results.Record(**{**record.__dict__, **outcome})
     done.finished_us = now_micros()
     done.expires_us = retention_end
+    if done.status == results.SUCCESSFUL and not limits.fits(done):
+        too_large = limits.result_too_large(done)
+        done.status, done.return_value = results.FAILED, None
+        done.errors = [*done.errors, _error(too_large)]
+    done = limits.fitted(done)
     results.write(tr, done, record)
     results.prune(tr, done.finished_us)
     return done
@@ -114,6 +128,8 @@ class TaskRunner:
         finally:
             close_old_connections()
         done = _finish(db, result_id, outcome, self.backend.retention_end(now_micros()))
+        if done is not None and done.status != outcome["status"]:
+            logger.warning("Task %s (%s) failed: %s", result_id, record.task_path, done.errors[-1]["traceback"].strip())
         if done is not None and result is not None:
             finished = self.backend.to_result(result.task, done)
             task_finished.send(type(self.backend), task_result=finished)
@@ -152,10 +168,15 @@ def backend_named(alias: str) -> FDBQueueBackend:
 
 
 class TaskWorkers:
-    """One :class:`Worker` per task queue, run and stopped together (the Worker interface)."""
+    """One :class:`Worker` per task queue, run and stopped together (the Worker interface).
+
+    ``concurrency`` is per queue: each queue's worker has that many threads. With ``burst``
+    they share one :class:`Burst`, so they end together once no queue has a task ready and
+    none is running.
+    """
 
     def __init__(self, backend: FDBQueueBackend, queue_names: Iterable[str] | None = None, *,
-                 concurrency: int = 1, lease: float | None = None) -> None:
+                 concurrency: int = 1, lease: float | None = None, burst: bool = False) -> None:
         names = sorted(queue_names or backend.queues)
         if not names:
             raise QueueError("No task queue to work on: give queue names, or list them in TASKS[...]['QUEUES'].")
@@ -165,9 +186,10 @@ class TaskWorkers:
         self.backend = backend
         self.runner = TaskRunner(backend)
         db = get_database()
+        shared = Burst() if burst else False
         self.workers = [
             Worker(db, backend.queue_for(name), self.runner, concurrency=concurrency,
-                   lease=lease or backend.lease, end="max")
+                   lease=lease or backend.lease, end="max", burst=shared)
             for name in names
         ]
 

@@ -31,7 +31,12 @@ handlers: their threads are daemons, and whatever they return later is discarded
 
 Store errors (``FDBError``) never end the worker: a failed claim is logged and retried after a
 bounded, jittered back-off; a failed ack or release is retried while the lease lasts, after
-which the item simply comes back on its own.
+which the item simply comes back on its own. A retried ack that finds the lease over asks the
+queue whether the item is still there: gone means the failed attempt did ack it (its answer
+was lost); still there means it was not acknowledged and will run again, and it counts as lost.
+
+Burst mode (``burst=True``, see ``burst``) ends the worker once nothing is ready and nothing is
+in hand, instead of waiting for more work.
 """
 
 from __future__ import annotations
@@ -50,12 +55,13 @@ from django_fdbqueue.exceptions import (
     QueueError,
     WrongQueueKind,
 )
-from django_fdbqueue.fdbapi import FDBError, describe
+from django_fdbqueue.fdbapi import FDBError, describe, transactional
 from django_fdbqueue.service.keys import check_seconds
 
 from .backoff import Backoff, retry_delay
+from .burst import Burst
 
-__all__ = ["Worker", "WorkerStats", "Handler", "logger"]
+__all__ = ["Worker", "WorkerStats", "Handler", "logger", "DEFAULT_LEASE"]
 
 logger = logging.getLogger("django_fdbqueue.worker")
 
@@ -67,6 +73,12 @@ MAX_LEASE_SECONDS = service.MAX_LEASE_SECONDS
 MAX_WAIT_SECONDS = service.MAX_WAIT_SECONDS
 MAX_DELAY_SECONDS = service.MAX_DELAY_SECONDS
 MAX_CONCURRENCY = 1_000
+#: The lease a worker takes, for queue items and tasks alike. The heartbeat renews it every
+#: third of its length while the handler runs, so it does not limit how long a handler may take:
+#: it is how long the items of a worker that died (killed, frozen, its machine gone) stay hidden
+#: before another worker gets them. Short is better, as long as a renewal (every 10 s) gets
+#: through a store's hiccups; the service's default claim lease.
+DEFAULT_LEASE = service.DEFAULT_LEASE_SECONDS
 #: How often a lease is renewed, as a fraction of its length.
 HEARTBEAT_FRACTION = 1 / 3
 #: Longest pause after a store error before the next claim.
@@ -80,7 +92,7 @@ class WorkerStats:
     processed: int = 0  # handler returned, item acked
     failed: int = 0  # handler raised, item released (or moved to the dead letters)
     dead: int = 0  # of the failed: released for the last time, now a dead letter
-    lost: int = 0  # lease over before the worker could settle the item: someone else has it
+    lost: int = 0  # lease over before the worker could settle the item: not acked, it runs again
     released: int = 0  # handed back unprocessed by abort()
     store_errors: int = 0  # FDBErrors met (and retried) along the way
 
@@ -116,6 +128,10 @@ class Worker:
     ``handler(item)`` gets the service's Item (``item.value``, ``item.attempts``, ...). Keep it
     idempotent: an item whose ack was lost (a crash right after the handler, a lease that ran out)
     is handled again. Start with :meth:`run` (blocks) or :meth:`start` and :meth:`wait`.
+
+    ``burst=True`` ends the worker once no item is ready and none is in hand (delayed items are
+    not waited for); several workers given one :class:`Burst` end together, when that holds for
+    all their queues.
     """
 
     def __init__(
@@ -125,11 +141,12 @@ class Worker:
         handler: Handler,
         *,
         concurrency: int = 1,
-        lease: float = 30.0,
+        lease: float = DEFAULT_LEASE,
         end: str = "min",
         max_backoff: float = 300.0,
         base_backoff: float = 1.0,
         poll_wait: float = 1.0,
+        burst: bool | Burst = False,
     ) -> None:
         if not callable(handler):
             raise InvalidArgument(f"The handler must be callable, not {type(handler).__name__}.")
@@ -153,6 +170,9 @@ class Worker:
             poll_wait, "poll_wait", minimum=0, maximum=MAX_WAIT_SECONDS, inclusive_minimum=False
         )
         self.stats = WorkerStats()
+        self.burst: Burst | None = Burst() if burst is True else (burst or None)
+        # Joined now, before any worker sharing the burst starts claiming (see Burst.join).
+        self._members = [self.burst.join() for _ in range(concurrency)] if self.burst else []
 
         self._cond = threading.Condition()  # guards what follows, and the stats
         self._stopping = threading.Event()
@@ -187,11 +207,12 @@ class Worker:
             target=self._heartbeat_main, name=f"fdbqueue-heartbeat-{self.queue}", daemon=True
         )
         logger.info(
-            "Worker started on queue %r: %d thread(s), %gs leases, end %s.",
+            "Worker started on queue %r: %d thread(s), %gs leases, end %s%s.",
             self.queue,
             self.concurrency,
             self.lease,
             self.end,
+            ", until nothing is ready (burst)" if self.burst else "",
         )
         for thread in self._slots:
             thread.start()
@@ -281,13 +302,20 @@ class Worker:
             for name, amount in increments.items():
                 setattr(self.stats, name, getattr(self.stats, name) + amount)
 
+    def _running(self) -> bool:
+        return not self._stopping.is_set() and not (self.burst is not None and self.burst.over)
+
     def _slot_main(self, index: int) -> None:
         backoff = Backoff(initial=0.1, maximum=MAX_STORE_BACKOFF)
+        burst, member = self.burst, self._members[index] if self.burst else 0
         try:
-            while not self._stopping.is_set():
+            while self._running():
+                seen = burst.claiming(member) if burst else 0
                 try:
                     claimed_at = time.monotonic()
-                    lease = service.claim(self.db, self.queue, lease=self.lease, end=self.end, wait=self.poll_wait)
+                    # In a burst, a claim that finds nothing answers at once: not waiting is the point.
+                    wait = None if burst else self.poll_wait
+                    lease = service.claim(self.db, self.queue, lease=self.lease, end=self.end, wait=wait)
                 except FDBError as error:
                     self._count(store_errors=1)
                     pause = backoff.next()
@@ -313,6 +341,8 @@ class Worker:
                     continue
                 backoff.reset()
                 if lease is None:
+                    if burst:
+                        burst.found_nothing(member, seen, self.poll_wait)
                     continue
                 held = _Held(lease, claimed_at, self.lease)
                 with self._cond:
@@ -329,7 +359,11 @@ class Worker:
                     with self._cond:
                         self._slot_held[index] = None
                         self._cond.notify_all()
+                    if burst:
+                        burst.settled()
         finally:
+            if index == 0 and burst is not None and burst.over:
+                logger.info("Worker on queue %r: nothing ready and nothing in hand, burst over.", self.queue)
             with self._cond:
                 self._cond.notify_all()
 
@@ -387,8 +421,9 @@ class Worker:
     def _settle(self, held: _Held, action: str, call: Callable[[], Any]) -> Any:
         """Run an ack or release, retrying store errors while the lease lasts; None if it did not happen.
 
-        A retry that finds the lease gone after a failed attempt most likely follows an attempt
-        that did apply (its answer was lost): nothing to worry about then.
+        A retry that finds the lease gone after a failed attempt may follow an attempt that did
+        apply (its answer was lost), or a lease taken away meanwhile. For a release either way
+        the item is back. For an ack, the item still being in the queue tells them apart.
         """
         backoff = Backoff(initial=0.05, maximum=1.0)
         retried = False
@@ -397,7 +432,7 @@ class Worker:
                 outcome = call()
                 return True if outcome is None else outcome  # ack returns None, which here means "failed"
             except LeaseNotFound as error:
-                if retried:
+                if retried and (action != "ack" or self._ack_applied(held)):
                     logger.info(
                         "Retried %s of item %s of queue %r found the lease over: the earlier attempt applied.",
                         action,
@@ -444,6 +479,16 @@ class Worker:
                     exc_info=not isinstance(error, QueueError),
                 )
                 return None
+
+    def _ack_applied(self, held: _Held) -> bool:
+        """After a retried ack found the lease over: True if the item is gone for good (acked)."""
+        try:
+            return not _still_queued(self.db, self.queue, held.item.id)
+        except Exception as error:  # noqa: BLE001 - cannot tell: say so, and assume it runs again
+            logger.warning(
+                "Could not tell whether item %s of queue %r was acknowledged: %s", held.item.id, self.queue, error
+            )
+            return False
 
     def _lost(self, held: _Held, action: str, error: Exception) -> None:
         self._count(lost=1)
@@ -518,3 +563,9 @@ class Worker:
             held.lease = lease
             held.lease_end = started + self.lease
             held.next_extend = started + self.lease * HEARTBEAT_FRACTION
+
+
+@transactional
+def _still_queued(tr: Any, queue: str, item_id: str) -> bool:
+    """Whether the item is still in the queue: ready, delayed, leased, or a dead letter."""
+    return service.get_item(tr, queue, item_id) is not None or service.get_dead_letter(tr, queue, item_id) is not None

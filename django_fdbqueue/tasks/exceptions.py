@@ -1,0 +1,31 @@
+"""The Tasks backend's own errors, each also one of the classes callers already catch.
+
+``InvalidTaskArguments`` is both the framework's ``InvalidTaskError`` (what this backend raised
+first) and ``TypeError`` (what the framework's contract, and Django 6's ``django.tasks``, raise
+for arguments that are not JSON), so code written against either keeps working.
+``ResultTooLarge`` is recorded as a task's error, never raised to a caller: its class path and
+message are what a FAILED result shows when the return value could not be stored.
+"""
+
+from __future__ import annotations
+
+from django_fdbqueue.exceptions import ValueTooLarge
+
+from .compat import InvalidTaskError
+
+__all__ = ["InvalidTaskArguments", "ArgumentsTooLarge", "ResultTooLarge"]
+
+
+class InvalidTaskArguments(InvalidTaskError, TypeError):
+    """Task arguments that do not survive a trip through JSON (or keyword names that are not strings)."""
+
+
+class ArgumentsTooLarge(InvalidTaskError, ValueError):
+    """Task arguments too large for the task's result record (one FoundationDB value)."""
+
+
+class ResultTooLarge(ValueTooLarge):
+    """A return value too large for the task's result record: the task is FAILED with this error."""
+
+    code = "result_too_large"
+    default_message = "The task's return value is too large to store."

@@ -1,0 +1,202 @@
+"""The test helpers users get: finding FoundationDB, a local cluster, CLIENT_LIBRARY, the fixtures."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from django_fdbqueue import service
+from django_fdbqueue.testing import binaries, plugin
+from django_fdbqueue.testing.cluster import LocalCluster, _alive
+
+REPO = Path(__file__).resolve().parent.parent
+SCRIPT = REPO / "scripts" / "fdb-cluster"
+
+
+def need_binaries() -> binaries.Binaries:
+    """FoundationDB's binaries, or skip (fail when cluster runs are required) with the reason."""
+    try:
+        return binaries.find(need_library=True)
+    except binaries.BinariesNotFound as error:
+        if os.environ.get(plugin.ENV_MODE) == "require":
+            pytest.fail(str(error), pytrace=False)
+        pytest.skip(str(error))
+
+
+def fake_home(tmp_path: Path, *names: str) -> Path:
+    """An FDB_HOME holding executable stand-ins for ``names`` (bin/fdbserver, lib/libfdb_c.so...)."""
+    for name in names:
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("#!/bin/sh\n")
+        path.chmod(0o755)
+    return tmp_path
+
+
+# -- finding the binaries -----------------------------------------------------------------------
+
+
+def test_fdb_home_comes_first(tmp_path, monkeypatch):
+    home = fake_home(tmp_path, "bin/fdbserver", "bin/fdbcli", "lib/libfdb_c.so")
+    monkeypatch.setenv("FDB_HOME", str(home))
+    found = binaries.find(need_library=True)
+    assert found == binaries.Binaries(str(home / "bin/fdbserver"), str(home / "bin/fdbcli"),
+                                      str(home / "lib/libfdb_c.so"))
+
+
+def test_nothing_found_says_every_place_it_looked(tmp_path, monkeypatch):
+    monkeypatch.setenv("FDB_HOME", str(tmp_path / "nowhere"))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(binaries, "SYSTEM_SERVER", (str(tmp_path / "sbin/fdbserver"),))
+    monkeypatch.setattr(binaries, "SYSTEM_CLI", (str(tmp_path / "usr/fdbcli"),))
+    monkeypatch.setattr(binaries, "SYSTEM_LIBRARY", (str(tmp_path / "lib/libfdb_c.so"),))
+    with pytest.raises(binaries.BinariesNotFound) as caught:
+        binaries.find(need_library=True)
+    message = str(caught.value)
+    assert "fdbserver and fdbcli and libfdb_c.so not found" in message
+    for place in ("nowhere/bin/fdbserver", "sbin/fdbserver", "usr/fdbcli", "nowhere/lib/libfdb_c.so", "FDB_HOME"):
+        assert place in message
+    assert not binaries.available()
+
+
+def test_a_file_that_is_not_executable_is_not_a_server(tmp_path, monkeypatch):
+    home = fake_home(tmp_path, "bin/fdbcli", "lib/libfdb_c.so")
+    (home / "bin/fdbserver").write_text("not a program")
+    monkeypatch.setenv("FDB_HOME", str(home))
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.setattr(binaries, "SYSTEM_SERVER", ())
+    with pytest.raises(binaries.BinariesNotFound, match="fdbserver not found"):
+        binaries.find()
+
+
+def test_the_script_explains_a_missing_installation(tmp_path):
+    env = {**os.environ, "FDB_HOME": str(tmp_path / "nowhere"), "PATH": "/usr/bin:/bin"}
+    result = subprocess.run([str(SCRIPT), "start"], capture_output=True, text=True, env=env, timeout=60)
+    if result.returncode == 0:  # the machine has FoundationDB's packages installed system-wide
+        subprocess.run([str(SCRIPT), "stop", result.stdout.strip()], timeout=60, check=True)
+        pytest.skip("FoundationDB is installed where its packages put it")
+    assert result.returncode == 2
+    assert "error: FoundationDB's" in result.stderr and "FDB_HOME" in result.stderr
+    assert result.stdout == ""
+
+
+def test_a_cluster_needs_one_or_three_processes():
+    with pytest.raises(ValueError, match="1 process"):
+        LocalCluster(processes=2)
+
+
+# -- a local cluster --------------------------------------------------------------------------------
+
+
+@pytest.mark.cluster
+def test_the_script_starts_a_cluster_and_stops_only_what_it_started():
+    need_binaries()
+    env = dict(os.environ)
+    started = subprocess.run([str(SCRIPT), "start"], capture_output=True, text=True, env=env, timeout=150)
+    assert started.returncode == 0, started.stderr
+    cluster_file = Path(started.stdout.strip())
+    try:
+        assert cluster_file.is_file() and "@127.0.0.1:" in cluster_file.read_text()
+        cluster = LocalCluster.load(cluster_file)
+        assert len(cluster.pids) == 1 and all(_alive(pid) for pid in cluster.pids)
+        status = subprocess.run([str(SCRIPT), "status", str(cluster_file)], capture_output=True, text=True,
+                                timeout=60)
+        assert status.returncode == 0 and "The database is available" in status.stdout
+    finally:
+        stopped = subprocess.run([str(SCRIPT), "stop", str(cluster_file)], capture_output=True, text=True,
+                                 timeout=60)
+    assert stopped.returncode == 0, stopped.stderr
+    assert not cluster_file.parent.exists()
+    assert not any(_alive(pid) for pid in cluster.pids)
+
+
+@pytest.mark.cluster
+def test_three_processes_survive_the_loss_of_one(tmp_path):
+    from django_fdbqueue.conf import DEFAULT_API_VERSION
+    from django_fdbqueue.engines.foundationdb import select_api_version
+
+    need_binaries()
+    fdb = select_api_version(DEFAULT_API_VERSION)
+    with LocalCluster(processes=3) as cluster:
+        assert len(set(cluster.ports)) == 3 and cluster.redundancy == "double"
+        database = fdb.open(cluster.cluster_file)
+        database.options.set_transaction_timeout(60_000)
+        database[b"before"] = b"1"
+        cluster.kill(2)
+        database[b"after"] = b"2"  # writes go on once the cluster has recovered
+        assert (database[b"before"], database[b"after"]) == (b"1", b"2")
+        cluster.start_process(2)
+        cluster.wait_available(60)
+        directory = Path(cluster.cluster_file).parent
+        pids = list(cluster.pids)
+    assert not directory.exists() and not any(_alive(pid) for pid in pids if pid)
+
+
+# -- CLIENT_LIBRARY ---------------------------------------------------------------------------------
+
+
+def _run_django(tmp_path: Path, fdbqueue: dict, code: str) -> subprocess.CompletedProcess:
+    """Run ``code`` in a new process whose settings are the tests' with this FDBQUEUE, no LD_LIBRARY_PATH."""
+    (tmp_path / "library_settings.py").write_text(
+        f"from tests.settings import *  # noqa: F401,F403\n\nFDBQUEUE = {fdbqueue!r}\n")
+    env = {key: value for key, value in os.environ.items() if key != "LD_LIBRARY_PATH"}
+    env.update(DJANGO_SETTINGS_MODULE="library_settings", PYTHONPATH=os.pathsep.join([str(tmp_path), str(REPO)]))
+    return subprocess.run([sys.executable, "-c", "import django; django.setup()\n" + code], capture_output=True,
+                          text=True, env=env, cwd=tmp_path, timeout=120)
+
+
+@pytest.mark.cluster
+def test_client_library_setting_loads_the_library_without_ld_library_path(tmp_path):
+    library = need_binaries().library
+    fdbqueue = {"ENGINE": "foundationdb", "CLUSTER_FILE": plugin.need_cluster(), "CLIENT_LIBRARY": library,
+                "ROOT": ("fdbqueue-test", "client-library", os.urandom(4).hex())}
+    result = _run_django(tmp_path, fdbqueue, (
+        "from django.core.management import call_command\n"
+        "call_command('check', '--fail-level', 'WARNING')\n"
+        "from django_fdbqueue import connection, service\n"
+        "db = connection.get_database()\n"
+        "service.create_queue(db, 'jobs')\n"
+        "service.push(db, 'jobs', 'hello')\n"
+        "print(service.pop(db, 'jobs').value)\n"
+        "service.delete_queue(db, 'jobs')\n"))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().endswith("hello")
+
+
+def test_client_library_that_is_missing_is_a_check_error(tmp_path):
+    fdbqueue = {"ENGINE": "foundationdb", "CLIENT_LIBRARY": str(tmp_path / "libfdb_c.so")}
+    result = _run_django(tmp_path, fdbqueue, "from django.core.management import call_command\n"
+                                             "call_command('check')\n")
+    assert result.returncode != 0
+    assert "fdbqueue.E012" in result.stderr and "does not exist" in result.stderr
+
+
+def test_client_library_must_be_a_path(settings):
+    from django_fdbqueue.checks import check_settings
+
+    settings.FDBQUEUE = {"ENGINE": "embedded", "PATH": "x.sqlite3", "CLIENT_LIBRARY": 7}
+    assert "fdbqueue.E012" in {message.id for message in check_settings()}
+
+
+def test_client_library_set_after_start_up_is_a_warning(settings, tmp_path):
+    from django_fdbqueue.checks import check_settings
+
+    library = fake_home(tmp_path, "lib/libfdb_c.so") / "lib/libfdb_c.so"
+    settings.FDBQUEUE = {"ENGINE": "embedded", "PATH": str(tmp_path / "x.sqlite3"), "CLIENT_LIBRARY": str(library)}
+    messages = {message.id: message for message in check_settings()}
+    assert "fdbqueue.W004" in messages and "restart" in messages["fdbqueue.W004"].hint
+
+
+# -- the fixtures --------------------------------------------------------------------------------------
+
+
+def test_fdbqueue_store_is_fresh_on_each_engine(fdbqueue_store, fdbqueue_engine, settings):
+    assert settings.FDBQUEUE["ENGINE"] == fdbqueue_engine
+    assert service.list_queues(fdbqueue_store).items == []
+    service.create_queue(fdbqueue_store, "jobs")
+    service.push(fdbqueue_store, "jobs", {"n": 1})
+    assert service.pop(fdbqueue_store, "jobs").value == {"n": 1}
