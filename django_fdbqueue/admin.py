@@ -8,7 +8,9 @@ permissions; ``QueueAdmin.get_urls`` swaps the model admin's SQL-backed views fo
 When the Tasks framework can be imported (``django.tasks``, or the ``django-tasks`` backport),
 the task pages of ``tasks/admin_views.py`` join them under ``tasks/``; without it the app works
 as before, with no task pages. Likewise, when django-rest-knox is in INSTALLED_APPS, the API
-token pages of ``tokens/admin_views.py`` join them under ``tokens/``.
+token pages of ``tokens/admin_views.py`` join them under ``tokens/``, and knox's own admin entry
+("Knox › Auth tokens") is replaced by one that leads to them (``tokens/knox_admin.py``), so the
+admin has one place to manage tokens.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from django.urls import URLPattern, path, register_converter, reverse
 from .admin_views import QueueAdminViews
 from .models import Queue
 from .paths import QueueNameConverter
+from .tokens.knox_admin import fold_knox_admin_in
 
 register_converter(QueueNameConverter, "fdbqueue_name")
 
@@ -122,3 +125,6 @@ class QueueAdmin(admin.ModelAdmin):
     # The model has no table: nothing may ever try to read or write one through the admin.
     def get_queryset(self, request: HttpRequest) -> Any:
         return Queue.objects.none()
+
+
+fold_knox_admin_in(admin.site)

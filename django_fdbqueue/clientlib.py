@@ -6,7 +6,9 @@ before Python starts. Loading the file first, with ``RTLD_GLOBAL``, makes the bi
 by name find it already in the process (the loader matches the library's ``SONAME``).
 
 This must happen before the binding's C layer is imported, which ``fdbapi`` does on import, so
-``fdbapi`` calls :func:`preload` first. The system checks report what happened (``E012``).
+``fdbapi`` calls :func:`preload` first. Where the settings are not configured yet at that moment,
+the ``FDBQUEUE_CLIENT_LIBRARY`` environment variable names the library instead. The system checks
+report what happened (``E012``).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import threading
 from typing import Any
 
 SETTING_KEY = "CLIENT_LIBRARY"
+ENV_VARIABLE = "FDBQUEUE_CLIENT_LIBRARY"
 
 _lock = threading.Lock()
 _done = False
@@ -26,16 +29,18 @@ load_error: str | None = None
 
 
 def configured_path() -> str | None:
-    """The setting's value when Django settings are configured and name a library."""
+    """The setting's value, else ``$FDBQUEUE_CLIENT_LIBRARY``, else None.
+
+    The variable serves processes that import the app before Django's settings are configured
+    (a ``multiprocessing`` child unpickling its target, a script), and test runners.
+    """
     from django.conf import settings
 
-    if not settings.configured:
-        return None
-    options: Any = getattr(settings, "FDBQUEUE", None)
-    if not isinstance(options, dict):
-        return None
-    path = options.get(SETTING_KEY)
-    return os.fspath(path) if isinstance(path, (str, os.PathLike)) and os.fspath(path) else None
+    options: Any = getattr(settings, "FDBQUEUE", None) if settings.configured else None
+    path = options.get(SETTING_KEY) if isinstance(options, dict) else None
+    if isinstance(path, (str, os.PathLike)) and os.fspath(path):
+        return os.fspath(path)
+    return os.environ.get(ENV_VARIABLE) or None
 
 
 def library_problem(path: str) -> str | None:

@@ -4,7 +4,8 @@ Every error a caller can provoke through the service is a :class:`QueueError` ca
 ``code`` slug (for machines: the REST layer, logs, client libraries) and a message written for the
 person who has to fix the call. They are plain Python exceptions so the service stays usable
 outside HTTP; the REST layer maps them to status codes (not found -> 404, already exists or a
-lease that is over -> 409, too large -> 413, everything else -> 400).
+lease that is over -> 409, too large -> 413, everything else -> 400). ``docs/names.md`` lists
+every code.
 
 Database failures are not wrapped: they stay ``FDBError`` from ``django_fdbqueue.fdbapi`` so the
 retry machinery (``transactional`` / ``tr.on_error``) keeps working on them.
@@ -99,20 +100,36 @@ class InvalidReceipt(InvalidArgument):
     default_message = "This is not a receipt handed out by a claim on this queue."
 
 
-class LeaseNotFound(QueueError):
+class LeaseGone(QueueError):
+    """The receipt's lease is over, whatever the cause: stop working on the item.
+
+    Callers that only need "is my lease gone?" catch this one class. ``reason`` says why, for
+    logs: ``"expired"`` (its time ran out) or ``"not_found"`` (acked, released, claimed again,
+    cleared, or its queue re-created). Either way the refused call changed nothing, and the
+    item will be (or has been) delivered again.
+    """
+
+    code = "lease_gone"
+    reason = "gone"
+    default_message = "This receipt's lease is over: the item will be delivered again."
+
+
+class LeaseNotFound(LeaseGone):
     """The receipt's lease is over: acked or released already, or it expired and moved on."""
 
     code = "lease_not_found"
+    reason = "not_found"
     default_message = (
         "This receipt's lease is over: the item was acked or released, or the lease expired and "
         "the item was claimed again or returned to the queue."
     )
 
 
-class LeaseExpired(QueueError):
+class LeaseExpired(LeaseGone):
     """The lease ran out: the holder may no longer ack, release or extend it."""
 
     code = "lease_expired"
+    reason = "expired"
     default_message = "The lease has expired: the item will be delivered again."
 
 
@@ -134,6 +151,7 @@ __all__ = [
     "QueueAlreadyExists",
     "ItemNotCommitted",
     "InvalidReceipt",
+    "LeaseGone",
     "LeaseNotFound",
     "LeaseExpired",
     "DeadLetterNotFound",

@@ -80,6 +80,14 @@ def engine_name(request) -> str:
 
 
 @pytest.fixture
+def clock(monkeypatch):
+    """The service's wall clock, run ahead with ``clock.advance(seconds)`` (see ``tests/clock.py``)."""
+    from tests.clock import Clock
+
+    return Clock(monkeypatch)
+
+
+@pytest.fixture
 def embedded_db(tmp_path):
     """A fresh embedded database in its own file."""
     from django_fdbqueue.engines.embedded import EmbeddedDatabase

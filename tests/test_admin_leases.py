@@ -246,7 +246,7 @@ def test_the_scheduled_tab_lists_leased_and_delayed_items(op, jobs):
     assert re.search(r'field-attempts">1<', leased)
     assert "&quot;later&quot;" in delayed and "delayed, visible in" in delayed
     assert re.search(r'field-attempts">0<', delayed)
-    expiry = jobs.lease.expires_at.strftime("%Y-%m-%d %H:%M:%S")
+    expiry = jobs.lease.lease_expires_at.strftime("%Y-%m-%d %H:%M:%S")
     assert expiry in leased
     assert 'aria-current="page">Leased and delayed (2)' in page
     # The ready items are not on this tab.

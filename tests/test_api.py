@@ -37,6 +37,7 @@ def assert_item(item: dict, value, priority: int = 0) -> None:
 QUEUE_FIELDS = {
     "name", "kind", "size", "pushed", "popped", "min_priority", "max_priority", "oldest_age_seconds", "url",
     "leased", "delayed", "dead", "max_attempts",
+    "oldest_enqueued_at", "created_at",  # issue 17: the fields (and names) Python and the CLI show
 }
 
 
@@ -107,6 +108,8 @@ def test_create_queue(api):
     response = api.post(API, {"name": "jobs", "kind": "priority"}, format="json")
     assert response.status_code == 201
     body = response.json()
+    created = datetime.datetime.fromisoformat(body.pop("created_at").replace("Z", "+00:00"))
+    assert abs((created - datetime.datetime.now(datetime.timezone.utc)).total_seconds()) < 60
     assert body == {
         "name": "jobs",
         "kind": "priority",
@@ -116,6 +119,7 @@ def test_create_queue(api):
         "min_priority": None,
         "max_priority": None,
         "oldest_age_seconds": None,
+        "oldest_enqueued_at": None,
         "leased": 0,
         "delayed": 0,
         "dead": 0,
@@ -213,6 +217,11 @@ def test_get_queue_with_statistics(api):
     assert (body["min_priority"], body["max_priority"]) == (5, 9)
     assert isinstance(body["oldest_age_seconds"], float) and body["oldest_age_seconds"] >= 0
     assert body["url"] == "http://testserver/api/queues/pq/"
+    created, oldest = (
+        datetime.datetime.fromisoformat(body[field].replace("Z", "+00:00"))
+        for field in ("created_at", "oldest_enqueued_at")
+    )
+    assert created <= oldest and oldest.utcoffset() == datetime.timedelta(0)
 
 
 def test_get_queue_name_with_dots_is_not_a_format_suffix(api):
@@ -648,9 +657,7 @@ def test_permission_classes_setting_admin_only(settings, api):
 
 @pytest.fixture
 def failing_commits(settings, engine_name, api):
-    """Make every commit fail as a conflict, with one retry, so the retry loop gives up."""
-    if engine_name != "embedded":
-        pytest.skip("fault injection exists only in the embedded engine")
+    """Make every commit fail as a conflict, with one retry, so the retry loop gives up (embedded only)."""
     from django_fdbqueue import connection
 
     make_queue(api, "q", "priority")

@@ -373,7 +373,7 @@ def test_a_batch_documents_its_bounds(api):
 def test_lease_and_extend_seconds_exclude_zero(api):
     """Found: {"lease": 0} was schema-valid (minimum: 0) and a 400 ("Must be greater than 0").
     A wait or a delay of 0 stays valid."""
-    for name, field in [("Claim", "lease"), ("Extend", "seconds")]:
+    for name, field in [("Claim", "lease"), ("Extend", "lease"), ("ExtendSeconds", "seconds")]:
         prop = _component(name)["properties"][field]
         assert (prop["minimum"], prop["exclusiveMinimum"]) == (0, True), name
     for name, field in [("Claim", "wait"), ("Release", "delay"), ("PushItem", "delay")]:
@@ -386,7 +386,7 @@ def test_lease_and_extend_seconds_exclude_zero(api):
 
 def test_a_receipt_is_at_least_one_character(api):
     """Found: {"receipt": ""} was schema-valid and a 400 (invalid_receipt)."""
-    for name in ["Receipt", "Release", "Extend"]:
+    for name in ["Receipt", "Release", "Extend", "ExtendSeconds"]:
         assert _component(name)["properties"]["receipt"]["minLength"] == 1, name
 
 

@@ -318,7 +318,7 @@ def test_a_settled_lease_is_409_lease_not_found(api):
     assert_empty_204(post(api, "q", "ack", {"receipt": receipt}))
     assert_error(post(api, "q", "ack", {"receipt": receipt}), 409, "lease_not_found")
     assert_error(post(api, "q", "release", {"receipt": receipt}), 409, "lease_not_found")
-    assert_error(post(api, "q", "extend", {"receipt": receipt, "seconds": 5}), 409, "lease_not_found")
+    assert_error(post(api, "q", "extend", {"receipt": receipt, "lease": 5}), 409, "lease_not_found")
 
 
 # ----------------------------------------------------------------------------- release
@@ -388,7 +388,7 @@ def test_extend_moves_the_lease_end(api):
     make_queue(api, "q")
     pushed(api, "q", "slow job")
     lease = claimed(api, "q", lease=60)
-    response = post(api, "q", "extend", {"receipt": lease["receipt"], "seconds": 600})
+    response = post(api, "q", "extend", {"receipt": lease["receipt"], "lease": 600})
     assert response.status_code == 200, response.content
     body = response.json()
     assert set(body) == {"receipt", "lease_expires_at"}
@@ -404,26 +404,27 @@ def test_extend_can_shorten_a_lease_and_then_it_runs_out(api):
     make_queue(api, "q")
     pushed(api, "q", "x")
     lease = claimed(api, "q", lease=600)
-    post(api, "q", "extend", {"receipt": lease["receipt"], "seconds": SHORT})
+    post(api, "q", "extend", {"receipt": lease["receipt"], "lease": SHORT})
     assert claim_when_visible(api, "q")["item"]["id"] == lease["item"]["id"]
 
 
+@pytest.mark.parametrize("field", ["lease", "seconds"])  # seconds: the old name, still accepted
 @pytest.mark.parametrize("seconds", [0, -1, 43_201, "5", True, None, 10**400])
-def test_extend_with_bad_seconds_is_400_and_keeps_the_lease(api, seconds):
+def test_extend_with_a_bad_lease_is_400_and_keeps_the_lease(api, seconds, field):
     make_queue(api, "q")
     pushed(api, "q", "x")
     lease = claimed(api, "q", lease=600)
-    assert_error(post(api, "q", "extend", {"receipt": lease["receipt"], "seconds": seconds}), 400, "invalid")
+    assert_error(post(api, "q", "extend", {"receipt": lease["receipt"], field: seconds}), 400, "invalid")
     (row,) = api.get(queue_url("q", "scheduled")).json()["results"]
     assert when(row["visible_at"]) == when(lease["lease_expires_at"])
 
 
-def test_extend_needs_seconds(api):
+def test_extend_needs_lease(api):
     make_queue(api, "q")
     pushed(api, "q", "x")
     receipt = claimed(api, "q")["receipt"]
     body = assert_error(post(api, "q", "extend", {"receipt": receipt}), 400, "invalid")
-    assert "seconds" in body["errors"]
+    assert "lease" in body["errors"]
 
 
 # ----------------------------------------------------------------------------- leases running out
@@ -449,7 +450,7 @@ def test_an_expired_lease_nobody_touched_is_409_lease_expired_and_changes_nothin
     receipt = {"receipt": lease["receipt"]}
     assert_error(post(api, "q", "ack", receipt), 409, "lease_expired")
     assert_error(post(api, "q", "release", receipt), 409, "lease_expired")
-    assert_error(post(api, "q", "extend", {**receipt, "seconds": 60}), 409, "lease_expired")
+    assert_error(post(api, "q", "extend", {**receipt, "lease": 60}), 409, "lease_expired")
     # The refused ack removed nothing: the item is delivered again.
     assert claimed(api, "q")["item"]["id"] == first["id"]
 
@@ -465,7 +466,7 @@ def test_malformed_receipts_are_400_invalid_receipt(api, action, receipt):
     lease = claimed(api, "q")
     body: dict[str, Any] = {"receipt": receipt}
     if action == "extend":
-        body["seconds"] = 5
+        body["lease"] = 5
     assert_error(post(api, "q", action, body), 400, "invalid_receipt")
     assert counts(api, "q") == (0, 1, 0, 0)
     assert_empty_204(post(api, "q", "ack", {"receipt": lease["receipt"]}))
@@ -474,7 +475,7 @@ def test_malformed_receipts_are_400_invalid_receipt(api, action, receipt):
 @pytest.mark.parametrize("action", ["ack", "release", "extend"])
 def test_a_receipt_is_required(api, action):
     make_queue(api, "q")
-    body = assert_error(post(api, "q", action, {"seconds": 5} if action == "extend" else {}), 400, "invalid")
+    body = assert_error(post(api, "q", action, {"lease": 5} if action == "extend" else {}), 400, "invalid")
     assert "receipt" in body["errors"]
 
 
@@ -492,7 +493,7 @@ def test_forged_receipts_are_refused_and_change_nothing(api, action):
     for forged in _forgeries(lease["receipt"]):
         if forged == lease["receipt"]:
             continue
-        body: dict[str, Any] = {"receipt": forged, "seconds": 5} if action == "extend" else {"receipt": forged}
+        body: dict[str, Any] = {"receipt": forged, "lease": 5} if action == "extend" else {"receipt": forged}
         response = post(api, "q", action, body)
         # Not decodable: invalid_receipt; decodable but with a token no claim handed out: no such lease.
         assert response.status_code in (400, 409), (forged, response.content)
@@ -509,7 +510,7 @@ def test_a_receipt_of_another_queue_is_400_invalid_receipt(api, action):
     pushed(api, "mine", "x")
     pushed(api, "other", "y")
     lease = claimed(api, "mine")
-    body: dict[str, Any] = {"receipt": lease["receipt"], "seconds": 5} if action == "extend" else {"receipt": lease["receipt"]}
+    body: dict[str, Any] = {"receipt": lease["receipt"], "lease": 5} if action == "extend" else {"receipt": lease["receipt"]}
     assert_error(post(api, "other", action, body), 400, "invalid_receipt")
     assert_error(post(api, "nope", action, body), 400, "invalid_receipt")
     assert counts(api, "mine") == (0, 1, 0, 0)
@@ -641,7 +642,7 @@ def test_api_max_wait_is_20_seconds():
 # ----------------------------------------------------------------------------- push: dedup
 
 
-def test_a_duplicate_push_is_200_with_the_first_item(api):
+def test_a_duplicate_push_is_200_with_the_stored_item(api):
     make_queue(api, "q")
     first = push(api, "q", {"value": "v1", "dedup_key": "order-17"})
     assert first.status_code == 201
@@ -652,7 +653,7 @@ def test_a_duplicate_push_is_200_with_the_first_item(api):
     assert set(body) == PUSHED_FIELDS
     assert body["duplicate"] is True
     assert body["id"] == first.json()["id"] and body["enqueued_at"] == first.json()["enqueued_at"]
-    assert body["value"] == "v2"  # the value this push sent; nothing was stored
+    assert body == {**first.json(), "duplicate": True}  # the stored item, not the value sent ("v2")
     assert counts(api, "q") == (1, 0, 0, 0)
     assert queue(api, "q")["pushed"] == 1
     other = push(api, "q", {"value": "v3", "dedup_key": "order-18"})
@@ -665,8 +666,9 @@ def test_dedup_holds_while_leased_and_after_consumption(api):
     lease = claimed(api, "q")
     assert push(api, "q", {"value": "x", "dedup_key": "k"}).status_code == 200
     post(api, "q", "ack", {"receipt": lease["receipt"]})
-    again = push(api, "q", {"value": "x", "dedup_key": "k"})
+    again = push(api, "q", {"value": "y", "dedup_key": "k"})
     assert again.status_code == 200 and again.json()["id"] == first["id"]
+    assert again.json()["value"] is None  # consumed: its value is no longer stored
     assert counts(api, "q") == (0, 0, 0, 0)
 
 
@@ -1010,7 +1012,7 @@ def test_at_least_once_loop(api):
 
 # ----------------------------------------------------------------------------- auth and the database failing
 
-RECEIPT_BODY = {"receipt": "r", "seconds": 5}
+RECEIPT_BODY = {"receipt": "r", "lease": 5}
 NEW_ROUTES = [
     ("patch", queue_url("q"), {"max_attempts": 2}),
     ("post", queue_url("q", "claim"), {}),
@@ -1074,3 +1076,75 @@ def test_bodies_over_data_upload_max_memory_size_are_413(api, settings):
     assert_error(post(api, "q", "ack", {"receipt": big}), 413, "request_too_large")
     assert_error(post(api, "q", "claim", {"end": big}), 413, "request_too_large")
     assert_error(api.patch(queue_url("q"), {"max_attempts": 2, "pad": big}, format="json"), 413, "request_too_large")
+
+
+# ----------------------------------------------------------------------------- issue 17: contract and names
+
+
+def test_a_lease_that_is_gone_says_so_in_one_field_whatever_the_code(api):
+    """Both 409 codes carry "lease_gone": true and a "reason", so a client checks one field."""
+    make_queue(api, "q")
+    pushed(api, "q", "x")
+    short = claimed(api, "q", lease=SHORT)
+    wait_until(when(short["lease_expires_at"]))
+    for action, extra in (("ack", {}), ("release", {}), ("extend", {"lease": 60})):
+        body = assert_error(post(api, "q", action, {"receipt": short["receipt"], **extra}), 409, "lease_expired")
+        assert (body["lease_gone"], body["reason"]) == (True, "expired"), body
+    again = claimed(api, "q")
+    assert_empty_204(post(api, "q", "ack", {"receipt": again["receipt"]}))
+    for receipt in (short["receipt"], again["receipt"]):
+        for action, extra in (("ack", {}), ("release", {}), ("extend", {"lease": 60})):
+            body = assert_error(post(api, "q", action, {"receipt": receipt, **extra}), 409, "lease_not_found")
+            assert (body["lease_gone"], body["reason"]) == (True, "not_found"), body
+    assert "lease_gone" not in assert_error(api.post(API, {"name": "q"}, format="json"), 409, "queue_already_exists")
+
+
+def test_extend_takes_lease_as_claim_does_and_still_its_old_name_seconds(api):
+    make_queue(api, "q")
+    pushed(api, "q", "x")
+    lease = claimed(api, "q", lease=5)
+    response = post(api, "q", "extend", {"receipt": lease["receipt"], "seconds": 600})  # deprecated
+    assert response.status_code == 200, response.content
+    assert_about(response.json()["lease_expires_at"], 600)
+    response = post(api, "q", "extend", {"receipt": lease["receipt"], "lease": 60})
+    assert response.status_code == 200 and set(response.json()) == {"receipt", "lease_expires_at"}
+    assert_about(response.json()["lease_expires_at"], 60)
+    both = {"receipt": lease["receipt"], "lease": 60, "seconds": 60}
+    assert "not both" in assert_error(post(api, "q", "extend", both), 400, "invalid")["detail"]
+    (row,) = api.get(queue_url("q", "scheduled")).json()["results"]
+    assert when(row["visible_at"]) == when(response.json()["lease_expires_at"])  # the refused call changed nothing
+
+
+def _delete_when_set(event: threading.Event, db: Any, name: str) -> tuple[threading.Thread, list]:
+    """A thread that deletes queue ``name`` once ``event`` is set; errors land in the returned list."""
+    from django_fdbqueue import service
+
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            assert event.wait(DEADLINE_SECONDS), "the request never started waiting"
+            service.delete_queue(db, name)
+        except BaseException as error:  # noqa: BLE001 - reported by the test
+            errors.append(error)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, errors
+
+
+@pytest.mark.parametrize("action", ["pop", "claim"])
+def test_a_long_poll_on_a_queue_deleted_meanwhile_is_404_at_once(api, fdbqueue_db, asleep, action):
+    """Not a 204 after the whole wait: the deletion wakes the waiting request."""
+    make_queue(api, "q")  # never pushed to: no wake-up key for the deletion to change
+    thread, errors = _delete_when_set(asleep, fdbqueue_db, "q")
+    started = time.monotonic()
+    if action == "pop":
+        response = api.post(queue_url("q", "pop") + "?wait=20")
+    else:
+        response = claim(api, "q", wait=20)
+    elapsed = time.monotonic() - started
+    thread.join(DEADLINE_SECONDS)
+    assert not thread.is_alive() and not errors, errors
+    assert_error(response, 404, "queue_not_found")
+    assert asleep.is_set() and elapsed < 12

@@ -152,7 +152,7 @@ def test_response_bodies(schema):
     queue = body("/api/queues/{name}/", "get", "200")
     assert set(queue["properties"]) == {
         "name", "kind", "size", "pushed", "popped", "min_priority", "max_priority", "oldest_age_seconds", "url",
-        "leased", "delayed", "dead", "max_attempts",
+        "leased", "delayed", "dead", "max_attempts", "oldest_enqueued_at", "created_at",
     }
     item = body("/api/queues/{name}/peek/", "get", "200")
     assert set(item["properties"]) == {"id", "priority", "value", "enqueued_at", "attempts"}
@@ -196,7 +196,8 @@ def test_reliable_consumption_bodies(schema):
     assert set(component("/api/queues/{name}/release/", "post")["properties"]) == {"receipt", "delay"}
     released = component("/api/queues/{name}/release/", "post", "200")
     assert resolve(schema, released["properties"]["state"]["allOf"][0])["enum"] == ["ready", "delayed", "dead"]
-    assert set(component("/api/queues/{name}/extend/", "post")["properties"]) == {"receipt", "seconds"}
+    extend_forms = [resolve(schema, form) for form in component("/api/queues/{name}/extend/", "post")["oneOf"]]
+    assert [set(form["properties"]) for form in extend_forms] == [{"receipt", "lease"}, {"receipt", "seconds"}]
     assert set(component("/api/queues/{name}/extend/", "post", "200")["properties"]) == {"receipt", "lease_expires_at"}
     assert set(component("/api/queues/{name}/", "patch")["properties"]) == {"max_attempts"}
     single = resolve(schema, resolve(schema, component("/api/queues/{name}/push/", "post"))["oneOf"][0])
@@ -218,3 +219,46 @@ def test_schema_generation_emits_no_warnings(capsys):
     SchemaGenerator().get_schema(request=None, public=True)
     err = capsys.readouterr().err
     assert "fdbqueue" not in err.lower() and "queue" not in err.lower(), err
+
+
+def _operation_of(schema, path, method):
+    return schema["paths"][path][method]
+
+
+def test_a_lease_that_is_gone_has_one_documented_body(schema):
+    """Issue 17: ack, release and extend document their 409 as "your lease is gone", with the
+    common field lease_gone and the reason, for both codes."""
+    for action in ("ack", "release", "extend"):
+        response = _operation_of(schema, f"/api/queues/{{name}}/{action}/", "post")["responses"]["409"]
+        body = resolve(schema, response["content"]["application/json"]["schema"])
+        assert {"detail", "code", "lease_gone", "reason"} <= set(body["properties"]), action
+        reason = body["properties"]["reason"]
+        assert resolve(schema, reason.get("allOf", [reason])[0])["enum"] == ["expired", "not_found"]
+        for words in ("lease is gone", "lease_expired", "lease_not_found", "lease_gone"):
+            assert words in response["description"], (action, words)
+    created = _operation_of(schema, "/api/queues/", "post")["responses"]["409"]
+    assert "lease_gone" not in resolve(schema, created["content"]["application/json"]["schema"])["properties"]
+
+
+def test_every_body_documents_that_unknown_fields_are_a_400(schema):
+    """Issue 17: the 400 for a field the body does not define is in the schema's responses."""
+    with_body = [
+        (path, method)
+        for path, methods in schema["paths"].items()
+        for method, operation in methods.items()
+        if "requestBody" in operation
+    ]
+    assert len(with_body) == 7  # create, patch, push, claim, ack, release, extend
+    for path, method in with_body:
+        description = _operation_of(schema, path, method)["responses"]["400"]["description"]
+        assert "Unknown field." in description and "never ignored" in description, (path, method)
+
+
+def test_extend_documents_lease_and_its_deprecated_old_name(schema):
+    request = _operation_of(schema, "/api/queues/{name}/extend/", "post")["requestBody"]
+    assert request["required"] is True
+    forms = [resolve(schema, f) for f in resolve(schema, request["content"]["application/json"]["schema"])["oneOf"]]
+    new, old = forms
+    assert set(new["required"]) == {"receipt", "lease"} and not new["properties"]["lease"].get("deprecated")
+    assert set(old["required"]) == {"receipt", "seconds"} and old["properties"]["seconds"]["deprecated"] is True
+    assert new["additionalProperties"] is False and old["additionalProperties"] is False

@@ -130,7 +130,7 @@ def test_push_one_value(jobs):
     assert text[1].split()[1] == "9" and text[1].endswith('{"job":"new"}')
 
     item = ok("push", "jobs", '"text"', "--json").json()
-    assert set(item) == {"id", "priority", "value", "enqueued_at"}
+    assert set(item) == {"id", "priority", "value", "enqueued_at", "attempts", "duplicate"}  # as over REST
     assert item["value"] == "text" and item["priority"] == 0
     assert service.get_item(jobs, "jobs", item["id"]).value == "text"
     assert service.peek_max(jobs, "jobs").value == {"job": "new"}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import io
 import sys
+import threading
 import time
 
 import pytest
@@ -50,17 +51,17 @@ def dead(fdbqueue_db):
 def test_claim_prints_the_item_and_its_receipt(jobs):
     lines = ok("claim", "jobs", "--lease", "60").out.splitlines()
     assert [line.split("  ")[0] for line in lines] == [
-        "Receipt", "Expires at", "ID", "Priority", "Attempts", "Enqueued at", "Value"
+        "Receipt", "Lease expires at", "ID", "Priority", "Attempts", "Enqueued at", "Value"
     ]
     receipt = lines[0].split()[1]
     assert service.receipt_queue(receipt) == "jobs"
     assert lines[4].split()[-1] == "1" and lines[6].split()[-1] == '"a"'
 
     data = ok("claim", "jobs", "--json").json()
-    assert set(data) == {"receipt", "expires_at", "item"}
+    assert set(data) == {"receipt", "lease_expires_at", "item"}  # the names REST uses
     assert data["item"]["value"] == "b" and data["item"]["attempts"] == 1
-    assert data["expires_at"].endswith("Z")
-    expires = dt.datetime.fromisoformat(data["expires_at"].replace("Z", "+00:00"))
+    assert data["lease_expires_at"].endswith("Z")
+    expires = dt.datetime.fromisoformat(data["lease_expires_at"].replace("Z", "+00:00"))
     left = (expires - dt.datetime.now(dt.timezone.utc)).total_seconds()
     assert 20 < left <= 30  # the default lease is 30 s
 
@@ -119,7 +120,7 @@ def test_bad_receipts_are_refused(jobs):
     receipt = receipt_of("jobs")
     service.create_queue(jobs, "other")
     for subcommand in (("ack",), ("release",), ("extend",)):
-        extra = ("60",) if subcommand == ("extend",) else ()
+        extra = ("--lease", "60") if subcommand == ("extend",) else ()
         refused(*subcommand, "jobs", "not-a-receipt", *extra, message="not a receipt")
         refused(*subcommand, "other", receipt, *extra, message="belongs to queue 'jobs'")
     assert service.get_queue(jobs, "jobs").leased == 1  # untouched
@@ -128,7 +129,7 @@ def test_bad_receipts_are_refused(jobs):
 def test_an_expired_lease_cannot_be_acked_released_or_extended(jobs):
     receipt = receipt_of("jobs", "--lease", "0.1")
     time.sleep(0.3)
-    for args in (("ack", "jobs", receipt), ("release", "jobs", receipt), ("extend", "jobs", receipt, "30")):
+    for args in (("ack", "jobs", receipt), ("release", "jobs", receipt), ("extend", "jobs", receipt, "--lease", "30")):
         result = refused(*args)
         assert "expired" in result.err or "lease is over" in result.err, result.err
 
@@ -168,17 +169,17 @@ def test_release_of_a_last_attempt_makes_a_dead_letter(fdbqueue_db):
 
 def test_extend_moves_the_end_of_the_lease(jobs):
     claimed = ok("claim", "jobs", "--lease", "5", "--json").json()
-    extended = ok("extend", "jobs", claimed["receipt"], "600", "--json").json()
+    extended = ok("extend", "jobs", claimed["receipt"], "--lease", "600", "--json").json()
     assert extended["receipt"] == claimed["receipt"]
-    assert extended["expires_at"] > claimed["expires_at"]
+    assert extended["lease_expires_at"] > claimed["lease_expires_at"]
     assert extended["item"]["id"] == claimed["item"]["id"]
-    text = ok("extend", "jobs", claimed["receipt"], "60").out
+    text = ok("extend", "jobs", claimed["receipt"], "--lease", "60").out
     assert text.splitlines()[0].split() == ["Receipt", claimed["receipt"]]
 
-    refused("extend", "jobs", claimed["receipt"], "0", message="more than 0")
-    refused("extend", "jobs", claimed["receipt"], "ten", message="number of seconds")
-    refused("extend", "jobs", claimed["receipt"], "99999", message="seconds")
-    refused("extend", "jobs", claimed["receipt"], message="required")  # SECONDS is missing
+    refused("extend", "jobs", claimed["receipt"], "--lease", "0", message="more than 0")
+    refused("extend", "jobs", claimed["receipt"], "--lease", "ten", message="number of seconds")
+    refused("extend", "jobs", claimed["receipt"], "--lease", "99999", message="lease")
+    refused("extend", "jobs", claimed["receipt"], message="--lease")  # the new length is missing
 
 
 # --- dead letters -----------------------------------------------------------------------------
@@ -335,12 +336,13 @@ def test_push_a_file_with_a_delay(jobs):
 def test_push_with_a_dedup_key(jobs):
     first = ok("push", "jobs", '{"order": 7}', "--dedup-key", "order-7", "--json").json()
     assert first["duplicate"] is False
-    again = ok("push", "jobs", '{"order": 7}', "--dedup-key", "order-7", "--json").json()
+    again = ok("push", "jobs", '{"order": 8}', "--dedup-key", "order-7", "--json").json()
     assert again["duplicate"] is True and again["id"] == first["id"]
+    assert again["value"] == {"order": 7}  # the stored item, not the value this push sent
     text = ok("push", "jobs", '{"order": 7}', "--dedup-key", "order-7").out
     assert "Duplicate" in text and "nothing was added" in text
     assert service.get_queue(jobs, "jobs").size == 3
-    assert "duplicate" not in ok("push", "jobs", '"plain"', "--json").json()  # unchanged without a key
+    assert ok("push", "jobs", '"plain"', "--json").json()["duplicate"] is False  # always there, as over REST
 
     refused("push", "jobs", "1", "--dedup-key", "", message="dedup_key")
     refused("push", "jobs", "1", "--dedup-key", "k" * 201, message="dedup_key")
@@ -380,3 +382,77 @@ def test_worker_refuses_a_bad_handler_or_option(jobs):
     refused("worker", "jobs", "--handler", handler, "--end", "max", message="FIFO")
     refused("worker", "nope", "--handler", handler, message="No queue is named 'nope'")
     assert service.get_queue(jobs, "jobs").size == 2  # nothing was claimed
+
+
+# --- issue 17: one name for one thing, and the contract breaks -------------------------------------
+
+
+def test_extend_still_takes_seconds_as_its_old_positional_spelling(jobs):
+    claimed = ok("claim", "jobs", "--lease", "5", "--json").json()
+    extended = ok("extend", "jobs", claimed["receipt"], "600", "--json").json()  # deprecated, still accepted
+    ends = dt.datetime.fromisoformat(extended["lease_expires_at"].replace("Z", "+00:00"))
+    assert 500 < (ends - dt.datetime.now(dt.timezone.utc)).total_seconds() <= 600
+    refused("extend", "jobs", claimed["receipt"], "60", "--lease", "60", message="not both")
+
+
+def _until_past(moment: str) -> None:
+    """Poll (with a deadline) until the wall clock has passed an ISO time the CLI printed."""
+    end = dt.datetime.fromisoformat(moment.replace("Z", "+00:00"))
+    deadline = time.monotonic() + 10
+    while dt.datetime.now(dt.timezone.utc) <= end:
+        assert time.monotonic() < deadline, "the lease never ran out"
+        threading.Event().wait(0.02)
+
+
+def test_a_lease_that_is_gone_is_refused_the_same_way_whatever_the_code(jobs):
+    """Both service codes read "Lease gone (<reason>)": a script matches one phrase."""
+    short = ok("claim", "jobs", "--lease", "0.1", "--json").json()
+    _until_past(short["lease_expires_at"])
+    for args in (("ack",), ("release",), ("extend", "--lease", "30")):
+        result = refused(args[0], "jobs", short["receipt"], *args[1:])
+        assert result.err.startswith("Lease gone (expired): "), result.err
+    acked = ok("claim", "jobs", "--json").json()["receipt"]
+    ok("ack", "jobs", acked)
+    for args in (("ack",), ("release",), ("extend", "--lease", "30")):
+        result = refused(args[0], "jobs", acked, *args[1:])
+        assert result.err.startswith("Lease gone (not_found): "), result.err
+
+
+def test_wait_has_the_one_cap_of_every_face(jobs):
+    for subcommand in ("pop", "claim"):
+        result = refused(subcommand, "jobs", "--wait", "20.5", message="wait")
+        assert "20" in result.err, result.err
+
+
+@pytest.mark.parametrize("subcommand", ["pop", "claim"])
+def test_a_waiting_pop_or_claim_fails_as_soon_as_its_queue_is_deleted(fdbqueue_db, monkeypatch, subcommand):
+    """Exit code 2 with "No queue", promptly: not exit 1 ("nothing came") after the whole wait."""
+    from django_fdbqueue.service import waiting
+
+    service.create_queue(fdbqueue_db, "doomed")
+    asleep = threading.Event()
+    real = waiting.wait_on
+
+    def wait_on(watch, seconds):
+        asleep.set()
+        return real(watch, seconds)
+
+    monkeypatch.setattr(waiting, "wait_on", wait_on)
+    errors: list[BaseException] = []
+
+    def delete_once_asleep() -> None:
+        try:
+            assert asleep.wait(10), "the command never started waiting"
+            service.delete_queue(fdbqueue_db, "doomed")
+        except BaseException as error:  # noqa: BLE001 - reported below
+            errors.append(error)
+
+    deleter = threading.Thread(target=delete_once_asleep, daemon=True)
+    deleter.start()
+    started = time.monotonic()
+    result = run(subcommand, "doomed", "--wait", "20")
+    deleter.join(10)
+    assert not deleter.is_alive() and not errors, errors
+    assert result.code == 2 and result.out == "", result
+    assert "No queue is named 'doomed'" in result.err
+    assert time.monotonic() - started < 10

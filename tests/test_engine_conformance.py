@@ -1550,6 +1550,124 @@ def test_reads_reaching_this_transactions_versionstamped_insert_fail_1036(db, ke
     assert [kv.value for kv in db.get_range(r.start, r.stop)] == [b"before", b"new"]
 
 
+# --------------------------------------------------------------------------- writes after a versionstamped value
+#
+# FoundationDB's client keeps every mutation of a key in the transaction, in order: an atomic
+# operation after set_versionstamped_value applies at commit to the stamped value. The key stays
+# unreadable (1036) in that transaction, even after a plain set, until a clear.
+
+# A versionstamped value: the 10-byte stamp, then six zero bytes, then the offset (0).
+STAMP_BODY = b"\x00" * 16 + struct.pack("<I", 0)
+
+
+def stamped(stamp: bytes) -> bytes:
+    """What STAMP_BODY becomes at the commit whose stamp is ``stamp``."""
+    return stamp + b"\x00" * 6
+
+
+def plus(value: bytes, n: int, width: int = 8) -> bytes:
+    """FoundationDB's add: ``value`` cut (or zero-padded) to ``width`` bytes, little-endian, plus n."""
+    total = int.from_bytes(value[:width].ljust(width, b"\x00"), "little") + n
+    return (total % (1 << (8 * width))).to_bytes(width, "little")
+
+
+def write(tr: Any, key: bytes, op: str, param: Any) -> None:
+    """One of the writes the cases below list, by name."""
+    if op == "set":
+        tr[key] = param
+    elif op == "clear":
+        del tr[key]
+    elif op == "clear_range":
+        tr.clear_range(key, key + b"\x00")
+    elif op == "stamped":
+        tr.set_versionstamped_value(key, param)
+    else:
+        getattr(tr, op)(key, param)
+
+
+AFTER_STAMPED_VALUE = {
+    "add": ([("add", le64(1))], lambda s: plus(stamped(s), 1)),
+    "add-twice": ([("add", le64(1)), ("add", le64(1))], lambda s: plus(stamped(s), 2)),
+    "add-wider": ([("add", b"\x01" + b"\x00" * 17)], lambda s: plus(stamped(s), 1, 18)),
+    "max": ([("max", b"\xff" * 16)], lambda s: b"\xff" * 16),
+    "byte_max": ([("byte_max", b"\x00")], stamped),
+    "byte_min": ([("byte_min", b"\x00")], lambda s: b"\x00"),
+    "bit_or": ([("bit_or", b"\x00" * 10 + b"\xff")], lambda s: s + b"\xff"),
+    "bit_and": ([("bit_and", b"\xff" * 4)], lambda s: s[:4]),
+    "append_if_fits": ([("append_if_fits", b"XY")], lambda s: stamped(s) + b"XY"),
+    "compare_and_clear-no-match": ([("compare_and_clear", b"other")], stamped),
+    "set": ([("set", b"plain")], lambda s: b"plain"),
+    "set-then-add": ([("set", b"x"), ("add", le64(1))], lambda s: b"y" + b"\x00" * 7),
+    "add-then-set": ([("add", le64(1)), ("set", b"y")], lambda s: b"y"),
+    "clear": ([("clear", None)], lambda s: None),
+    "clear-then-add": ([("clear", None), ("add", le64(1))], lambda s: le64(1)),
+    "add-then-clear": ([("add", le64(1)), ("clear", None)], lambda s: None),
+    "add-then-stamped-again": (
+        [("add", le64(1)), ("stamped", b"\x01" * 3 + b"\x00" * 10 + struct.pack("<I", 3))],
+        lambda s: b"\x01" * 3 + s,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(AFTER_STAMPED_VALUE))
+def test_writes_after_a_versionstamped_value_apply_to_the_stamped_value(db, k, case):
+    """An atomic op (or set, or clear) after set_versionstamped_value of the same key, in one
+    transaction, acts on the stamped value at commit: none of them is dropped."""
+    later, expected = AFTER_STAMPED_VALUE[case]
+    tr = db.create_transaction()
+    tr.set_versionstamped_value(k("v"), STAMP_BODY)
+    for op, param in later:
+        write(tr, k("v"), op, param)
+    stamp = tr.get_versionstamp()
+    tr.commit().wait()
+    assert db[k("v")] == expected(bytes(stamp.wait()))
+
+
+READS = {
+    "get": lambda tr, key: tr[key].present(),
+    "snapshot-get": lambda tr, key: tr.snapshot[key].present(),
+    "range": lambda tr, key: list(tr.get_range(key, key + b"\xff")),
+}
+
+
+@pytest.mark.parametrize("read", sorted(READS))
+@pytest.mark.parametrize(
+    "later", [[], [("set", b"x")], [("add", le64(1))], [("set", b"x"), ("add", le64(1))]],
+    ids=["stamped", "then-set", "then-add", "then-set-and-add"],
+)
+def test_a_versionstamped_value_stays_unreadable_after_later_writes(db, k, read, later):
+    """Until the commit, the key's value is unknowable (1036), a set or atomic op after it
+    included; and a transaction that met 1036 cannot commit."""
+    tr = db.create_transaction()
+    tr.set_versionstamped_value(k("v"), STAMP_BODY)
+    for op, param in later:
+        write(tr, k("v"), op, param)
+    expect_error(1036, lambda: READS[read](tr, k("v")))
+    expect_error(1036, lambda: tr.commit().wait())
+    assert db[k("v")] is None
+
+
+@pytest.mark.parametrize(
+    "later, expected",
+    [
+        ([("clear", None)], None),
+        ([("clear_range", None)], None),
+        ([("clear", None), ("set", b"x")], b"x"),
+        ([("set", b"x"), ("clear", None)], None),
+        ([("clear", None), ("add", le64(1))], le64(1)),
+    ],
+    ids=["clear", "clear-range", "clear-then-set", "set-then-clear", "clear-then-add"],
+)
+def test_a_clear_makes_a_versionstamped_value_readable_again(db, k, later, expected):
+    tr = db.create_transaction()
+    tr.set_versionstamped_value(k("v"), STAMP_BODY)
+    for op, param in later:
+        write(tr, k("v"), op, param)
+    assert tr[k("v")] == expected
+    tr.commit().wait()
+    assert db[k("v")] == expected
+
+
 # --------------------------------------------------------------------------- the metadata version key
 
 METADATA_VERSION_KEY = b"\xff/metadataVersion"

@@ -129,6 +129,48 @@ def test_fault_unknown_not_applied_raises_1021_and_the_write_is_not_there(embedd
     assert embedded_db[key("a")] is None
 
 
+def test_an_unknown_applied_commit_conflicts_with_readers_like_any_commit(embedded_db):
+    """A commit that happened but answered 1021 is in the conflict history: a transaction that
+    read its key before it must fail with 1020, or it would act on a value that no longer is."""
+    embedded_db[key("a")] = b"0"
+    reader = embedded_db.create_transaction()
+    assert reader[key("a")] == b"0"
+    embedded_db.faults.fail_next("unknown_applied")
+    writer = embedded_db.create_transaction()
+    writer[key("a")] = b"1"
+    expect_error(COMMIT_UNKNOWN_RESULT, lambda: writer.commit().wait())
+    reader[key("b")] = b"x"
+    assert commit_outcome(reader) == NOT_COMMITTED
+    assert embedded_db[key("a")] == b"1" and embedded_db[key("b")] is None
+
+
+def test_an_unknown_applied_commit_wakes_watches_at_once(open_db, monkeypatch):
+    """It changed the key, so watches must hear of it as of any commit: not only at the next
+    poll of the store's version (slowed to a minute here), which would leave a waiting claim
+    asleep although an item is there."""
+    database = open_db("unknown.sqlite3", watch_poll_interval=60.0)
+    looked = threading.Event()
+    look = database._watcher.check_now
+
+    def look_and_tell() -> None:
+        look()
+        looked.set()
+
+    monkeypatch.setattr(database._watcher, "check_now", look_and_tell)
+    database[key("w")] = b"0"
+    tr = database.create_transaction()
+    watch = tr.watch(key("w"))
+    tr.commit().wait()
+    assert looked.wait(WAIT)  # the watcher's first look, at the value before the change
+    database.faults.fail_next("unknown_applied")
+    writer = database.create_transaction()
+    writer[key("w")] = b"1"
+    expect_error(COMMIT_UNKNOWN_RESULT, lambda: writer.commit().wait())
+    fired = threading.Event()
+    watch.on_ready(lambda _f: fired.set())
+    assert fired.wait(10.0), "a commit that answered 1021 did not wake the watch"
+
+
 def test_faults_given_to_the_constructor_as_a_dict(open_db):
     """EmbeddedDatabase(faults={...}) switches injection on from the start."""
     database = open_db(faults={"not_committed": 1.0})
@@ -515,6 +557,50 @@ def test_two_handles_on_one_file_see_each_others_commits_and_conflict(open_db):
     tr1[key("b")] = b"x"
     assert commit_outcome(tr1) == NOT_COMMITTED
     assert first[key("a")] == b"1"
+
+
+def test_a_commit_in_place_on_one_handle_conflicts_with_a_reader_of_another(open_db, monkeypatch):
+    """The fast path commits on the transaction's own read snapshot. Across handles (as across
+    processes) a writer that took it must still make the other handle's reader fail with 1020,
+    and that reader, whose snapshot is stale, must not take it."""
+    from django_fdbqueue.engines.embedded.storage import Storage
+
+    in_place: list[bool] = []
+    real = Storage._commit_in_place
+
+    def spy(self: Any, *args: Any) -> Any:
+        version = real(self, *args)
+        in_place.append(version is not None)
+        return version
+
+    monkeypatch.setattr(Storage, "_commit_in_place", spy)
+    first = open_db("shared.sqlite3")
+    second = open_db("shared.sqlite3")
+    first[key("a")] = b"0"
+    reader = first.create_transaction()
+    assert reader[key("a")] == b"0"
+    writer = second.create_transaction()
+    assert writer[key("a")] == b"0"  # a snapshot of its own, the newest state: the fast path
+    writer[key("a")] = b"1"
+    writer.commit().wait()
+    assert in_place == [True]
+    reader[key("b")] = b"x"
+    assert commit_outcome(reader) == NOT_COMMITTED
+    assert in_place == [True, False]  # the stale snapshot could not commit in place
+    assert first[key("a")] == b"1" and first[key("b")] is None
+
+
+def test_a_stale_snapshot_without_conflict_commits_through_the_full_path(open_db):
+    """A reader whose snapshot another handle made stale, but who read nothing it wrote, commits."""
+    first = open_db("shared.sqlite3")
+    second = open_db("shared.sqlite3")
+    first[key("a")] = b"0"
+    reader = first.create_transaction()
+    assert reader[key("a")] == b"0"
+    second[key("c")] = b"other"
+    reader[key("b")] = b"x"
+    assert commit_outcome(reader) == "committed"
+    assert (second[key("a")], second[key("b")], second[key("c")]) == (b"0", b"x", b"other")
 
 
 def test_committed_data_survives_close_and_reopen(open_db):

@@ -9,6 +9,7 @@ section.
 
 from __future__ import annotations
 
+import importlib
 import json
 import subprocess
 import sys
@@ -87,6 +88,121 @@ def test_the_auth_cost_run_measures_tokens_sessions_and_basic_auth():
     report = run_script("auth_cost.py", "--seconds", "1.5", timeout=110)
     assert set(report["methods"]) == {"token", "session", "basic"}
     assert all(figures["requests"] > 0 for figures in report["methods"].values())
+
+
+# -- the overlap check itself (issue 17, defect 0) ----------------------------------------------------
+#
+# "A second delivery only after the lease ended" judged each lease from the client's journal alone:
+# it began no earlier than ``t - ms`` and so ended no earlier than ``t - ms + lease``. But ``t`` is
+# when the thread wrote the line, after the answer, and a thread of a loaded machine may wait tens
+# of milliseconds for the CPU or the GIL in between: the estimated end then lies after the real one,
+# and a claim that legitimately took the item just after the real end looked like an overlap. The
+# client now journals when it sent each request (``t0``) and the lease's end as the server set it
+# (``until``, from the same clock), and the check uses those.
+
+
+def script_module(name: str) -> Any:
+    """A module of scripts/reliability/ (they import each other by their bare names)."""
+    sys.path.insert(0, str(SCRIPTS))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(SCRIPTS))
+
+
+def journal(directory: Path, source: str, *events: dict[str, Any]) -> None:
+    """One client thread's journal, as client.py writes it."""
+    directory.mkdir(exist_ok=True)
+    with open(directory / f"journal-{source}.jsonl", "a", encoding="utf-8") as lines:
+        for event in events:
+            lines.write(json.dumps(event) + "\n")
+
+
+def claimed(sent: float, ms: float, written: float, lease: float, until: float | None) -> dict[str, Any]:
+    event = {"op": "claim", "st": 200, "ms": ms, "t0": sent, "uid": "p1t2-10", "id": "FAKEID", "att": 1,
+             "abandon": lease < 2, "q": "load.fifo.1", "lease": lease, "t": written}
+    if until is not None:
+        event["until"] = until
+    return event
+
+
+def overlaps(tmp_path: Path) -> list[str]:
+    load = script_module("load")
+    return load.overlapping_deliveries(load.read_journals(tmp_path / "journals")["timeline"])
+
+
+def test_a_claim_journaled_late_is_no_overlap(tmp_path):
+    """The CI failure's shape: an abandoned 1.5 s lease; the server took the claim 3 ms after it
+    was sent, the thread journaled the answer 50 ms late. The next claim came 2 ms after the real
+    end: legitimate, though before the end estimated from the journal line (100.060 - 0.010 + 1.5)."""
+    journal(tmp_path / "journals", "p1t1", claimed(100.0, 10.0, 100.060, 1.5, until=101.503))
+    journal(tmp_path / "journals", "p2t0", claimed(101.495, 10.0, 101.5052, 4.0, until=105.498))
+    assert overlaps(tmp_path) == []
+
+
+def test_a_claim_answered_before_the_lease_ended_is_an_overlap(tmp_path):
+    journal(tmp_path / "journals", "p1t1", claimed(100.0, 10.0, 100.011, 1.5, until=101.503))
+    journal(tmp_path / "journals", "p2t0", claimed(101.480, 10.0, 101.491, 4.0, until=105.483))
+    (problem,) = overlaps(tmp_path)
+    assert problem.startswith("p1t2-10: claim by p2t0 answered at 101.4900 while claim by p1t1")
+    assert "held it until 101.5030" in problem
+
+
+@pytest.mark.parametrize("sent, overlap", [(100.51, False), (100.2, True)])
+def test_a_release_frees_the_item_from_the_moment_it_is_sent(tmp_path, sent, overlap):
+    """A holder's release, journaled before it is sent, ends its hold (whatever the answer)."""
+    journal(tmp_path / "journals", "p1t1", claimed(100.0, 10.0, 100.011, 4.0, until=104.003),
+            {"op": "release?", "uid": "p1t2-10", "q": "load.fifo.1", "t": 100.5})
+    journal(tmp_path / "journals", "p2t0", claimed(sent, 10.0, sent + 0.011, 4.0, until=sent + 4.003))
+    assert len(overlaps(tmp_path)) == overlap
+
+
+def test_journals_of_older_clients_are_judged_from_their_timestamps(tmp_path):
+    """Lines without t0 and until: the lease is taken to begin at t - ms, as before."""
+    def legacy(event: dict[str, Any]) -> dict[str, Any]:
+        return {key: value for key, value in event.items() if key not in ("t0", "until")}
+
+    journal(tmp_path / "journals", "p1t1", legacy(claimed(100.0, 10.0, 100.010, 1.5, until=None)))
+    journal(tmp_path / "journals", "p2t0", legacy(claimed(101.4, 10.0, 101.410, 4.0, until=None)))
+    assert len(overlaps(tmp_path)) == 1
+    journal(tmp_path / "journals", "p3t0", legacy(claimed(106.0, 10.0, 106.010, 4.0, until=None)))
+    assert len(overlaps(tmp_path)) == 1  # p3t0 came after p2t0's lease
+
+
+class _FirstChoice:
+    """The client's random choices, made predictable: abandon the claim, first queue, min end."""
+
+    def random(self) -> float:
+        return 0.0
+
+    def choice(self, options: Any) -> Any:
+        return options[0]
+
+
+@pytest.mark.parametrize("field", ["lease_expires_at", "expires_at"])
+def test_the_client_journals_when_a_claim_was_sent_and_when_its_lease_ends(tmp_path, field):
+    import httpx
+
+    client = script_module("client")
+    answer = {"item": {"id": "FAKEID", "priority": 0, "value": {"uid": "p0t1-1"}, "attempts": 1},
+              "receipt": "fake-receipt", field: "2026-11-24T11:00:01.500000Z"}
+    config = {"base_url": "http://testserver", "auth_prefix": "Token", "tokens": ["t"], "first_token": 0,
+              "queues": [{"name": "load.fifo.1", "kind": "fifo"}], "safe": True, "lease": 4.0, "seed": "1",
+              "journal_dir": str(tmp_path), "end_at": 0}
+    thread = client.LoadThread(config, 0, 0)
+    thread.http = httpx.Client(base_url="http://testserver",
+                               transport=httpx.MockTransport(lambda request: httpx.Response(200, json=answer)))
+    thread.random = _FirstChoice()
+    try:
+        thread.claim()
+    finally:
+        thread.http.close()
+        thread.journal.close()
+    (line,) = (tmp_path / "journal-p0t0.jsonl").read_text(encoding="utf-8").splitlines()
+    event = json.loads(line)
+    assert event["uid"] == "p0t1-1" and event["abandon"] is True
+    assert event["until"] == pytest.approx(1795518001.5)
+    assert event["t0"] <= event["t"]
 
 
 # -- found by the fault run --------------------------------------------------------------------------

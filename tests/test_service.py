@@ -10,6 +10,7 @@ import base64
 import dataclasses
 import datetime as dt
 import re
+import threading
 import time
 
 import pytest
@@ -996,6 +997,8 @@ def test_user_versions_restart_on_every_attempt(fdbqueue_db, pq):
     so a big batch fits every attempt instead of running past 65,536 user versions."""
     values_ = list(range(22_000))
     tr = fdbqueue_db.create_transaction()
+    # 66,000 pushes of Python work in one transaction: more than the app's 5 s on a busy machine.
+    tr.options.set_timeout(120_000)
     for _attempt in range(2):
         service.push_many(tr, pq, values_)
         tr.on_error(make_error(1020)).wait()  # what a conflict would do: reset, same store state
@@ -1077,3 +1080,175 @@ def test_create_then_push_in_one_transaction_reads_the_entry_it_wrote(fdbqueue_d
     service.push(tr, "born", "first", 3)
     tr.commit().wait()
     assert service.pop(fdbqueue_db, "born").value == "first"
+
+
+# --- issue 17: a wait ends when its queue is deleted ------------------------------------------------
+
+# A waiter that sleeps out its whole wait fails the bound below by far.
+LONGEST_WAIT = service.MAX_WAIT_SECONDS
+PROMPTLY = 10.0
+
+
+@pytest.fixture
+def asleep(monkeypatch) -> threading.Event:
+    """Set once a waiting pop or claim sleeps on its watches (so a deletion now must wake it)."""
+    from django_fdbqueue.service import waiting
+
+    event = threading.Event()
+    real = waiting.wait_on
+
+    def wait_on(watch, seconds):
+        event.set()
+        return real(watch, seconds)
+
+    monkeypatch.setattr(waiting, "wait_on", wait_on)
+    return event
+
+
+WAITERS = {
+    "pop": lambda db, name: service.pop(db, name, "max", wait=LONGEST_WAIT),
+    "claim": lambda db, name: service.claim(db, name, wait=LONGEST_WAIT),
+    "high-contention pop": lambda db, name: service.pop(db, name, mode="high-contention", wait=LONGEST_WAIT),
+}
+
+
+@pytest.mark.parametrize("waiter", list(WAITERS))
+@pytest.mark.parametrize("used", [False, True], ids=["never-pushed", "pushed-before"])
+def test_a_waiter_gets_queue_not_found_as_soon_as_its_queue_is_deleted(fdbqueue_db, pq, asleep, waiter, used):
+    """A queue that never had a push has no wake-up key for the deletion to change: the waiter
+    must still wake at once (it watches the catalog entry too), not sleep out its wait."""
+    if used:
+        service.push(fdbqueue_db, pq, "gone")
+        service.pop(fdbqueue_db, pq)
+    box: dict = {}
+
+    def run():
+        try:
+            box["result"] = WAITERS[waiter](fdbqueue_db, pq)
+        except BaseException as exc:  # noqa: BLE001 - the test looks at it
+            box["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        assert asleep.wait(PROMPTLY), "the waiter never went to sleep"
+        deleted = time.monotonic()
+        service.delete_queue(fdbqueue_db, pq)
+        thread.join(PROMPTLY)
+        assert not thread.is_alive(), "the waiter slept on after its queue was deleted"
+        assert time.monotonic() - deleted < PROMPTLY
+        assert isinstance(box.get("error"), exceptions.QueueNotFound), box
+    finally:
+        thread.join(LONGEST_WAIT + PROMPTLY)  # a failed run still stops its thread
+
+
+# --- issue 17: a lease that is gone, one name for one thing ------------------------------------------
+
+
+def test_both_lease_errors_are_lease_gone_with_a_reason(fdbqueue_db, pq):
+    service.push(fdbqueue_db, pq, "a")
+    lease = service.claim(fdbqueue_db, pq, lease=0.05)
+    deadline = time.monotonic() + PROMPTLY
+    while dt.datetime.now(dt.timezone.utc) <= lease.lease_expires_at:  # polled, bounded
+        assert time.monotonic() < deadline
+        threading.Event().wait(0.01)
+    for call in (service.ack, service.release, lambda db, r: service.extend(db, r, 30)):
+        with pytest.raises(exceptions.LeaseGone) as gone:
+            call(fdbqueue_db, lease.receipt)
+        assert isinstance(gone.value, exceptions.LeaseExpired)
+        assert (gone.value.code, gone.value.reason) == ("lease_expired", "expired")
+    again = service.claim(fdbqueue_db, pq)  # the expired lease's item, claimed anew
+    for call in (service.ack, service.release, lambda db, r: service.extend(db, r, 30)):
+        with pytest.raises(exceptions.LeaseGone) as gone:
+            call(fdbqueue_db, lease.receipt)
+        assert isinstance(gone.value, exceptions.LeaseNotFound)
+        assert (gone.value.code, gone.value.reason) == ("lease_not_found", "not_found")
+    service.ack(fdbqueue_db, again.receipt)
+
+
+def test_extend_takes_lease_like_claim_and_still_seconds(fdbqueue_db, pq):
+    service.push(fdbqueue_db, pq, "a")
+    lease = service.claim(fdbqueue_db, pq, lease=5)
+    now = dt.datetime.now(dt.timezone.utc)
+    longer = service.extend(fdbqueue_db, lease.receipt, lease=600)
+    assert longer.lease_expires_at - now > dt.timedelta(seconds=500)
+    with pytest.warns(DeprecationWarning, match="lease="):
+        shorter = service.extend(fdbqueue_db, lease.receipt, seconds=60)
+    assert dt.timedelta(seconds=30) < shorter.lease_expires_at - now < dt.timedelta(seconds=100)
+    assert service.extend(fdbqueue_db, lease.receipt, 120).receipt == lease.receipt  # positional, as before
+    with pytest.raises(exceptions.InvalidArgument, match="not both"):
+        service.extend(fdbqueue_db, lease.receipt, lease=60, seconds=60)
+    with pytest.raises(exceptions.InvalidArgument, match="lease"):
+        service.extend(fdbqueue_db, lease.receipt)
+    with pytest.raises(exceptions.InvalidArgument, match="lease"):
+        service.extend(fdbqueue_db, lease.receipt, lease=0)
+
+
+def test_a_lease_ends_at_lease_expires_at_and_the_old_name_still_reads(fdbqueue_db, pq):
+    service.push(fdbqueue_db, pq, "a")
+    lease = service.claim(fdbqueue_db, pq, lease=60)
+    assert [f.name for f in dataclasses.fields(lease)] == ["item", "receipt", "lease_expires_at"]
+    with pytest.warns(DeprecationWarning, match="lease_expires_at"):
+        assert lease.expires_at == lease.lease_expires_at
+
+
+def test_a_duplicate_push_returns_the_stored_item_not_the_value_sent(fdbqueue_db, pq):
+    first = service.push(fdbqueue_db, pq, {"order": 7}, 3, dedup_key="order-7")
+    again = service.push(fdbqueue_db, pq, {"order": 8}, 3, dedup_key="order-7")
+    assert again.duplicate and again == dataclasses.replace(first, duplicate=True)
+    assert again.value == {"order": 7}
+
+    lease = service.claim(fdbqueue_db, pq)  # leased: attempts and value as stored
+    leased = service.push(fdbqueue_db, pq, "other", 3, dedup_key="order-7")
+    assert (leased.value, leased.attempts, leased.duplicate) == ({"order": 7}, 1, True)
+    service.ack(fdbqueue_db, lease.receipt)
+    consumed = service.push(fdbqueue_db, pq, "other", 3, dedup_key="order-7")
+    assert (consumed.id, consumed.value, consumed.duplicate) == (first.id, None, True)  # no value left
+    assert service.size(fdbqueue_db, pq) == 0
+
+
+def test_a_duplicate_of_a_delayed_or_dead_item_shows_it_as_stored(fdbqueue_db, pq):
+    later = service.push(fdbqueue_db, pq, "later", delay=600, dedup_key="later")
+    assert service.push(fdbqueue_db, pq, "x", dedup_key="later").value == "later"
+    service.set_max_attempts(fdbqueue_db, pq, 1)
+    service.push(fdbqueue_db, pq, "doomed", dedup_key="doomed")
+    assert service.release(fdbqueue_db, service.claim(fdbqueue_db, pq).receipt) == "dead"
+    dead = service.push(fdbqueue_db, pq, "x", dedup_key="doomed")
+    assert (dead.value, dead.attempts, dead.duplicate) == ("doomed", 1, True)
+    assert service.get_item(fdbqueue_db, pq, later.id).value == "later"
+
+
+def test_a_key_pushed_twice_in_one_transaction_says_the_second_is_a_duplicate(fdbqueue_db, pq):
+    @transactional
+    def twice(tr):
+        return service.push(tr, pq, "a", dedup_key="k"), service.push(tr, pq, "b", dedup_key="k")
+
+    first, second = twice(fdbqueue_db)
+    assert not first.result().duplicate
+    assert second.result() == dataclasses.replace(first.result(), duplicate=True)
+    assert (second.value, second.priority) == ("a", 0)
+
+
+@pytest.mark.parametrize("call", [service.pop, service.claim], ids=["pop", "claim"])
+def test_one_wait_cap_for_every_face(fdbqueue_db, pq, call):
+    from django_fdbqueue.api import serializers
+
+    assert service.MAX_WAIT_SECONDS == serializers.MAX_WAIT_SECONDS == 20
+    with pytest.raises(exceptions.InvalidArgument, match="wait"):
+        call(fdbqueue_db, pq, wait=20.5)
+    service.push(fdbqueue_db, pq, "there")
+    assert call(fdbqueue_db, pq, wait=20) is not None  # the cap itself is allowed
+
+
+def test_a_duplicate_after_a_push_in_the_same_transaction_still_reads_the_stored_item(fdbqueue_db, pq):
+    """The stored item's reads stay clear of where this transaction's own pushes will land (1036)."""
+    first = service.push(fdbqueue_db, pq, "stored", 5, dedup_key="k")
+
+    @transactional
+    def push_then_repeat(tr):
+        service.push(tr, pq, "new", 5)
+        service.push(tr, pq, "delayed", 5, delay=600)
+        return service.push(tr, pq, "sent", 5, dedup_key="k")
+
+    again = push_then_repeat(fdbqueue_db).result()
+    assert (again.id, again.value, again.duplicate) == (first.id, "stored", True)

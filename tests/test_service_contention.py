@@ -22,6 +22,7 @@ from django_fdbqueue.fdbapi import ErrorCode, FDBError, fdb, transactional
 from django_fdbqueue.service import contention
 from django_fdbqueue.service.catalog import require
 from django_fdbqueue.service.keys import parse_item_id
+from tests.clock import Clock
 from tests.processes import child_database, join_all, kill_leftovers
 
 HC = "high-contention"
@@ -67,22 +68,10 @@ def new_pop(name: str, end: str = "min", seconds: float = 5.0) -> contention._Po
     return contention._Pop(name, end, contention.now_micros() + int(seconds * 1e6), time.monotonic() + seconds)
 
 
-class Clock:
-    """The protocol's wall clock, moved ahead on demand (deadlines pass without waiting)."""
-
-    def __init__(self, monkeypatch) -> None:
-        self.ahead_us = 0
-        real = contention.now_micros
-        monkeypatch.setattr(contention, "now_micros", lambda: real() + self.ahead_us)
-
-    def advance(self, seconds: float) -> None:
-        self.ahead_us += int(seconds * 1e6)
-
-
 def committed_round(db, name: str, end: str = "min", fulfil=None) -> contention.Round:
-    """One fulfil round that committed. A round is one attempt, and on a shared cluster any
-    catalog change elsewhere (it bumps the metadata version every transaction reads) can make
-    it conflict: run it again, a bounded number of times, as the next popper would.
+    """One fulfil round that committed. A round is one attempt, and on a shared cluster another
+    test's transactions on the same keys can make it conflict: run it again, a bounded number
+    of times, as the next popper would.
     ``fulfil`` is the round to run, when a test has switched ``contention._fulfil`` off."""
     run = fulfil or (lambda: contention.fulfil(db, name, end))
     for _attempt in range(ROUND_ATTEMPTS):

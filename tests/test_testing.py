@@ -140,10 +140,11 @@ def test_three_processes_survive_the_loss_of_one(tmp_path):
 
 
 def _run_django(tmp_path: Path, fdbqueue: dict, code: str) -> subprocess.CompletedProcess:
-    """Run ``code`` in a new process whose settings are the tests' with this FDBQUEUE, no LD_LIBRARY_PATH."""
+    """Run ``code`` in a new process whose settings are the tests' with this FDBQUEUE, and no other
+    way to find the client library (no LD_LIBRARY_PATH, no FDBQUEUE_CLIENT_LIBRARY)."""
     (tmp_path / "library_settings.py").write_text(
         f"from tests.settings import *  # noqa: F401,F403\n\nFDBQUEUE = {fdbqueue!r}\n")
-    env = {key: value for key, value in os.environ.items() if key != "LD_LIBRARY_PATH"}
+    env = {key: value for key, value in os.environ.items() if key not in ("LD_LIBRARY_PATH", "FDBQUEUE_CLIENT_LIBRARY")}
     env.update(DJANGO_SETTINGS_MODULE="library_settings", PYTHONPATH=os.pathsep.join([str(tmp_path), str(REPO)]))
     return subprocess.run([sys.executable, "-c", "import django; django.setup()\n" + code], capture_output=True,
                           text=True, env=env, cwd=tmp_path, timeout=120)
@@ -200,3 +201,23 @@ def test_fdbqueue_store_is_fresh_on_each_engine(fdbqueue_store, fdbqueue_engine,
     service.create_queue(fdbqueue_store, "jobs")
     service.push(fdbqueue_store, "jobs", {"n": 1})
     assert service.pop(fdbqueue_store, "jobs").value == {"n": 1}
+
+
+@pytest.mark.parametrize("engines", ["embedded", "embedded,foundationdb"])
+def test_the_readme_example_runs_through_the_installed_plugin(tmp_path, engines):
+    """The README's example test, in a project of its own, with the plugin pytest loads by itself."""
+    from tests.test_readme import readme_blocks
+
+    if "foundationdb" in engines:
+        plugin.need_cluster()
+    (tmp_path / "test_orders.py").write_text(readme_blocks()["plugin-example"] + "\n")
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings", "PYTHONPATH": str(REPO)}
+    if plugin.cluster_file():
+        env[plugin.ENV_CLUSTER_FILE] = plugin.cluster_file()
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--fdbqueue-engines", engines,
+         "--rootdir", str(tmp_path), str(tmp_path / "test_orders.py")],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=180)
+    count = len(engines.split(","))
+    assert f"{count} passed" in result.stdout, result.stdout + result.stderr
+    assert result.returncode == 0

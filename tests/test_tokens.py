@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import re
 import sys
 from contextlib import contextmanager
@@ -543,3 +544,82 @@ def test_without_knox_the_pages_are_gone(keeper):
         names = {pattern.name for pattern in admin.site._registry[Queue].get_urls()}
         assert not any("token" in name for name in names)
         assert "fdbqueue_queue_changelist" in names
+
+
+# -- one place for tokens: knox's own admin leads to the token pages ----------------------------
+
+
+def test_the_admin_index_lists_tokens_once_and_leads_to_the_token_pages(client, root):
+    client.force_login(root)
+    index = client.get(reverse("admin:index")).content.decode()
+    knox_list = reverse("admin:knox_authtoken_changelist")
+    rows = re.findall(r'<tr class="model-(\w+)', index)
+    assert [row for row in rows if "token" in row] == ["authtoken"], rows
+    assert index.count(">Auth tokens<") == 1 and "API tokens" not in index
+    assert f'href="{knox_list}"' in index
+
+    response = client.get(knox_list)
+    assert response.status_code == 302 and response["Location"] == page("tokens")
+    assert client.get(reverse("admin:knox_authtoken_add"))["Location"] == page("tokens") + "#create-token"
+    assert client.get(knox_list, {"user": "root"})["Location"] == page("tokens") + "?user=root"
+
+
+def test_knox_admin_pages_no_longer_show_digests(client, root, alice):
+    record, token = tokens.create_token(alice)
+    row = AuthToken.objects.get()
+    client.force_login(root)
+    knox_list = reverse("admin:knox_authtoken_changelist")
+    for address in (reverse("admin:knox_authtoken_change", args=(row.pk,)), f"{knox_list}{row.pk}/delete/",
+                    f"{knox_list}{row.pk}/history/"):
+        response = client.get(address, follow=True)
+        assert response.redirect_chain[-1][0] == page("tokens"), address
+        text = response.content.decode()
+        assert row.digest not in text and record.prefix in text
+    # Nothing is changed on the way: a POST to knox's old delete address deletes nothing.
+    client.post(f"{knox_list}{row.pk}/delete/", {"post": "yes"})
+    assert authenticates(token) == alice
+
+
+def test_the_index_entry_follows_knox_permissions(staff_with, django_user_model):
+    knox_list = reverse("admin:knox_authtoken_changelist")
+    viewer = staff_with("view_authtoken", username="viewer")
+    assert f'href="{knox_list}"' in viewer.get(reverse("admin:index")).content.decode()
+    assert viewer.get(knox_list, follow=True).status_code == 200
+
+    nobody = staff_with(username="nobody")
+    assert knox_list not in nobody.get(reverse("admin:index")).content.decode()
+    assert nobody.get(knox_list, follow=True).status_code == 403
+
+
+def test_anonymous_visitors_of_knox_admin_go_to_the_login(client):
+    response = client.get(reverse("admin:knox_authtoken_changelist"))
+    assert response.status_code == 302 and response["Location"].startswith(reverse("admin:login"))
+
+
+REGISTERED_TOKEN_ADMIN = """
+import django
+django.setup()
+from django.contrib import admin
+from knox.models import AuthToken
+print(type(admin.site._registry[AuthToken]).__name__)
+"""
+
+
+@pytest.mark.parametrize("knox_first", [True, False], ids=["knox-first", "knox-last"])
+def test_knox_admin_is_replaced_whatever_the_order_of_installed_apps(tmp_path, knox_first):
+    """The admin's autodiscovery imports the apps' admin modules in INSTALLED_APPS order; knox's
+    entry is replaced whether its module comes before the app's or after it."""
+    import subprocess
+
+    from .processes import REPO_ROOT
+
+    apps = [app for app in django_settings.INSTALLED_APPS if app != "knox"]
+    apps.insert(apps.index("django_fdbqueue") + (0 if knox_first else len(apps)), "knox")
+    (tmp_path / "ordered_settings.py").write_text(
+        f"from tests.settings import *  # noqa: F401,F403\n\nINSTALLED_APPS = {apps!r}\n", encoding="utf-8")
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "ordered_settings",
+           "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO_ROOT)])}
+    done = subprocess.run([sys.executable, "-c", REGISTERED_TOKEN_ADMIN], env=env, capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "TokenPagesAdmin"

@@ -5,8 +5,9 @@ even when a project keeps DRF's default EXCEPTION_HANDLER; a project may also na
 ``django_fdbqueue.api.exceptions.exception_handler`` there to get the same bodies everywhere.
 
 Mapping:
-  QueueNotFound and DeadLetterNotFound -> 404; QueueAlreadyExists, LeaseNotFound and LeaseExpired
-  (the receipt's lease is over: the item may already be someone else's) -> 409;
+  QueueNotFound and DeadLetterNotFound -> 404; QueueAlreadyExists -> 409; LeaseGone (LeaseNotFound,
+  LeaseExpired: the receipt's lease is over, the item may already be someone else's) -> 409 with
+  ``"lease_gone": true`` and a ``"reason"``, so clients need not know both codes;
   ValueTooLarge -> 413; InvalidReceipt and every other QueueError -> 400;
   FDBError of FoundationDB's size limits (2101, 2102, 2103) -> 413;
   any other FDBError (timeouts, retries exhausted, cluster unreachable) and a database that cannot
@@ -32,8 +33,7 @@ from django_fdbqueue.exceptions import (
     InvalidCursor,
     InvalidQueueName,
     InvalidReceipt,
-    LeaseExpired,
-    LeaseNotFound,
+    LeaseGone,
     QueueAlreadyExists,
     QueueError,
     QueueNotFound,
@@ -54,8 +54,7 @@ QUEUE_ERROR_STATUS: tuple[tuple[type[QueueError], int], ...] = (
     (QueueNotFound, status.HTTP_404_NOT_FOUND),
     (DeadLetterNotFound, status.HTTP_404_NOT_FOUND),
     (QueueAlreadyExists, status.HTTP_409_CONFLICT),
-    (LeaseNotFound, status.HTTP_409_CONFLICT),
-    (LeaseExpired, status.HTTP_409_CONFLICT),
+    (LeaseGone, status.HTTP_409_CONFLICT),
     (ValueTooLarge, status.HTTP_413_REQUEST_ENTITY_TOO_LARGE),
     (InvalidReceipt, status.HTTP_400_BAD_REQUEST),
 )
@@ -162,9 +161,17 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     return response
 
 
+def queue_error_body(exc: QueueError) -> dict[str, Any]:
+    """{"detail", "code"}; a lease that is gone also says so in one field, whatever the code."""
+    body: dict[str, Any] = {"detail": str(exc), "code": error_code(exc)}
+    if isinstance(exc, LeaseGone):
+        body.update(lease_gone=True, reason=exc.reason)
+    return body
+
+
 def _handle(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, QueueError):
-        return Response({"detail": str(exc), "code": error_code(exc)}, status=queue_error_status(exc))
+        return Response(queue_error_body(exc), status=queue_error_status(exc))
 
     if isinstance(exc, FDBError) and getattr(exc, "code", None) in TOO_LARGE_FDB_ERRORS:
         body = {"detail": f"{describe(exc)}: the request is too large for one transaction.",

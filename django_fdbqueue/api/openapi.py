@@ -8,7 +8,8 @@ that enforces it is matched:
 - serializers with ``StrictFieldsMixin`` refuse unknown fields: ``additionalProperties: false``;
   their nested lists (a batch's ``items``) refuse an empty or over-long list: ``minItems`` and
   ``maxItems``;
-- a ``SecondsField(positive=True)`` (lease, extend's seconds) refuses 0: ``exclusiveMinimum``;
+- a ``SecondsField(positive=True)`` (claim's and extend's lease) refuses 0: ``exclusiveMinimum``;
+  one made with ``deprecated=True`` (an old spelling still accepted) is ``deprecated``;
 - every query parameter is optional, and sent empty (``?cursor=``, ``?end=``) it means its
   default, as DRF reads query strings: ``allowEmptyValue: true``;
 - a push needs a body, whichever of its two forms: the request body is ``required``
@@ -51,7 +52,8 @@ class StrictSerializerExtension(OpenApiSerializerExtension):
 
 
 class SecondsFieldExtension(OpenApiSerializerFieldExtension):
-    """A number of seconds that must be more than 0 is documented as such, not as "at least 0"."""
+    """A number of seconds that must be more than 0 is documented as such, not as "at least 0";
+    an old spelling kept for compatibility is documented as deprecated."""
 
     target_class = "django_fdbqueue.api.serializers.SecondsField"
     match_subclasses = True
@@ -65,6 +67,8 @@ class SecondsFieldExtension(OpenApiSerializerFieldExtension):
             else:  # OpenAPI 3.1 and later: JSON Schema's numeric form
                 schema.pop("minimum", None)
                 schema["exclusiveMinimum"] = 0
+        if getattr(self.target, "deprecated", False):
+            schema["deprecated"] = True
         return schema
 
 

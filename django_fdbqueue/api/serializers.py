@@ -19,7 +19,7 @@ from rest_framework import serializers
 from rest_framework.reverse import reverse
 
 from django_fdbqueue import service
-from django_fdbqueue.exceptions import InvalidCursor
+from django_fdbqueue.exceptions import InvalidCursor, LeaseExpired, LeaseNotFound
 from django_fdbqueue.paths import name_to_segment
 
 QUEUE_NAME_REGEX = r"[A-Za-z0-9._-]{1,200}"
@@ -31,9 +31,9 @@ MAX_LIMIT = 500
 MAX_BATCH_ITEMS = 500
 KINDS = ("fifo", "priority")
 ENDS = ("min", "max")
-# Long polling holds a server worker for the whole wait: the API allows at most this many seconds
-# (the service itself would allow more), and refuses a longer wait rather than cutting it short.
-MAX_WAIT_SECONDS = 20
+# Long polling holds a server worker for the whole wait: at most the service's one cap (20 s, the
+# reason is at service.MAX_WAIT_SECONDS), and a longer wait is refused rather than cut short.
+MAX_WAIT_SECONDS = service.MAX_WAIT_SECONDS
 # The service's bounds, checked here too so a client gets a field-level 400 (and the schema
 # documents them); the service keeps the final word.
 DEFAULT_LEASE_SECONDS = service.DEFAULT_LEASE_SECONDS
@@ -46,6 +46,7 @@ DEDUP_KEY_MAX_LENGTH = 200
 RECEIPT_MAX_LENGTH = 2_000
 STATES_SCHEDULED = ("leased", "delayed")
 STATES_RELEASED = ("ready", "delayed", "dead")
+LEASE_GONE_REASONS = (LeaseExpired.reason, LeaseNotFound.reason)
 
 
 class StrictIntegerField(serializers.IntegerField):
@@ -212,9 +213,10 @@ class SecondsField(serializers.FloatField):
         "not_positive": "Must be greater than 0.",
     }
 
-    def __init__(self, *, positive: bool = False, query: bool = False, **kwargs: Any) -> None:
+    def __init__(self, *, positive: bool = False, query: bool = False, deprecated: bool = False, **kwargs: Any) -> None:
         self.positive = positive
         self.query = query
+        self.deprecated = deprecated  # an old spelling, still accepted: the schema says so
         if not positive:
             # A positive field refuses 0 and below itself (not_positive), before any validator
             # runs; without a min_value validator, the schema can say "more than 0" (api/openapi.py).
@@ -312,6 +314,19 @@ class ValidationErrorSerializer(ErrorSerializer):
     )
 
 
+class LeaseGoneErrorSerializer(ErrorSerializer):
+    """A 409 from ack, release or extend: the receipt's lease is gone, whichever code says why."""
+
+    lease_gone = serializers.BooleanField(
+        help_text="Always true: the lease is over, stop working on the item (it will be delivered again)."
+    )
+    reason = serializers.ChoiceField(
+        choices=LEASE_GONE_REASONS,
+        help_text="expired (code lease_expired: its time ran out) or not_found (code lease_not_found: acked, "
+        "released, claimed again, cleared, or the queue created again).",
+    )
+
+
 class UnavailableErrorSerializer(ErrorSerializer):
     """A 503 names the FoundationDB error code when there is one."""
 
@@ -378,7 +393,9 @@ class LeaseTimeSerializer(serializers.Serializer):
     """A lease's receipt and end, as extend returns them."""
 
     receipt = serializers.CharField(help_text="Pass it to ack, release or extend. Keep it secret.")
-    lease_expires_at = serializers.DateTimeField(source="expires_at", default_timezone=datetime.timezone.utc)
+    lease_expires_at = serializers.DateTimeField(
+        default_timezone=datetime.timezone.utc, help_text="When the lease ends unless extended (ISO 8601, UTC)."
+    )
 
 
 class LeaseSerializer(LeaseTimeSerializer):
@@ -411,6 +428,12 @@ class QueueSerializer(serializers.Serializer):
     min_priority = serializers.IntegerField(allow_null=True)
     max_priority = serializers.IntegerField(allow_null=True)
     oldest_age_seconds = serializers.FloatField(allow_null=True, help_text="Age of the oldest item.")
+    oldest_enqueued_at = serializers.DateTimeField(
+        allow_null=True, default_timezone=datetime.timezone.utc, help_text="When the oldest ready item was pushed."
+    )
+    created_at = serializers.DateTimeField(
+        default_timezone=datetime.timezone.utc, help_text="When the queue was created."
+    )
     leased = serializers.IntegerField(help_text="Items claimed and not yet acked, released or expired.")
     delayed = serializers.IntegerField(help_text="Items pushed or released with a delay that has not passed.")
     dead = serializers.IntegerField(help_text="Dead letters.")
@@ -606,7 +629,7 @@ class EndQuerySerializer(serializers.Serializer):
 
 
 _WAIT_HELP = (
-    f"Seconds to wait for an item when none is visible (0 to {MAX_WAIT_SECONDS}; default 0: answer at once)."
+    f"Seconds to wait for an item when none is visible (0 to {MAX_WAIT_SECONDS:g}; default 0: answer at once)."
 )
 
 
@@ -616,15 +639,18 @@ class PopQuerySerializer(EndQuerySerializer):
     wait = SecondsField(query=True, default=0, max_value=MAX_WAIT_SECONDS, help_text=_WAIT_HELP)
 
 
+def _lease_field(help_text: str, **kwargs: Any) -> SecondsField:
+    """Seconds from now until a lease ends: claim's and extend's ``lease``, with one set of bounds."""
+    return SecondsField(positive=True, max_value=MAX_LEASE_SECONDS, help_text=help_text, **kwargs)
+
+
 class ClaimSerializer(StrictFieldsMixin, serializers.Serializer):
     """POST queues/{name}/claim/."""
 
-    lease = SecondsField(
-        positive=True,
-        default=DEFAULT_LEASE_SECONDS,
-        max_value=MAX_LEASE_SECONDS,
-        help_text=f"Seconds the item stays invisible to others (more than 0, at most {MAX_LEASE_SECONDS:g}; "
+    lease = _lease_field(
+        f"Seconds the item stays invisible to others (more than 0, at most {MAX_LEASE_SECONDS:g}; "
         f"default {DEFAULT_LEASE_SECONDS:g}).",
+        default=DEFAULT_LEASE_SECONDS,
     )
     wait = SecondsField(default=0, max_value=MAX_WAIT_SECONDS, help_text=_WAIT_HELP)
     end = serializers.ChoiceField(choices=ENDS, default="min", help_text="Which end: min (default) or max.")
@@ -642,14 +668,38 @@ class ReleaseSerializer(ReceiptSerializer):
     delay = _delay_field("Seconds before the item becomes visible again (default 0: at once).", default=0)
 
 
-class ExtendSerializer(ReceiptSerializer):
-    """POST queues/{name}/extend/."""
+_EXTEND_HELP = (
+    f"The lease now ends this many seconds from now (more than 0, at most {MAX_LEASE_SECONDS:g}), as claim's lease."
+)
 
-    seconds = SecondsField(
-        positive=True,
-        max_value=MAX_LEASE_SECONDS,
-        help_text=f"The lease now ends this many seconds from now (more than 0, at most {MAX_LEASE_SECONDS:g}).",
-    )
+
+class ExtendSerializer(ReceiptSerializer):
+    """POST queues/{name}/extend/: the receipt and the new ``lease``, named as claim names it."""
+
+    lease = _lease_field(_EXTEND_HELP)
+
+
+class ExtendSecondsSerializer(ReceiptSerializer):
+    """extend's body as clients wrote it before ``lease`` was its name: still accepted, deprecated."""
+
+    seconds = _lease_field(f"Deprecated: the old name of lease. {_EXTEND_HELP}", deprecated=True)
+
+
+class ExtendBodySerializer(ReceiptSerializer):
+    """Parses extend's body in either form (the schema shows them as ExtendSerializer and
+    ExtendSecondsSerializer); ``validated_data["lease"]`` is the new length either way."""
+
+    lease = _lease_field(_EXTEND_HELP, required=False)
+    seconds = _lease_field(_EXTEND_HELP, required=False)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if "seconds" in attrs:
+            if "lease" in attrs:
+                raise serializers.ValidationError('Send "lease" (or its old name "seconds"), not both.')
+            attrs["lease"] = attrs.pop("seconds")
+        elif "lease" not in attrs:
+            raise serializers.ValidationError({"lease": ["This field is required."]})
+        return attrs
 
 
 class QueueListQuerySerializer(serializers.Serializer):

@@ -41,10 +41,13 @@ from .serializers import (
     DeadLetterSerializer,
     EndQuerySerializer,
     ErrorSerializer,
+    ExtendBodySerializer,
+    ExtendSecondsSerializer,
     ExtendSerializer,
     ItemListSerializer,
     ItemPageSerializer,
     ItemSerializer,
+    LeaseGoneErrorSerializer,
     LeaseSerializer,
     LeaseTimeSerializer,
     PageQuerySerializer,
@@ -76,6 +79,7 @@ logger = logging.getLogger("django_fdbqueue.api")
 _ERROR_DESCRIPTIONS = {
     400: "Invalid request: a bad field, query parameter or cursor, or an operation the queue's kind "
     "does not allow (a non-zero priority or the max end on a FIFO queue).",
+    # Operations that take a JSON body add _UNKNOWN_FIELDS to it (see _operation).
     401: "Not authenticated.",
     403: "Not allowed (or not authenticated, with session authentication).",
     404: "No queue of that name.",
@@ -113,12 +117,20 @@ _NOTHING_CAME = OpenApiResponse(description="No item was visible, or none came w
 
 # Per-operation wording of the errors whose meaning differs from the default.
 _BODY_TOO_LARGE = {413: "The request body is larger than the project's DATA_UPLOAD_MAX_MEMORY_SIZE."}
+_UNKNOWN_FIELDS = (
+    " A field the body does not define (a typo such as \"prio\") is refused too, never ignored: code "
+    "invalid, and `errors` names it with \"Unknown field.\"."
+)
 _RECEIPT_ERRORS = {
     **_BODY_TOO_LARGE,
     400: "Invalid body, or a receipt that no claim on this queue handed out (code invalid_receipt).",
-    409: "The receipt's lease is over: its time ran out (lease_expired), or it was acked or released, or "
-    "its item came back or was claimed again (lease_not_found). Do not process the item further.",
+    409: "Your lease is gone: stop working on the item, it will be (or has been) delivered again; the "
+    "refused call changed nothing. The body says so the same way whatever the cause: `lease_gone` is "
+    "true, and `reason` (with the code) says why: expired (lease_expired: its time ran out and nobody "
+    "has taken the item yet) or not_found (lease_not_found: it was acked or released, or its item came "
+    "back or was claimed again, or the queue was cleared or created again).",
 }
+_RECEIPT_ERROR_SERIALIZERS = {409: LeaseGoneErrorSerializer}
 # Every route under queues/{name}/ answers a name the service refuses with a 400.
 _BAD_NAME = {400: "The name in the path is not a valid queue name (code invalid_queue_name)."}
 _DEAD_LETTER_ERRORS = {
@@ -136,14 +148,20 @@ def _operation(
     query: type | None = None,
     path: tuple[OpenApiParameter, ...] = (),
     notes: dict[int, str] | None = None,
+    bodies: dict[int, type] | None = None,
     **kwargs: Any,
 ) -> Any:
     """extend_schema for one operation: its successes, its errors, plus those every operation has
     (401/403 from authentication, 503 with Retry-After from the database). ``notes`` rewords an
-    error for this operation; ``path`` adds path parameters after the queue name."""
+    error for this operation, ``bodies`` gives an error a body of its own; ``path`` adds path
+    parameters after the queue name. An operation that takes a JSON body says that unknown
+    fields in it are a 400."""
     descriptions = {**_ERROR_DESCRIPTIONS, **(notes or {})}
+    if kwargs.get("request") is not None:
+        descriptions[400] += _UNKNOWN_FIELDS
+    serializers = {**_ERROR_SERIALIZERS, **(bodies or {})}
     responses = {
-        code: OpenApiResponse(_ERROR_SERIALIZERS.get(code, ErrorSerializer), description=descriptions[code])
+        code: OpenApiResponse(serializers.get(code, ErrorSerializer), description=descriptions[code])
         for code in sorted({*errors, 401, 403, 503})
     }
     parameters = [_NAME] if on_queue else []
@@ -156,6 +174,11 @@ def _operation(
 _PUSH_REQUEST = PolymorphicProxySerializer(
     component_name="PushRequest",
     serializers=[PushItemSerializer, PushBatchSerializer],
+    resource_type_field_name=None,
+)
+_EXTEND_REQUEST = PolymorphicProxySerializer(
+    component_name="ExtendRequest",
+    serializers=[ExtendSerializer, ExtendSecondsSerializer],
     resource_type_field_name=None,
 )
 _PUSH_RESPONSE = PolymorphicProxySerializer(
@@ -370,7 +393,7 @@ class QueueViewSet(viewsets.ViewSet):
         query=PopQuerySerializer,
         request=None,
         description=(
-            f"With `wait` (seconds, at most {MAX_WAIT_SECONDS}), an empty queue holds the request until an "
+            f"With `wait` (seconds, at most {MAX_WAIT_SECONDS:g}), an empty queue holds the request until an "
             "item becomes visible or the time is up (long polling); a larger wait is a 400."
         ),
     )
@@ -412,7 +435,7 @@ class QueueViewSet(viewsets.ViewSet):
             "The item stays in the queue but is invisible to others for `lease` seconds. Ack it with the "
             "receipt when done; release it to give it back; extend the lease for more time. If the lease "
             "ends first, the item comes back at its place and will be claimed again (after `max_attempts` "
-            f"claims it becomes a dead letter instead). `wait` (at most {MAX_WAIT_SECONDS} s) long-polls "
+            f"claims it becomes a dead letter instead). `wait` (at most {MAX_WAIT_SECONDS:g} s) long-polls "
             "an empty queue."
         ),
     )
@@ -429,6 +452,7 @@ class QueueViewSet(viewsets.ViewSet):
         {204: OpenApiResponse(description="Acknowledged: the item is gone.")},
         (400, 404, 409, 413),
         notes=_RECEIPT_ERRORS,
+        bodies=_RECEIPT_ERROR_SERIALIZERS,
         request=ReceiptSerializer,
     )
     @action(detail=True, methods=["post"])
@@ -442,6 +466,7 @@ class QueueViewSet(viewsets.ViewSet):
         {200: OpenApiResponse(ReleasedSerializer, description="Where the item went.")},
         (400, 404, 409, 413),
         notes=_RECEIPT_ERRORS,
+        bodies=_RECEIPT_ERROR_SERIALIZERS,
         request=ReleaseSerializer,
         description=(
             "The item becomes claimable again at its place, at once or after `delay` seconds. An item "
@@ -459,13 +484,15 @@ class QueueViewSet(viewsets.ViewSet):
         {200: OpenApiResponse(LeaseTimeSerializer, description="The same receipt and the lease's new end.")},
         (400, 404, 409, 413),
         notes=_RECEIPT_ERRORS,
-        request=ExtendSerializer,
-        description="The lease now ends `seconds` from now (shorter or longer than before).",
+        bodies=_RECEIPT_ERROR_SERIALIZERS,
+        request=_EXTEND_REQUEST,
+        description="The lease now ends `lease` seconds from now (shorter or longer than before), `lease` "
+        "meaning what it means for claim. `seconds` is its old name, still accepted (deprecated); not both.",
     )
     @action(detail=True, methods=["post"])
     def extend(self, request: Request, name: str) -> Response:
-        data = self._body(ExtendSerializer, request).validated_data
-        lease = service.extend(self.db, data["receipt"], data["seconds"], name=name)
+        data = self._body(ExtendBodySerializer, request).validated_data
+        lease = service.extend(self.db, data["receipt"], data["lease"], name=name)
         return Response(LeaseTimeSerializer(lease).data)
 
     @_operation(

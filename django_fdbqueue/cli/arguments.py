@@ -7,6 +7,8 @@ import datetime as dt
 import math
 from typing import Any
 
+from django_fdbqueue.service import MAX_WAIT_SECONDS
+
 __all__ = [
     "positive_int",
     "positive_seconds",
@@ -15,6 +17,7 @@ __all__ = [
     "max_attempts",
     "add_queue_name",
     "add_end",
+    "add_wait",
     "add_paging",
     "add_yes",
 ]
@@ -98,6 +101,17 @@ def add_end(parser: Any) -> None:
         choices=("min", "max"),
         default="min",
         help="Which end: min (lowest priority first; the only end of a FIFO queue) or max. Default: min.",
+    )
+
+
+def add_wait(parser: Any, doing: str) -> None:
+    """--wait S, for pop and claim: bounded by the service's one cap, which says why."""
+    parser.add_argument(
+        "--wait",
+        metavar="S",
+        type=positive_seconds,
+        help=f"When nothing is visible, wait up to S seconds (at most {MAX_WAIT_SECONDS:g}, as over REST) "
+        f"for an item {doing}; for longer, run it in a loop.",
     )
 
 

@@ -5,7 +5,8 @@ Scripts branch on the exit code, so each code means one thing:
 * 0 - done;
 * 1 - nothing there: a pop or peek found the queue empty (like ``grep`` finding no line);
 * 2 - bad input: unknown queue, invalid name, value, priority, cursor or option, wrong queue kind,
-  a refused or declined confirmation;
+  a refused or declined confirmation, a receipt whose lease is gone (the message starts with
+  "Lease gone (expired)" or "Lease gone (not_found)", whichever code the service raised);
 * 3 - the store failed: a FoundationDB error (timeout, unreachable cluster, retries exhausted) or
   a database that cannot be opened. A change may or may not have been applied.
 
@@ -20,7 +21,7 @@ from typing import Iterator
 
 from django.core.management.base import CommandError
 
-from django_fdbqueue.exceptions import QueueError
+from django_fdbqueue.exceptions import LeaseGone, QueueError
 from django_fdbqueue.fdbapi import FDBError, describe
 
 EXIT_OK = 0
@@ -75,6 +76,9 @@ def exit_codes() -> Iterator[None]:
     """Turn the service's and the store's exceptions raised inside into CommandErrors."""
     try:
         yield
+    except LeaseGone as error:
+        # One wording for both codes: what matters to a script is that the lease is gone.
+        raise usage_error(f"Lease gone ({error.reason}): {error}") from error
     except QueueError as error:
         raise usage_error(str(error)) from error
     except FDBError as error:

@@ -12,10 +12,10 @@ from typing import Any, Iterable
 
 from django_fdbqueue import service
 
-from .arguments import add_end, add_paging, add_queue_name, moment, positive_int, positive_seconds, seconds
+from .arguments import add_end, add_paging, add_queue_name, add_wait, moment, positive_int, seconds
 from .base import Context, add_subcommand
 from .errors import nothing_there, usage_error
-from .output import emit, item_data, items_table, page_text
+from .output import emit, item_data, items_table, page_text, pushed_item_data
 
 __all__ = ["register", "parse_value", "handle_push", "handle_pop", "handle_peek", "handle_browse"]
 
@@ -79,12 +79,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "-n", dest="count", metavar="N", type=positive_int, help="Pop up to this many items (output is then a list)."
     )
-    parser.add_argument(
-        "--wait",
-        metavar="S",
-        type=positive_seconds,
-        help="When the queue is empty, wait up to S seconds (at most 3600) for an item before giving up.",
-    )
+    add_wait(parser, "before giving up")
 
     parser = add_subcommand(
         subparsers, "peek", handle_peek, help="Show the next item (or -n items) from one end, removing nothing."
@@ -164,7 +159,10 @@ def _read_values(ctx: Context, path: str) -> list[Any]:
 def _pushed_text(item: Any) -> str:
     text = items_table([item])
     if item.duplicate:
-        text += "\nDuplicate: an item with this dedup key is already in the queue (shown); nothing was added."
+        text += (
+            "\nDuplicate: the item shown was pushed earlier with this dedup key (its value as stored, "
+            "null once it was consumed); nothing was added."
+        )
     return text
 
 
@@ -181,10 +179,7 @@ def handle_push(ctx: Context, options: dict[str, Any]) -> None:
     schedule = {"delay": options["delay"], "not_before": options["not_before"]}
     if text is not None:
         item = service.push(ctx.database(), name, parse_value(text), priority, dedup_key=dedup_key, **schedule)
-        data = item_data(item)
-        if dedup_key is not None:
-            data["duplicate"] = item.duplicate
-        emit(ctx, data, lambda: _pushed_text(item))
+        emit(ctx, pushed_item_data(item), lambda: _pushed_text(item))
         return
     values = _read_values(ctx, path)
     database = ctx.database()
@@ -192,7 +187,7 @@ def handle_push(ctx: Context, options: dict[str, Any]) -> None:
         service.get_queue(database, name)  # nothing to push, but an unknown queue is still an error
     items = service.push_many(database, name, [(value, priority) for value in values], **schedule)
     count = "1 item" if len(items) == 1 else f"{len(items)} items"
-    emit(ctx, [item_data(item) for item in items], f"Pushed {count} to queue {name!r}.", success=True)
+    emit(ctx, [pushed_item_data(item) for item in items], f"Pushed {count} to queue {name!r}.", success=True)
 
 
 def handle_pop(ctx: Context, options: dict[str, Any]) -> None:

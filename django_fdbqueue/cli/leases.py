@@ -12,14 +12,14 @@ from typing import Any
 from django_fdbqueue import service
 
 from . import confirm
-from .arguments import add_end, add_paging, add_queue_name, add_yes, max_attempts, positive_seconds, seconds
+from .arguments import add_end, add_paging, add_queue_name, add_wait, add_yes, max_attempts, positive_seconds, seconds
 from .base import Context, add_subcommand
-from .errors import nothing_there
+from .errors import nothing_there, usage_error
 from .output import (
-    claimed_item_data,
     dead_letter_data,
     dead_letters_table,
     emit,
+    item_data,
     items_table,
     lease_data,
     lease_text,
@@ -47,6 +47,11 @@ def _add_receipt(parser: Any) -> None:
     parser.add_argument("receipt", help="The receipt that claim printed.")
 
 
+def _add_lease(parser: Any, help: str, default: float | None = None) -> None:
+    """--lease S: seconds from now until the lease ends, for claim and extend alike."""
+    parser.add_argument("--lease", metavar="S", type=positive_seconds, default=default, help=help)
+
+
 def register(subparsers: Any) -> None:
     """Add claim, ack, release, extend, dead-letters, requeue, delete-dead-letter and set-max-attempts."""
     parser = add_subcommand(
@@ -63,19 +68,10 @@ def register(subparsers: Any) -> None:
         ),
     )
     add_queue_name(parser)
-    parser.add_argument(
-        "--lease",
-        metavar="S",
-        type=positive_seconds,
-        default=DEFAULT_LEASE,
-        help=f"How long the item stays yours, in seconds (at most 43200). Default: {DEFAULT_LEASE:g}.",
+    _add_lease(
+        parser, f"How long the item stays yours, in seconds (at most 43200). Default: {DEFAULT_LEASE:g}.", DEFAULT_LEASE
     )
-    parser.add_argument(
-        "--wait",
-        metavar="S",
-        type=positive_seconds,
-        help="When nothing is visible, wait up to S seconds (at most 3600) for an item.",
-    )
+    add_wait(parser, "to claim")
     add_end(parser)
 
     parser = add_subcommand(subparsers, "ack", handle_ack, help="Acknowledge a claimed item: it is removed for good.")
@@ -96,11 +92,18 @@ def register(subparsers: Any) -> None:
     )
 
     parser = add_subcommand(
-        subparsers, "extend", handle_extend, help="Make a lease end SECONDS from now (the receipt stays the same)."
+        subparsers, "extend", handle_extend, help="Make a lease end --lease S seconds from now (the receipt stays)."
     )
     add_queue_name(parser)
     _add_receipt(parser)
-    parser.add_argument("seconds", metavar="SECONDS", type=positive_seconds, help="Seconds from now, at most 43200.")
+    _add_lease(parser, "The lease now ends S seconds from now (at most 43200), as claim's --lease. Required.")
+    parser.add_argument(
+        "seconds",
+        metavar="SECONDS",
+        nargs="?",
+        type=positive_seconds,
+        help="Deprecated: the same as --lease, the way extend took it before. Give one of them, not both.",
+    )
 
     parser = add_subcommand(
         subparsers,
@@ -175,9 +178,19 @@ def handle_release(ctx: Context, options: dict[str, Any]) -> None:
 
 
 def handle_extend(ctx: Context, options: dict[str, Any]) -> None:
-    """Push the lease's end out to SECONDS from now; prints the lease like claim."""
-    lease = service.extend(ctx.database(), options["receipt"], options["seconds"], name=options["name"])
+    """Move the lease's end to --lease seconds from now; prints the lease like claim."""
+    seconds = _extend_lease(options["lease"], options["seconds"])
+    lease = service.extend(ctx.database(), options["receipt"], seconds, name=options["name"])
     emit(ctx, lease_data(lease), lambda: lease_text(lease))
+
+
+def _extend_lease(lease: float | None, seconds: float | None) -> float:
+    """extend's new length: --lease, or the positional SECONDS it replaced (one of them)."""
+    if lease is not None and seconds is not None:
+        raise usage_error("Give --lease S or SECONDS (its old spelling), not both.")
+    if lease is None and seconds is None:
+        raise usage_error("Give --lease S: the seconds from now until the lease ends.")
+    return lease if lease is not None else seconds  # type: ignore[return-value]
 
 
 def handle_dead_letters(ctx: Context, options: dict[str, Any]) -> None:
@@ -193,7 +206,7 @@ def handle_requeue(ctx: Context, options: dict[str, Any]) -> None:
     item = service.requeue_dead_letter(ctx.database(), name, options["item_id"])
     emit(
         ctx,
-        claimed_item_data(item),
+        item_data(item),
         lambda: items_table([item]) + f"\nRequeued to queue {name!r}; its attempts start over.",
     )
 

@@ -20,8 +20,8 @@ __all__ = [
     "iso_utc",
     "format_age",
     "item_data",
+    "pushed_item_data",
     "queue_data",
-    "claimed_item_data",
     "lease_data",
     "lease_text",
     "dead_letter_data",
@@ -70,11 +70,22 @@ def format_age(seconds: float | None) -> str:
 
 
 def item_data(item: Item) -> dict[str, Any]:
-    """An item as JSON data: the same fields the REST API returns."""
+    """An item as JSON data: the same fields, under the same names, as the REST API's item."""
     value = item.value
     if isinstance(value, (bytes, bytearray, memoryview)):
         value = _jsonable(value)
-    return {"id": item.id, "priority": item.priority, "value": value, "enqueued_at": iso_utc(item.enqueued_at)}
+    return {
+        "id": item.id,
+        "priority": item.priority,
+        "value": value,
+        "enqueued_at": iso_utc(item.enqueued_at),
+        "attempts": item.attempts,
+    }
+
+
+def pushed_item_data(item: Item) -> dict[str, Any]:
+    """What a push stored, as the REST API's push answers it: the item and whether it was a duplicate."""
+    return {**item_data(item), "duplicate": item.duplicate}
 
 
 def queue_data(info: QueueInfo) -> dict[str, Any]:
@@ -98,14 +109,13 @@ def queue_data(info: QueueInfo) -> dict[str, Any]:
     }
 
 
-def claimed_item_data(item: Item) -> dict[str, Any]:
-    """An item handed out by a claim or kept as a dead letter: its fields plus ``attempts``."""
-    return {**item_data(item), "attempts": item.attempts}
-
-
 def lease_data(lease: Lease) -> dict[str, Any]:
     """A lease as JSON data: the receipt to ack, release or extend with, when it ends, the item."""
-    return {"receipt": lease.receipt, "expires_at": iso_utc(lease.expires_at), "item": claimed_item_data(lease.item)}
+    return {
+        "receipt": lease.receipt,
+        "lease_expires_at": iso_utc(lease.lease_expires_at),
+        "item": item_data(lease.item),
+    }
 
 
 def lease_text(lease: Lease) -> str:
@@ -114,7 +124,7 @@ def lease_text(lease: Lease) -> str:
     return fields(
         [
             ("Receipt", lease.receipt),
-            ("Expires at", iso_utc(lease.expires_at)),
+            ("Lease expires at", iso_utc(lease.lease_expires_at)),
             ("ID", item.id),
             ("Priority", item.priority),
             ("Attempts", item.attempts),
@@ -126,7 +136,7 @@ def lease_text(lease: Lease) -> str:
 
 def dead_letter_data(letter: DeadLetter) -> dict[str, Any]:
     """A dead letter as JSON data: the item, how many claims it had, and when it died."""
-    return {**claimed_item_data(letter.item), "died_at": iso_utc(letter.died_at)}
+    return {**item_data(letter.item), "died_at": iso_utc(letter.died_at)}
 
 
 def dead_letters_table(letters: Sequence[DeadLetter]) -> str:

@@ -160,6 +160,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+import warnings
 from typing import Any, Callable, Iterable, Literal
 
 from django_fdbqueue import codecs
@@ -188,8 +189,12 @@ POP_MODES = (PLAIN, HIGH_CONTENTION)
 PopMode = Literal["plain", "high-contention"]
 # A range read's limit is a C int in FoundationDB's client.
 MAX_POP_MANY = 2**31 - 1
-#: Longest a pop or claim may block with ``wait=`` (the API caps it lower for HTTP).
-MAX_WAIT_SECONDS = 3600.0
+#: Longest a pop or claim may block with ``wait=``, in every face (Python, REST, CLI, worker).
+#: A wait holds what it runs in for its whole length: over HTTP a server worker, and the read
+#: timeout of every proxy on the way (often 30 or 60 s), so 20 s stays under them. A longer
+#: wait is a loop of these, which costs one read and one watch per 20 s. Longer is refused,
+#: never silently cut.
+MAX_WAIT_SECONDS = 20.0
 #: Furthest into the future an item may be delayed.
 MAX_DELAY_SECONDS = 366 * 86_400.0
 MAX_ATTEMPTS_LIMIT = 1000
@@ -610,9 +615,28 @@ def release(db_or_tr: Any, receipt: str, *, delay: float = 0, name: str | None =
 
 
 @observed
-def extend(db_or_tr: Any, receipt: str, seconds: float, *, name: str | None = None) -> Lease:
-    """Make the lease end ``seconds`` from now (the receipt stays the same). Errors as for ``ack``."""
-    return _leases.extend(db_or_tr, receipt, _check_lease(seconds, "seconds"), name)
+def extend(
+    db_or_tr: Any, receipt: str, lease: float | None = None, *, name: str | None = None, seconds: float | None = None
+) -> Lease:
+    """Make the lease end ``lease`` seconds from now (the receipt stays the same).
+
+    ``lease`` means what it means for ``claim``: seconds from now until the lease ends, with
+    the same bounds. ``seconds=`` is its deprecated spelling, still accepted. Errors as for
+    ``ack``.
+    """
+    return _leases.extend(db_or_tr, receipt, _check_lease(_renamed(lease, seconds)), name)
+
+
+def _renamed(lease: object, seconds: object) -> object:
+    """extend's ``lease``, given under its old name ``seconds`` or its own (not both)."""
+    if seconds is None:
+        if lease is None:
+            raise InvalidArgument("extend needs lease: the seconds from now until the lease ends.", field="lease")
+        return lease
+    if lease is not None:
+        raise InvalidArgument("Pass lease (or its old name seconds), not both.", field="lease")
+    warnings.warn("extend(seconds=...) is deprecated: pass lease=... instead.", DeprecationWarning, stacklevel=4)
+    return seconds
 
 
 def receipt_queue(receipt: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Iterable
 
@@ -101,8 +102,28 @@ def decode_item(qk: keys.QueueKeys, kv: Any) -> Item:
 # --- push ------------------------------------------------------------------------------------
 
 
+class DuplicatePending:
+    """A push whose dedup key an earlier push of the same transaction took: that push's item,
+    marked ``duplicate`` once committed (as a duplicate of an older item is at once)."""
+
+    __slots__ = ("first",)
+
+    def __init__(self, first: PendingItem) -> None:
+        self.first = first
+
+    def __getattr__(self, name: str) -> Any:  # priority, value, enqueued_at, committed
+        return getattr(self.first, name)
+
+    @property
+    def id(self) -> str:
+        return self.first.id
+
+    def result(self, *, wait: bool = False) -> Item:
+        return dataclasses.replace(self.first.result(wait=wait), duplicate=True)
+
+
 @transactional
-def push_prepared(tr: Any, name: str, batch: list[Prepared]) -> list[PendingItem | dedup.Known]:
+def push_prepared(tr: Any, name: str, batch: list[Prepared]) -> list[PendingItem | DuplicatePending | dedup.Known]:
     """Write a batch of items. Reads only the catalog entry (and dedup records), never the items.
 
     Pushes never conflict with each other or with pops; a push with a dedup key conflicts only
@@ -127,18 +148,18 @@ def push_prepared(tr: Any, name: str, batch: list[Prepared]) -> list[PendingItem
     }
     if records:
         dedup.prune(tr, qk, now_us, skip=pending_here)
-    out: list[PendingItem | dedup.Known | None] = [None] * len(batch)
+    out: list[PendingItem | DuplicatePending | dedup.Known | None] = [None] * len(batch)
     fresh: list[tuple[int, Prepared]] = []
     for position, p in enumerate(batch):
         if p.dedup is not None:
             earlier = attempt.dedup_pending.get((qk.queue_id, p.dedup))
             if earlier is not None:
-                out[position] = earlier  # the same key twice in one attempt: one item
+                out[position] = DuplicatePending(earlier)  # the same key twice in one attempt: one item
                 continue
             value = codecs.get(p.codec).decode(p.payload)
             known = dedup.existing(records[p.dedup], value, now_us)
             if known is not None:
-                out[position] = dedup.Known(known)
+                out[position] = dedup.Known(as_stored(tr, qk, known))
                 continue
         fresh.append((position, p))
     if not fresh:
@@ -176,6 +197,41 @@ def push_prepared(tr: Any, name: str, batch: list[Prepared]) -> list[PendingItem
     tr.add(qk.counter(keys.PUSHED), counter_bytes(ready + delayed))
     visibility.wake(tr, qk)
     return out  # type: ignore[return-value]
+
+
+def as_stored(tr: Any, qk: keys.QueueKeys, known: Item) -> Item:
+    """The item a dedup key names, as stored now (its value, its attempts), marked duplicate.
+
+    A duplicate push answers with what the queue holds, never with the value it was sent. The
+    reads are snapshot reads, issued together: a duplicate push must not conflict with pops and
+    claims of that item. An item already consumed (popped, acked, or deleted as a dead letter)
+    has no value left: it comes back with ``value=None``; so does one a high-contention pop has
+    taken but not yet collected (it is in flight, in that pop's result).
+    """
+    priority, stamp = keys.parse_item_id(known.id)
+    ready_at = qk.item_prefix(priority, stamp)
+    dead_at = qk.dead.pack((priority, stamp))
+    ready = tr.snapshot.get_range(ready_at, ready_at + b"\xff", limit=1)
+    hidden = tr.snapshot[qk.hidden_index.pack((priority, stamp))]
+    dead = tr.snapshot.get_range(dead_at, dead_at + b"\xff", limit=1)
+    stored = _stored(tr, qk, (priority, stamp), first(ready), hidden, first(dead))
+    if stored is None:
+        return dataclasses.replace(known, value=None)
+    return dataclasses.replace(stored, duplicate=True)
+
+
+def _stored(tr: Any, qk: keys.QueueKeys, place: tuple, ready: Any, hidden: Any, dead: Any) -> Item | None:
+    """Decode whichever of the three places holds the item at ``place`` (at most one does)."""
+    if ready is not None:
+        return decode_item(qk, ready)
+    if hidden.present():
+        h = visibility.Hidden.from_index(*place, bytes(hidden))
+        payload = tr.snapshot[h.key(qk)]
+        return visibility.item_from(h.priority, h.stamp, h.meta, payload) if payload.present() else None
+    if dead is not None:
+        priority, stamp, _died_us, *rest = qk.dead.unpack(bytes(dead.key))
+        return visibility.item_from(priority, stamp, keys.ItemMeta.from_elements(rest), dead.value)
+    return None
 
 
 def push_batches(prepared: list[Prepared]) -> Iterable[list[Prepared]]:

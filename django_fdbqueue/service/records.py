@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -29,8 +30,11 @@ class Item:
     """One queued value. ``id`` is opaque, URL-safe and stable for the item's whole life.
 
     ``attempts`` counts the claims the item has had. ``duplicate`` is True only on what a push
-    with a ``dedup_key`` returns when that key was already taken: nothing was added, the id,
-    priority and enqueue time are the first item's, and ``value`` is the one this push passed.
+    with a ``dedup_key`` returns when that key was already taken: nothing was added, and the
+    item is the one stored under the key, as it is now (its id, priority, enqueue time, attempts
+    and value, never the value this push passed). Once that item has been consumed (or while a
+    high-contention pop is handing it over) its value is not where a push looks, and ``value``
+    is None.
     """
 
     id: str
@@ -43,15 +47,24 @@ class Item:
 
 @dataclass(frozen=True)
 class Lease:
-    """A claimed item, hidden from other consumers until ``expires_at`` unless acked first.
+    """A claimed item, hidden from other consumers until ``lease_expires_at`` unless acked first.
 
     ``receipt`` is what ack, release and extend take; it names the queue and carries a random
     token that only this claim knows, so no other holder of the item can use it.
+    ``lease_expires_at`` has that name in every face (REST and the CLI's JSON too).
     """
 
     item: Item
     receipt: str
-    expires_at: dt.datetime
+    lease_expires_at: dt.datetime
+
+    @property
+    def expires_at(self) -> dt.datetime:
+        """Deprecated spelling of ``lease_expires_at``, still readable (see docs/names.md)."""
+        warnings.warn(
+            "Lease.expires_at is deprecated: read Lease.lease_expires_at.", DeprecationWarning, stacklevel=2
+        )
+        return self.lease_expires_at
 
 
 @dataclass(frozen=True)

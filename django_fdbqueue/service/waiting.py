@@ -9,6 +9,13 @@ against, so it cannot slip by unnoticed. The caller then sleeps until the watch 
 earliest hidden item becomes visible, whichever comes first, and tries again. The watch is set
 in its own transaction, apart from the one that takes the item: a watch reads its key, and a
 pop that read it would conflict with every push.
+
+The same transaction also watches the queue's catalog entry, which only ``delete_queue`` (and a
+change of ``max_attempts``) writes. The wake-up key cannot serve for that: it exists only once
+something was pushed, and clearing a key that is absent changes nothing a watch could see. So a
+caller waiting on a queue that is deleted wakes as soon as the deletion commits, checks again,
+and gets ``QueueNotFound`` instead of sleeping out its wait. (A queue deleted and created again
+before the caller looks is a queue of that name: the caller goes on waiting on the new one.)
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ from typing import Any
 
 from django_fdbqueue.fdbapi import FDBError, _count_retry
 
-from . import visibility
+from . import keys, visibility
 from .catalog import first, require
 from .records import now_micros
 
@@ -39,6 +46,30 @@ def wait_on(watch: Any, seconds: float) -> bool:
             watch.cancel()
 
 
+class AnyOf:
+    """Several watches seen as one, for :func:`wait_on`: ready as soon as any of them is."""
+
+    def __init__(self, *watches: Any) -> None:
+        self.watches = watches
+
+    def on_ready(self, callback: Any) -> None:
+        for watch in self.watches:
+            watch.on_ready(lambda _watch: callback(self))
+
+    def is_ready(self) -> bool:
+        return any(watch.is_ready() for watch in self.watches)
+
+    def failed(self) -> bool:
+        """Did a watch that is ready end with an error rather than a change?"""
+        return any(watch.is_ready() and _watch_failed(watch) for watch in self.watches)
+
+    def cancel(self) -> None:
+        """Let go of the watches still waiting (each one counts against the database's limit)."""
+        for watch in self.watches:
+            if not watch.is_ready():
+                watch.cancel()
+
+
 def _watch_failed(watch: Any) -> bool:
     try:
         watch.wait()
@@ -51,7 +82,7 @@ def until_visible(db: Any, name: str, end: str, deadline: float) -> bool:
     """Wait until ``name`` may have a visible item (True) or ``deadline`` passes (False).
 
     ``deadline`` is on ``time.monotonic()``'s clock. True means "try again now": another client
-    may still take the item first.
+    may still take the item first. Raises ``QueueNotFound`` once the queue is deleted.
     """
     while True:
         left = deadline - time.monotonic()
@@ -63,18 +94,21 @@ def until_visible(db: Any, name: str, end: str, deadline: float) -> bool:
             r = qk.items.range()
             ready = tr.get_range(r.start, r.stop, limit=1)
             next_us = visibility.next_visible_us(tr, qk)
-            watch = tr.watch(qk.wake_key)
+            watches = AnyOf(tr.watch(qk.wake_key), tr.watch(keys.catalog_key(qk.root, name)))
             now_us = now_micros()
             if first(ready) is not None or (next_us is not None and next_us <= now_us):
-                watch.cancel()
+                watches.cancel()
                 return True
-            tr.commit().wait()  # read-only: it cannot conflict; it starts the watch
+            tr.commit().wait()  # read-only: it cannot conflict; it starts the watches
         except FDBError as error:
             _count_retry(error.code)
             tr.on_error(error).wait()
             continue
         seconds = left if next_us is None else min(left, (next_us - now_us) / 1_000_000)
-        if wait_on(watch, seconds) and _watch_failed(watch):
+        fired = wait_on(watches, seconds)
+        failed = fired and watches.failed()
+        watches.cancel()
+        if failed:
             # A watch past the transaction timeout ends with an error: set a new one. One that
             # failed at once must not make this loop spin.
             threading.Event().wait(min(WATCH_FAILURE_PAUSE, max(0.0, deadline - time.monotonic())))

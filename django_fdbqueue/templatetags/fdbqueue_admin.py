@@ -1,7 +1,8 @@
 """Template filters of the admin queue pages: item values as indented JSON, short ages and times.
 
-Both filters return plain strings, so the template's autoescaping still applies to whatever a
-queue item contains: a value such as ``"<script>…"`` is shown as text, never as markup.
+They return plain strings, so the template's autoescaping still applies to whatever a queue item
+contains: a value such as ``"<script>…"`` is shown as text, never as markup. The one exception,
+``breakable``, escapes its text itself before it adds line-break hints.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import json
 from typing import Any
 
 from django import template
+from django.utils.html import escape
+from django.utils.safestring import SafeString, mark_safe
 
 register = template.Library()
 
@@ -52,6 +55,14 @@ def age(seconds: float | None) -> str:
         return f"{hours} h {minutes} min" if minutes else f"{hours} h"
     days, hours = divmod(hours, 24)
     return f"{days} d {hours} h" if hours else f"{days} d"
+
+
+@register.filter
+def breakable(name: Any) -> SafeString:
+    """The text, escaped, with a line-break hint after each "." and "_": a long dotted queue name
+    then wraps between its parts in a narrow column, not in the middle of a word."""
+    escaped = str(escape(name))
+    return mark_safe(escaped.replace(".", ".<wbr>").replace("_", "_<wbr>"))
 
 
 @register.filter

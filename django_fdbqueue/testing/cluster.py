@@ -172,6 +172,24 @@ class LocalCluster:
         self.pids[index] = None
         self._save()
 
+    def running(self) -> list[int]:
+        """The indexes of the processes that are up now (a crashed one counts as down)."""
+        return [index for index, pid in enumerate(self.pids) if pid is not None and _ours(pid, self.directory)]
+
+    def stop_processes(self, sig: int = signal.SIGTERM) -> None:
+        """Stop every process but keep the folder: a whole-cluster outage that
+        ``start_processes()`` ends, with the data each process had (the memory engine logs to disk).
+        """
+        for index in range(self.processes):
+            self.kill(index, sig)
+
+    def start_processes(self) -> list[int]:
+        """Start every process that is down, each with its own data; the indexes started."""
+        down = [index for index in range(self.processes) if index not in self.running()]
+        for index in down:
+            self.start_process(index)
+        return down
+
     def stop(self) -> None:
         """Stop every process this cluster started (by pid) and remove its folder."""
         for index, pid in enumerate(self.pids):

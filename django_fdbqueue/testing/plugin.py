@@ -27,7 +27,6 @@ from . import binaries
 from .cluster import ClusterError, LocalCluster
 
 ENV_CLUSTER_FILE = "FDBQUEUE_TEST_CLUSTER_FILE"
-ENV_CLIENT_LIBRARY = "FDBQUEUE_TEST_CLIENT_LIBRARY"
 ENV_MODE = "FDBQUEUE_TEST_CLUSTER"
 MODES = ("auto", "require", "off")
 ENGINES = ("embedded", "foundationdb")
@@ -65,12 +64,14 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
 
     if (early_config.getoption("--fdbqueue-cluster", None) or os.environ.get(ENV_MODE)) == "off":
         return
-    library = os.environ.get(ENV_CLIENT_LIBRARY)
+    library = os.environ.get(clientlib.ENV_VARIABLE)
     if not library and binaries.available():
         library = binaries.find(need_library=True).library
     if library:
         if clientlib.load(library):
             _state.library = clientlib.loaded_path
+            # Processes the tests start load it too, before their settings are read.
+            os.environ[clientlib.ENV_VARIABLE] = _state.library
         else:
             _state.problem = f"the client library {library} could not be loaded: {clientlib.load_error}"
 

@@ -8,11 +8,12 @@ permissions, so a project grants them like any other:
 - ``knox.add_authtoken``: create a token (for a superuser only when you are one);
 - ``knox.delete_authtoken``: revoke one token, or all of a user's.
 
-Why our pages rather than knox's own admin (which stays registered, under "Knox"): knox's lists
-the digest of every token and shows a new token in a message, which Django's default message
-storage keeps in a cookie until the next page. Here a new token is written into the response to
-the POST that created it and nowhere else (no redirect, no message, no session, and the admin's
-never-cache headers), the list shows only the 15-character prefix, and revoking asks first.
+Why our pages rather than knox's own admin (which ``knox_admin.py`` replaces by an entry leading
+here, so there is one place for tokens): knox's lists the digest of every token and shows a new
+token in a message, which Django's default message storage keeps in a cookie until the next page.
+Here a new token is written into the response to the POST that created it and nowhere else (no
+redirect, no message, no session, and the admin's never-cache headers), the list shows only the
+15-character prefix, and revoking asks first.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ or answer is lost loses its item (at-most-once, as the README documents).
 
 from __future__ import annotations
 
+import datetime
 import json
 import random
 import sys
@@ -31,6 +32,24 @@ TIMEOUT = httpx.Timeout(30.0, connect=5.0)
 # and acks are safe to repeat.
 RETRIES = 4
 ABANDON_LEASE = 1.5
+
+
+def lease_end(lease_body: dict[str, Any]) -> float | None:
+    """The lease's end as the server set it (Unix seconds), from a claim's answer; None if absent.
+
+    The server computes it from the same machine's clock as the journal's timestamps, so the
+    driver can tell exactly whether a later claim came before it.
+    """
+    text = lease_body.get("lease_expires_at") or lease_body.get("expires_at")
+    if not isinstance(text, str):
+        return None
+    try:
+        moment = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        return None
+    return round(moment.timestamp(), 6)
 
 
 class Journal:
@@ -72,13 +91,19 @@ class LoadThread:
     # -- one request -------------------------------------------------------------------------
 
     def request(self, method: str, path: str, **kwargs: Any) -> tuple[Any, Any]:
-        """(status, or "err" when no answer came; and the parsed body with the latency)."""
+        """(status, or "err" when no answer came; and the parsed body, the latency and the start).
+
+        ``sent`` is the wall clock just before the request: the server acted after it. The
+        journal's ``t`` comes later than the answer (parsing, the GIL, a busy machine), so
+        ``t - ms`` is no bound on when the server acted, and the driver's checks use ``sent``.
+        """
+        sent = time.time()
         started = time.perf_counter()
         try:
             response = self.http.request(method, path, **kwargs)
         except httpx.HTTPError as error:
             ms = (time.perf_counter() - started) * 1000
-            return "err", {"error": type(error).__name__, "ms": ms}
+            return "err", {"error": type(error).__name__, "ms": ms, "sent": sent}
         ms = (time.perf_counter() - started) * 1000
         body = None
         if response.content:
@@ -86,7 +111,8 @@ class LoadThread:
                 body = response.json()
             except ValueError:
                 body = {"raw": response.text[:200]}
-        return response.status_code, {"body": body, "ms": ms, "retry_after": response.headers.get("retry-after")}
+        retry_after = response.headers.get("retry-after")
+        return response.status_code, {"body": body, "ms": ms, "sent": sent, "retry_after": retry_after}
 
     def record(self, op: str, status: Any, info: dict[str, Any], **fields: Any) -> None:
         extra: dict[str, Any] = {}
@@ -95,7 +121,7 @@ class LoadThread:
         elif isinstance(status, int) and status >= 500:
             extra["body"] = info["body"]
             extra["retry_after"] = info["retry_after"]
-        self.journal.write(op=op, st=status, ms=round(info["ms"], 3), **fields, **extra)
+        self.journal.write(op=op, st=status, ms=round(info["ms"], 3), t0=round(info["sent"], 4), **fields, **extra)
 
     # -- the operations ----------------------------------------------------------------------
 
@@ -163,7 +189,8 @@ class LoadThread:
         lease_body = info["body"]
         item = lease_body["item"]
         uid = item["value"]["uid"]
-        self.record("claim", status, info, uid=uid, id=item["id"], att=item["attempts"], abandon=abandon, **fields)
+        self.record("claim", status, info, uid=uid, id=item["id"], att=item["attempts"], abandon=abandon,
+                    until=lease_end(lease_body), **fields)
         if abandon:
             return  # never acked: the lease runs out and the item comes back
         receipt = lease_body["receipt"]

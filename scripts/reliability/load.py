@@ -113,8 +113,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 @dataclass(frozen=True)
 class Take:
-    """One event in an item's life as a client saw it: ``at`` when the answer came, ``took`` how
-    long the request lasted (the server acted somewhere in between), ``lease`` for a claim."""
+    """One event in an item's life as a client saw it: ``at`` when it was journaled, ``took`` how
+    long the request lasted, ``lease`` for a claim.
+
+    ``sent`` is the wall clock when the request left (journals older than this field lack it), and
+    ``until`` the lease's end as the server set it, from the claim's answer. The journal's ``at``
+    comes after the answer by however long the client thread waited for the CPU and the GIL: on a
+    loaded machine tens of milliseconds, so ``at - took`` is no bound on when the server acted.
+    """
 
     at: float
     took: float
@@ -122,39 +128,60 @@ class Take:
     source: str
     kind: str  # "pop", "claim", "release", "ack", or "drain" (the driver's claim after the run)
     seq: int = 0  # the line in its journal: order within one source, whatever the clock's rounding
+    sent: float | None = None
+    until: float | None = None
+
+    @property
+    def start(self) -> float:
+        """No later than the server acted: the request was not sent before this."""
+        return self.sent if self.sent is not None else self.at - self.took
+
+    @property
+    def answered(self) -> float:
+        """No earlier than the server acted: its answer had arrived by then."""
+        return self.sent + self.took if self.sent is not None else self.at
 
 
 def overlapping_deliveries(timeline: dict[str, list[Take]]) -> list[str]:
     """Items handed to a second consumer while the first surely still held them.
 
-    The server acted on each request somewhere between its start (``at - took``) and its answer
-    (``at``). A claim holds its item until the lease ends (at the earliest ``start + lease``) or
-    its holder's next release starts; a pop holds it for good. Two takes of one item are an
-    overlap when neither order is possible: each happened before the other's holding surely
-    ended. At-least-once allows a second delivery only once a lease ran out or was given back.
+    The server acted on each request between its ``start`` and its ``answered`` time. A claim
+    holds its item until its lease ends (``until``, the end the server set; from older journals
+    at the earliest ``start + lease``) or its holder releases it (from the moment the release is
+    sent), whichever comes first; a pop holds it for good. Two takes of one item are an overlap
+    when neither order is possible: each was answered before the other's holding ended. Every
+    time here is read from this machine's one clock, which the server's lease ends come from too,
+    so no delay of a client thread can make a legitimate second delivery look like an overlap.
+    At-least-once allows a second delivery only once a lease ran out or was given back.
     """
     problems = []
-    slack = 0.005  # timestamps are rounded to 0.1 ms
+    slack = 0.001  # journal times are rounded to 0.1 ms
     for uid, events in timeline.items():
-        events = sorted(events, key=lambda event: event.at)
+        events = sorted(events, key=lambda event: (event.start, event.seq))
         takes = [event for event in events if event.kind in ("pop", "claim", "drain")]
-
-        def held_until(take: Take) -> float:
-            if take.kind == "pop":
-                return float("inf")
-            end = take.at - take.took + take.lease
-            for event in events:  # the holder's own release, if it gave the item back
-                if event.kind == "release" and event.source == take.source and event.seq > take.seq:
-                    return min(end, event.at - event.took)
-            return end
-
         for first, second in zip(takes, takes[1:]):
-            second_after_first = second.at + slack >= held_until(first)
-            first_after_second = first.at + slack >= held_until(second)
+            second_after_first = second.answered + slack >= held_until(first, events)
+            first_after_second = first.answered + slack >= held_until(second, events)
             if not second_after_first and not first_after_second:
-                problems.append(f"{uid}: {second.kind} by {second.source} at {second.at:.3f} while "
-                                f"{first.kind} by {first.source} at {first.at:.3f} held it")
+                problems.append(f"{uid}: {second.kind} by {second.source} answered at {second.answered:.4f} while "
+                                f"{first.kind} by {first.source} answered at {first.answered:.4f} held it until "
+                                f"{held_until(first, events):.4f}")
     return problems
+
+
+def held_until(take: Take, events: list[Take]) -> float:
+    """When ``take``'s hold on its item ended: its lease's end, or its holder's release."""
+    if take.kind == "pop":
+        return float("inf")
+    end = take.until if take.until is not None else take.start + take.lease
+    later = sorted((event for event in events if event.source == take.source and event.seq > take.seq),
+                   key=lambda event: event.seq)
+    for event in later:  # the holder's own next release of this item, before it took it again
+        if event.kind == "release":
+            return min(end, event.start)
+        if event.kind in ("pop", "claim", "drain"):
+            break
+    return end
 
 
 class Checks:
@@ -411,7 +438,7 @@ def read_journals(journal_dir: Path) -> dict[str, Any]:
                 continue
             if op == "release?":
                 # From the moment it is sent, the item may be free again, answered or not.
-                timeline[event["uid"]].append(Take(event["t"], 0.0, 0.0, source, "release", seq))
+                timeline[event["uid"]].append(Take(event["t"], 0.0, 0.0, source, "release", seq, sent=event["t"]))
                 continue
             status = event["st"]
             figures[op].add(status, event.get("ms"))
@@ -436,18 +463,21 @@ def read_journals(journal_dir: Path) -> dict[str, Any]:
                     pending_push.difference_update(event["uids"])
             elif op == "pop" and status == 200:
                 consumed.append((event["uid"], "pop", event["id"]))
-                timeline[event["uid"]].append(Take(event["t"], event["ms"] / 1000, 0.0, source, "pop", seq))
+                timeline[event["uid"]].append(Take(event["t"], event["ms"] / 1000, 0.0, source, "pop", seq,
+                                                   sent=event.get("t0")))
             elif op == "claim" and status == 200:
                 claims[event["uid"]].append((event["t"], source, bool(event.get("abandon"))))
                 last_claim[event["uid"]] = event["t"]
-                timeline[event["uid"]].append(Take(event["t"], event["ms"] / 1000, event["lease"], source, "claim", seq))
+                timeline[event["uid"]].append(Take(event["t"], event["ms"] / 1000, event["lease"], source, "claim",
+                                                   seq, sent=event.get("t0"), until=event.get("until")))
             elif op == "ack":
                 uid = event["uid"]
                 if status == 204:
                     consumed.append((uid, "ack", event["id"]))
                     acked_ids.append(event["id"])
                     pending_ack = None
-                    timeline[uid].append(Take(event["t"], event["ms"] / 1000, 0.0, source, "ack", seq))
+                    timeline[uid].append(Take(event["t"], event["ms"] / 1000, 0.0, source, "ack", seq,
+                                              sent=event.get("t0")))
                 elif status == 409 and event.get("doubt"):
                     ack_doubt.add(uid)
                     pending_ack = None
@@ -535,7 +565,9 @@ def drain(service: Any, db: Any, seconds: float) -> dict[str, Any]:
                     break
                 answered_at = time.time()
                 taken.append((lease.item.value["uid"], lease.item.attempts))
-                takes.append((lease.item.value["uid"], Take(answered_at, answered_at - asked_at, 60.0, "drain", "drain")))
+                take = Take(answered_at, answered_at - asked_at, 60.0, "drain", "drain", sent=asked_at,
+                            until=lease.lease_expires_at.timestamp())
+                takes.append((lease.item.value["uid"], take))
                 service.ack(db, lease.receipt)
         infos = [service.get_queue(db, queue["name"]) for queue in QUEUES]
         if all(info.size == 0 and info.leased == 0 and info.delayed == 0 for info in infos):

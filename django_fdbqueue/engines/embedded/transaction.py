@@ -82,11 +82,13 @@ class _WriteCache:
     """What the transaction's own writes say about each key: read-your-writes, and the commit.
 
     A key's entry is either a known value (set, cleared, or an atomic op on a known value),
-    a list of atomic ops awaiting the stored value, or "unreadable" (a versionstamped value).
-    Cleared ranges hide stored rows; later writes inside them get entries of their own.
-    Unreadable ranges are where a versionstamped key may land: as in FoundationDB, a read that
-    reaches one fails with 1036 (accessed_unreadable), since its contents are unknown until
-    the commit.
+    a list of atomic ops awaiting the stored value, or a versionstamped value with the atomic ops
+    written after it (applied to the stamped value at commit, as FoundationDB does: none is
+    dropped). Cleared ranges hide stored rows; later writes inside them get entries of their own.
+    Unreadable ranges are where a versionstamped key may land, and unreadable keys those written
+    with a versionstamped value: as in FoundationDB, a read that reaches one fails with 1036
+    (accessed_unreadable), since its contents are unknown until the commit. A key stays
+    unreadable after a later set or atomic op, as on a cluster; only a clear ends that.
 
     The cache is also what the commit applies, as FoundationDB's client does with its write
     map: one final mutation per written key (a key set 10,000 times is written, and counted
@@ -94,13 +96,14 @@ class _WriteCache:
     in the order they were made.
     """
 
-    KNOWN, OPS, UNREADABLE = "known", "ops", "unreadable"
+    KNOWN, OPS, STAMPED = "known", "ops", "stamped"
 
     def __init__(self) -> None:
         self.keys: list[bytes] = []
         self.entries: dict[bytes, tuple[str, Any]] = {}
         self.clears: list[tuple[bytes, bytes]] = []
         self.unreadable_ranges: list[tuple[bytes, bytes]] = []
+        self.unreadable_keys: set[bytes] = set()
         # ("clear", begin, end) and ("stamped_key", body, offset, value), in call order.
         self.range_mutations: list[tuple[Any, ...]] = []
         self._costs: dict[bytes, int] = {}
@@ -114,7 +117,15 @@ class _WriteCache:
         self._costs[key] = cost
 
     def set(self, key: bytes, value: bytes | None) -> None:
-        """A value, or None for a cleared key (a clear of ``[key, key + b"\\x00")``)."""
+        """A value, or None for a cleared key (a clear of ``[key, key + b"\\x00")``).
+
+        A clear makes a key written with a versionstamped value readable again; a set does not.
+        """
+        if value is None:
+            self.unreadable_keys.discard(key)
+        self._known(key, value)
+
+    def _known(self, key: bytes, value: bytes | None) -> None:
         cost = len(key) + (len(value) if value is not None else len(key) + 1)
         self._put(key, (self.KNOWN, value), cost)
 
@@ -124,6 +135,7 @@ class _WriteCache:
             del self.entries[key]
             self.size -= self._costs.pop(key)
         del self.keys[lo:hi]
+        self.unreadable_keys = {key for key in self.unreadable_keys if not begin <= key < end}
         self.clears.append((begin, end))
         self.range_mutations.append(("clear", begin, end))
         self.size += len(begin) + len(end)
@@ -135,11 +147,13 @@ class _WriteCache:
 
     def atomic(self, key: bytes, op: Callable[[bytes | None, bytes], bytes | None], param: bytes) -> None:
         kind, payload = self.lookup(key)
-        if kind == self.UNREADABLE:
-            return
         if kind == self.KNOWN:
-            value = op(payload, param)
-            self.set(key, value)
+            self._known(key, op(payload, param))  # a result of None (compare_and_clear) is no clear
+            return
+        if kind == self.STAMPED:
+            body, offset, ops = payload
+            cost = self._costs[key] + len(key) + len(param)
+            self._put(key, (self.STAMPED, (body, offset, ops + ((op, param),))), cost)
             return
         ops = payload + [(op, param)] if kind == self.OPS else [(op, param)]
         # FoundationDB's write map folds a repeated operation into one mutation.
@@ -147,12 +161,14 @@ class _WriteCache:
         cost = self._costs.get(key, 0) + (0 if folded else len(key) + len(param))
         self._put(key, (self.OPS, ops), cost)
 
-    def unreadable(self, key: bytes, body: bytes, offset: int) -> None:
-        """A versionstamped value: `body` with its stamp placeholder at `offset`."""
-        self._put(key, (self.UNREADABLE, (body, offset)), len(key) + len(body))
+    def stamped_value(self, key: bytes, body: bytes, offset: int) -> None:
+        """A versionstamped value: `body` with its stamp placeholder at `offset` (no ops after it yet)."""
+        self._put(key, (self.STAMPED, (body, offset, ())), len(key) + len(body))
+        self.unreadable_keys.add(key)
 
-    def in_unreadable_range(self, key: bytes) -> bool:
-        return any(b <= key < e for b, e in self.unreadable_ranges)
+    def unreadable(self, key: bytes) -> bool:
+        """Is `key`'s value unknowable until the commit (a versionstamp may be part of it)?"""
+        return key in self.unreadable_keys or any(b <= key < e for b, e in self.unreadable_ranges)
 
     def unreadable_boundary(self, begin: bytes, end: bytes, reverse: bool) -> bytes | None:
         """Where a scan of [begin, end) first meets an unreadable range (None: it never does)."""
@@ -184,7 +200,7 @@ class _WriteCache:
             return stored
         if kind == self.KNOWN:
             return payload
-        if kind == self.UNREADABLE:
+        if kind == self.STAMPED:  # callers check unreadable() first; this is the last line of defence
             raise make_error(ErrorCode.ACCESSED_UNREADABLE)
         value = stored
         for op, param in payload:
@@ -399,13 +415,11 @@ class Transaction(_ReadView):
         self._check_readable()
         if key >= LEGAL_KEY_END and key != METADATA_VERSION_KEY:
             raise make_error(ErrorCode.KEY_OUTSIDE_LEGAL_RANGE)
-        if self._cache.in_unreadable_range(key):
+        if self._cache.unreadable(key):
             raise self._unreadable()
         kind, payload = self._cache.lookup(key)
         if kind == _WriteCache.KNOWN:
             return payload
-        if kind == _WriteCache.UNREADABLE:
-            raise self._unreadable()
         self._ensure_read_version()
         if key == METADATA_VERSION_KEY:
             stored = self._metadata_version  # read with the snapshot, as the read version is
@@ -486,6 +500,8 @@ class Transaction(_ReadView):
                 if self._cache.cleared(key):
                     value = None
             else:
+                if mine in self._cache.unreadable_keys:
+                    raise self._unreadable()
                 key, base = mine, None
                 if row is not None and row[0] == mine:
                     base = row[1]
@@ -650,7 +666,7 @@ class Transaction(_ReadView):
         # The one system key a versionstamped value may be written to without special options.
         if self._write_point(key, system_ok=True):
             self._check_value(body)
-            self._cache.unreadable(key, body, offset)
+            self._cache.stamped_value(key, body, offset)
 
     # -- conflict ranges by hand -----------------------------------------------------
     def add_read_conflict_range(self, begin: Any, end: Any) -> None:
@@ -773,11 +789,18 @@ class Transaction(_ReadView):
             self._release_snapshot()
         self._committed = True
         if fault == UNKNOWN_APPLIED:
+            # The commit happened: other clients' watches hear of it as of any commit, while
+            # this transaction's own watches fail with the error its caller sees.
+            self._announce(version)
             slot.error = ErrorCode.COMMIT_UNKNOWN_RESULT
             raise make_error(ErrorCode.COMMIT_UNKNOWN_RESULT)
         self._committed_version = version
         slot.stamp = version.to_bytes(8, "big") + b"\x00\x00"
         self._start_watches()
+        self._announce(version)
+
+    def _announce(self, version: int) -> None:
+        """Wake the watches of every process: this handle's at once, others' through the signal."""
         self.db._signal.publish(version)
         self.db._watcher.notify()
 
@@ -808,9 +831,11 @@ class Transaction(_ReadView):
                 value = stored.get(key)
                 for op, param in payload:
                     value = op(value, param)
-            else:  # a versionstamped value
-                body, offset = payload
+            else:  # a versionstamped value, then the atomic ops written after it
+                body, offset, ops = payload
                 value = body[:offset] + stamp + body[offset + 10 :]
+                for op, param in ops:
+                    value = op(value, param)
             if value is None:
                 deletes.append(key)
             else:
