@@ -2,8 +2,11 @@
 
 The bench runs once per engine (module-scoped: a run takes seconds, and every test below reads the
 same results), with --compare sqlite and, when Debian's redis-server is installed, redis too, and
-a few tasks in the tasks rows. No test looks at a rate or a latency: on a shared machine only the
-shape of the results is stable.
+a few tasks in the tasks rows. With FDBQUEUE_BENCH_RECIPE naming FoundationDB's priority-queue
+recipe (its documentation page, which the project does not ship), the recipe runs beside the
+service too; without it those tests are skipped, and under FDBQUEUE_TEST_CLUSTER=require (CI) they
+fail. No test looks at a rate or a latency: on a shared machine only the shape of the results is
+stable.
 """
 
 from __future__ import annotations
@@ -22,9 +25,11 @@ from django.core.management.base import CommandError
 from django.test.utils import override_settings
 
 from django_fdbqueue import connection, service
-from django_fdbqueue.bench import redis_ref, task_rows
+from django_fdbqueue.bench import recipe_ref, redis_ref, task_rows
+from django_fdbqueue.bench.goals import WAKE_P50_MS
+from django_fdbqueue.bench.recipe_source import RecipeUnavailable, extract_code, load_recipe
 from django_fdbqueue.bench.strategies import STRATEGIES
-from django_fdbqueue.bench.suite import Bench, BenchConfig
+from django_fdbqueue.bench.suite import NO_RECIPE, Bench, BenchConfig
 from django_fdbqueue.tasks.compat import task_backends
 from django_fdbqueue.testing import plugin
 from tests.conftest import ENGINES
@@ -36,6 +41,14 @@ NO_REDIS = (
     "redis-server is not installed (Debian: apt-get install redis-server; ./scripts/test installs it "
     "as root), so the Redis reference rows are not measured"
 )
+#: FoundationDB's priority-queue recipe (Python, or its documentation page), set by the test runner.
+RECIPE = os.environ.get("FDBQUEUE_BENCH_RECIPE") or None
+NO_RECIPE_FILE = (
+    "FDBQUEUE_BENCH_RECIPE is not set: it names FoundationDB's priority-queue recipe (its "
+    "documentation page or Python code), which the bench runs beside the service"
+)
+#: Rows only the app's queues have: no reference claims, acks or blocks in a pop.
+OURS_ONLY = ("claim+ack", "wake")
 DEEP_SIZE = 300
 SHALLOW_SIZE = 30  # what the bench compares a deep queue of 300 with (a tenth of it)
 CLIENTS = (1, 2)
@@ -57,6 +70,7 @@ class BenchRun:
     leftover_children: list
     leftover_servers: list[int]
     task_aliases_after: set[str]
+    leftover_recipe_keys: int
 
 
 def _task_keys(database) -> int:
@@ -71,6 +85,29 @@ def _task_keys(database) -> int:
         return sum(1 for _ in tr.get_range(space.range().start, space.range().stop))
 
     return count(database)
+
+
+def _recipe_keys(database) -> int:
+    """Keys the recipe rows left under ROOT/"bench-recipe"."""
+    from django_fdbqueue.connection import root_subspace
+    from django_fdbqueue.fdbapi import transactional
+
+    @transactional
+    def count(tr) -> int:
+        space = root_subspace()[recipe_ref.SPACE].range()
+        return sum(1 for _ in tr.get_range(space.start, space.stop))
+
+    return count(database)
+
+
+def need_recipe(config: pytest.Config) -> str:
+    """The recipe file, or skip (fail under FDBQUEUE_TEST_CLUSTER=require, where CI sets it)."""
+    if RECIPE:
+        return RECIPE
+    mode = config.getoption("--fdbqueue-cluster", None) or os.environ.get(plugin.ENV_MODE)
+    if mode == "require":
+        pytest.fail(NO_RECIPE_FILE, pytrace=False)
+    pytest.skip(NO_RECIPE_FILE)
 
 
 def _redis_servers_started_by_us() -> list[int]:
@@ -101,6 +138,7 @@ def bench_run(request, tmp_path_factory) -> BenchRun:
     root = ("fdbqueue-test", uuid.uuid4().hex)
     setting = plugin.store_settings(engine, root, str(directory / "store.sqlite3"))
     references = ("redis", "sqlite") if REDIS_INSTALLED else ("sqlite",)
+    recipe = ("--recipe", RECIPE) if RECIPE else ()
     json_path, png_path = directory / "bench.json", directory / "bench.png"
     out, err = io.StringIO(), io.StringIO()
     with override_settings(FDBQUEUE=setting):
@@ -113,6 +151,7 @@ def bench_run(request, tmp_path_factory) -> BenchRun:
                 "--deep-size", str(DEEP_SIZE),
                 "--tasks", str(TASKS),
                 "--compare", ",".join(references),
+                *recipe,
                 "--json-file", str(json_path),
                 "--plot", str(png_path),
                 stdout=out, stderr=err,
@@ -120,6 +159,7 @@ def bench_run(request, tmp_path_factory) -> BenchRun:
             database = connection.get_database()
             leftovers = [q.name for q in service.list_queues(database, prefix="fdbqueue-bench.").items]
             leftover_task_keys = _task_keys(database)
+            leftover_recipe_keys = _recipe_keys(database)
             if engine == "foundationdb":
                 from django_fdbqueue.fdbapi import fdb
 
@@ -139,6 +179,7 @@ def bench_run(request, tmp_path_factory) -> BenchRun:
         leftover_children=multiprocessing.active_children(),
         leftover_servers=_redis_servers_started_by_us(),
         task_aliases_after=set(task_backends.settings),
+        leftover_recipe_keys=leftover_recipe_keys,
     )
 
 
@@ -147,6 +188,8 @@ def expected_rows(target: str) -> set[tuple]:
     strategies = tuple(STRATEGIES) if target == "fdbqueue" else ("-",)
     rows = {(target, "push", 1, "threads", "-", None)}
     rows |= {(target, "push+pop", 1, "threads", s, None) for s in strategies}
+    if target == "fdbqueue":  # at-least-once consumption and blocking pops: the app's own
+        rows |= {(target, "claim+ack", 1, "threads", "-", None), (target, "wake", 2, "processes", "-", None)}
     rows |= {
         (target, "pop", clients, mode, s, None)
         for s in strategies
@@ -180,6 +223,8 @@ def test_every_row_of_ours_is_measured(bench_run):
     assert len(ours) == len(expected_rows("fdbqueue"))  # no row twice
     for row in ours:
         assert row["ops"] > 0 and row["seconds"] > 0 and row["ops_per_s"] > 0, row
+        if row["operation"] == "wake":
+            continue  # its latency is its own (the wake-up test), and it counts no retries of the pusher
         assert row["peak_mib"] > 0, row
         if row["operation"] != "fill":
             assert 0 < row["p50_ms"] <= row["p99_ms"], row
@@ -217,7 +262,8 @@ def test_sqlite_reference_rows_and_ratios(bench_run):
     for row in rows_of(bench_run, "sqlite"):
         assert row["retries"] is None and row["vs_sqlite"] is None, row  # a reference has no ratio to itself
     for row in rows_of(bench_run, "fdbqueue"):
-        assert row["vs_sqlite"] > 0, row
+        if row["operation"] not in OURS_ONLY:
+            assert row["vs_sqlite"] > 0, row
     meta = bench_run.document["meta"]["references"]["sqlite"]
     assert meta["journal_mode"] == "wal" and meta["synchronous"] == "normal"
 
@@ -226,7 +272,8 @@ def test_sqlite_reference_rows_and_ratios(bench_run):
 def test_redis_reference_rows_and_ratios(bench_run):
     assert {key(row) for row in rows_of(bench_run, "redis")} == expected_rows("redis")
     for row in rows_of(bench_run, "fdbqueue"):
-        assert row["vs_redis"] > 0, row
+        if row["operation"] not in OURS_ONLY:
+            assert row["vs_redis"] > 0, row
     assert bench_run.document["meta"]["references"]["redis"]["server_version"]
     headline = bench_run.document["headline"]
     assert any(line.startswith("One client push+pop pairs/s") and "redis" in line for line in headline)
@@ -241,6 +288,82 @@ def test_run_metadata(bench_run):
     assert meta["deep_size"] == DEEP_SIZE and meta["shallow_size"] == SHALLOW_SIZE
     assert meta["cpu_count"] >= 1 and meta["python"] and meta["date"].endswith("Z")
     assert meta["compare"] == list(bench_run.references)
+
+
+def test_the_report_names_the_store_and_its_cluster_layout(bench_run):
+    layout = bench_run.document["meta"]["cluster"]
+    if bench_run.engine == "embedded":
+        assert layout is None
+        assert "Run: engine embedded (root" in bench_run.stdout
+        return
+    # Read from the cluster's own status: what kind of cluster every figure was measured on.
+    assert layout["processes"] >= 1 and layout["redundancy_mode"] and layout["storage_engine"], layout
+    assert layout["fdb_version"], layout
+    assert f"{layout['storage_engine']} storage engine" in bench_run.stdout
+    assert f"{layout['redundancy_mode']} redundancy" in bench_run.stdout
+
+
+def test_claim_and_ack_pairs_are_related_to_plain_pops(bench_run):
+    (row,) = [r for r in rows_of(bench_run, "fdbqueue") if r["operation"] == "claim+ack"]
+    assert row["exactly_once"] is True and row["ran_dry"] is False, row
+    assert row["vs_pop"] > 0, row
+    assert row["retries"] == sum(row["retries_by_code"].values()), row
+
+
+def test_a_blocking_pop_is_woken_by_another_process_push(bench_run):
+    (row,) = [r for r in rows_of(bench_run, "fdbqueue") if r["operation"] == "wake"]
+    assert row["group"] == "wake" and row["ops"] >= 1, row  # wake-ups measured
+    assert 0 < row["p50_ms"] <= row["p99_ms"], row
+    assert row["exactly_once"] is True, row  # every push taken once or still queued
+    assert "Wake-up (a pop blocked on an empty queue" in bench_run.stdout
+
+
+def test_goals_table(bench_run):
+    goals = {goal["workload"]: goal for goal in bench_run.document["goals"]}
+    wake = goals["blocking pop woken by another process's push, latency"]
+    assert wake["goal"] == f"p50 < {WAKE_P50_MS:g} ms" and wake["measured"] > 0
+    assert wake["met"] is (wake["measured"] < WAKE_P50_MS)
+    claims = goals["claim + ack pairs/s"]
+    assert claims["goal"] == "report" and claims["met"] is None and claims["measured"] > 0
+    for strategy in STRATEGIES:  # the default pop mode is chosen by these, per strategy
+        crowd = goals[f"{CLIENTS[-1]} popping processes vs 1 popper, aggregate, exactly once ({strategy})"]
+        assert crowd["measured"] > 0 and crowd["met"] is (crowd["measured"] >= 1.0), crowd
+        pairs = goals[f"one client, push then pop, pairs/s ({strategy})"]
+        if RECIPE:
+            assert pairs["measured"] > 0 and pairs["reference"].startswith("recipe doing the same: ")
+        else:
+            assert pairs["measured"] is None and pairs["met"] is None and pairs["reference"] == "recipe: not run"
+    assert "Goals (ratios within this run; engine " in bench_run.stdout
+
+
+def test_without_a_recipe_file_its_rows_are_left_out_with_a_note(bench_run):
+    if RECIPE:
+        assert NO_RECIPE not in bench_run.document["skipped"]
+        return
+    assert NO_RECIPE in bench_run.document["skipped"] and "--recipe PATH" in NO_RECIPE
+    assert rows_of(bench_run, "recipe") == []
+    assert "Skipped:" in bench_run.stdout and "no recipe file given" in bench_run.stdout
+
+
+def test_recipe_rows_beside_ours_on_the_same_store(bench_run, request):
+    need_recipe(request.config)
+    assert {key(row) for row in rows_of(bench_run, "recipe")} == expected_rows("recipe")
+    for row in rows_of(bench_run, "recipe"):
+        assert row["ops"] > 0 and row["retries"] is None and row["vs_recipe"] is None, row
+        if row["operation"] != "peek":
+            assert row["exactly_once"] is True, row
+    for row in rows_of(bench_run, "fdbqueue"):
+        if row["operation"] in OURS_ONLY:
+            assert row["vs_recipe"] is None, row  # the recipe has neither
+        else:
+            assert row["vs_recipe"] > 0, row
+    meta = bench_run.document["meta"]["references"]["recipe"]
+    assert meta["source"] == os.path.abspath(RECIPE) and len(meta["sha256"]) == 64
+    expected = "the binding's" if bench_run.engine == "foundationdb" else "django_fdbqueue.fdbapi's"
+    assert meta["transactional"] == expected  # the binding's own retry loop on a cluster
+    assert any(line.startswith("One client push+pop pairs/s") and "recipe" in line
+               for line in bench_run.document["headline"])
+    assert bench_run.leftover_recipe_keys == 0, "the recipe's keys were left behind"
 
 
 def test_chart_is_a_png(bench_run):
@@ -281,7 +404,8 @@ def test_tasks_rows_in_the_report_and_metadata(bench_run):
     assert meta["per_row"] == TASKS and meta["workers"] == list(TASK_WORKERS)
     assert meta["reference"].endswith(".backends.immediate.ImmediateBackend")
     assert meta["queue_prefix"].startswith("fdbqueue-bench.") and meta["framework"]
-    assert bench_run.document["skipped"] == [] and bench_run.document["meta"]["skipped"] == []
+    skipped = [] if RECIPE else [NO_RECIPE]
+    assert bench_run.document["skipped"] == skipped and bench_run.document["meta"]["skipped"] == skipped
     assert "Tasks (Django Tasks" in bench_run.stdout and "VS IMMEDIATE" in bench_run.stdout
     assert any(line.startswith("Tasks/s with 4 worker threads") for line in bench_run.document["headline"])
 
@@ -296,9 +420,9 @@ def test_without_the_tasks_framework_the_tasks_rows_are_skipped(fdbqueue_db, mon
     monkeypatch.setattr(task_rows, "framework_missing", lambda: "no Tasks framework here.")
     bench = Bench(BenchConfig.build(quick=True, tasks=5), fdbqueue_db)
     assert bench.rows and not [row for row in bench.rows if row.group == "tasks"]
-    assert bench.skipped == ["Tasks rows: no Tasks framework here."]
+    assert bench.skipped == ["Tasks rows: no Tasks framework here.", NO_RECIPE]
     left_out = Bench(BenchConfig.build(quick=True, tasks=0), fdbqueue_db)
-    assert not [row for row in left_out.rows if row.group == "tasks"] and left_out.skipped == []
+    assert not [row for row in left_out.rows if row.group == "tasks"] and left_out.skipped == [NO_RECIPE]
 
 
 def test_progress_is_one_line_per_row_off_a_terminal(bench_run):
@@ -336,3 +460,135 @@ def test_unknown_strategy_and_reference_are_usage_errors(fdbqueue_db):
 def test_a_negative_task_count_is_a_usage_error(fdbqueue_db):
     code, _, message = _run("--quick", "--tasks", "-1")
     assert code == 2 and "--tasks" in message
+
+
+# --- the recipe file ------------------------------------------------------------------------------
+#
+# Stand-ins written here with the recipe's interface: the project contains none of the recipe.
+
+_STANDIN = """\
+import os
+
+space = fdb.Subspace(("S",))
+
+@fdb.transactional
+def push(tr, value, priority):
+    tr[space[priority][os.urandom(8)]] = value
+
+@fdb.transactional
+def pop(tr, max=False):
+    for kv in tr.get_range(space.range().start, space.range().stop, limit=1, reverse=max):
+        del tr[kv.key]
+        return kv.value
+
+@fdb.transactional
+def peek(tr, max=False):
+    for kv in tr.get_range(space.range().start, space.range().stop, limit=1, reverse=max):
+        return kv.value
+"""
+
+
+def _indented(code: str) -> str:
+    return "".join(f"    {line}\n" if line else "\n" for line in code.splitlines())
+
+
+def test_the_recipe_code_is_found_in_a_documentation_page(tmp_path):
+    page = (
+        "Title\n=====\n\nA fragment first::\n\n    tr[space[priority]] = value\n\n"
+        "The code::\n\n" + _indented(_STANDIN) + "\nMore prose after it.\n"
+    )
+    assert extract_code(page) == _STANDIN
+    markdown = "# Title\n\n```python\n" + _STANDIN + "```\n\nProse.\n"
+    assert extract_code(markdown) == _STANDIN
+    assert extract_code(_STANDIN) == _STANDIN  # a Python file as it is
+    path = tmp_path / "recipe.rst"
+    path.write_text(page, encoding="utf-8")
+    loaded = load_recipe(str(path))
+    assert loaded.code == _STANDIN and loaded.path == str(path) and len(loaded.sha256) == 64
+
+
+def test_a_file_without_the_recipe_is_refused_with_what_was_looked_for(tmp_path):
+    with pytest.raises(RecipeUnavailable, match=r"no Python code defining push\(\), pop\(\), peek\(\)"):
+        extract_code("Prose only::\n\n    def push(tr, value, priority):\n        pass\n")
+    with pytest.raises(RecipeUnavailable, match="no such file"):
+        load_recipe(str(tmp_path / "missing.txt"))
+    binary = tmp_path / "binary.txt"
+    binary.write_bytes(b"\xff\xfe\x00")
+    with pytest.raises(RecipeUnavailable, match="not UTF-8"):
+        load_recipe(str(binary))
+
+
+def test_recipe_refusals_are_usage_errors_before_anything_runs(fdbqueue_db, tmp_path):
+    code, out, message = _run("--quick", "--recipe", str(tmp_path / "missing.txt"))
+    assert code == 2 and out == "" and "missing.txt: no such file" in message
+    code, _, message = _run("--quick", "--compare", "recipe")
+    assert code == 2 and "--recipe PATH" in message
+    no_subspace = tmp_path / "no_subspace.py"
+    no_subspace.write_text(_STANDIN.replace('space = fdb.Subspace(("S",))', 'space = None'), encoding="utf-8")
+    code, out, message = _run("--quick", "--tasks", "0", "--recipe", str(no_subspace))
+    assert code == 2 and out == "" and "failed to load" in message and "Subspace" in message
+    assert service.list_queues(fdbqueue_db, prefix="fdbqueue-bench.").items == []
+
+
+def test_the_recipe_runs_as_it_is_beside_the_service(fdbqueue_db, engine_name):
+    """The stand-in's functions on the app's handle, its keys moved under ROOT/"bench-recipe"/queue."""
+    from django_fdbqueue.bench.recipe_source import RecipeSource
+    from django_fdbqueue.bench.service_target import ServiceTarget
+    from django_fdbqueue.connection import root_subspace
+
+    target = recipe_ref.RecipeTarget.beside(ServiceTarget.from_settings(fdbqueue_db), RecipeSource("x", _STANDIN, "0"))
+    target.prepare("q", None)
+    target.fill("q", None, [({"n": n}, n % 3) for n in range(7)])
+    assert target.remaining("q", None) == 7
+    client = target.client("q", None)
+    client.push({"n": 7}, -1)
+    assert client.peek("min") == 7 and client.pop("min") == 7  # the lowest priority first
+    assert client.pop("max") in (2, 5)
+    assert target.remaining("q", None) == 6
+    space = root_subspace()[recipe_ref.SPACE]["q"]
+    keys = [bytes(kv.key) for kv in fdbqueue_db.get_range(space.range().start, space.range().stop)]
+    assert len(keys) == 6 and all(key.startswith(space.key() + fdb_tuple_pack(("S",))) for key in keys)
+    target.drop("q", None)
+    assert target.remaining("q", None) == 0
+
+
+def fdb_tuple_pack(value: tuple) -> bytes:
+    from django_fdbqueue.fdbapi import fdb
+
+    return fdb.tuple.pack(value)
+
+
+# --- a pop row whose queue runs dry ----------------------------------------------------------------
+
+
+def test_a_pop_row_that_runs_dry_is_measured_again_on_a_fuller_queue(fdbqueue_db, engine_name, monkeypatch):
+    """The first prefill is far too small (5 items for a 0.3 s window): the row is measured again
+    after a top-up sized from the rate the dry window showed, and exactly-once holds in both."""
+    from django_fdbqueue.bench.progress import Progress
+    from django_fdbqueue.bench.runner import ProcessTeam
+    from django_fdbqueue.bench.service_target import ServiceTarget
+    from django_fdbqueue.bench.suite import Row
+
+    bench = Bench(BenchConfig.build(quick=True, duration=0.3, strategies=["plain"], tasks=0), fdbqueue_db)
+    real_top_up = Bench._top_up
+    calls = []
+
+    def top_up(self, target, row, queue, strategy, progress):
+        calls.append(target.remaining(queue, strategy))
+        if len(calls) == 1:
+            self._fill(target, queue, strategy, 5, progress)  # far less than a window pops
+            return
+        real_top_up(self, target, row, queue, strategy, progress)
+
+    monkeypatch.setattr(Bench, "_top_up", top_up)
+    target = ServiceTarget.from_settings(fdbqueue_db)
+    row = Row("fdbqueue", "pop", 1, "threads", "plain")
+    queue = "fdbqueue-bench.dry"
+    target.prepare(queue, "plain")
+    with ProcessTeam() as team:
+        bench._measure(target, row, queue, "plain", team, Progress(lambda text: None, 1, live=False))
+    assert len(calls) == 2 and calls[1] == 0  # the first window took all 5 and ran dry
+    assert row.notes["measured_again"] == "the queue ran dry in the first window"
+    assert row.ran_dry is False and row.ops > 5 and row.exactly_once is True, row
+    assert bench.failures == [] and bench.warnings == []
+    target.drop(queue, "plain")

@@ -12,19 +12,10 @@ import pytest
 from django_fdbqueue import service
 from django_fdbqueue.testing import binaries, plugin
 from django_fdbqueue.testing.cluster import LocalCluster, _alive
+from tests.cluster_helpers import need_binaries
 
 REPO = Path(__file__).resolve().parent.parent
 SCRIPT = REPO / "scripts" / "fdb-cluster"
-
-
-def need_binaries() -> binaries.Binaries:
-    """FoundationDB's binaries, or skip (fail when cluster runs are required) with the reason."""
-    try:
-        return binaries.find(need_library=True)
-    except binaries.BinariesNotFound as error:
-        if os.environ.get(plugin.ENV_MODE) == "require":
-            pytest.fail(str(error), pytrace=False)
-        pytest.skip(str(error))
 
 
 def fake_home(tmp_path: Path, *names: str) -> Path:

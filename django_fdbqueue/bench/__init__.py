@@ -1,27 +1,34 @@
-"""``manage.py fdbqueue bench``: how fast the queues are here, against Redis and raw SQLite.
+"""``manage.py fdbqueue bench``: how fast the queues are here, against FoundationDB's own recipe,
+Redis and raw SQLite.
 
 The bench drives the queue service through its public API and ``get_database()``, so it measures
 whatever ``FDBQUEUE`` points at: the embedded engine's file or a FoundationDB cluster. With
-``--compare`` it runs the same workloads, in the same run, on a private redis-server (sorted
-sets) and on a plain SQLite table on the same disk, and reports each of our rates divided by the
-reference's: on a shared or noisy machine absolute rates drift, ratios measured minutes apart
-much less.
+``--recipe PATH`` it runs FoundationDB's priority-queue recipe (code the user points to; the
+project ships none of it) on the same store in the same run; with ``--compare`` the same workloads
+run on a private redis-server (sorted sets) and on a plain SQLite table on the same disk. It
+reports each of our rates divided by the reference's: on a shared or noisy machine absolute rates
+drift, ratios measured seconds apart much less.
 
 Modules, one job each:
 
 * ``strategies``: the registry of pop strategies (``--strategy``) and their queue layouts;
-* ``targets``: the interface every measured store offers; ``service_target``, ``redis_ref`` and
-  ``sqlite_ref`` implement it for our service and the two references;
+* ``targets``: the interface every measured store offers; ``service_target``, ``recipe_ref``,
+  ``redis_ref`` and ``sqlite_ref`` implement it for our service and the three references;
+* ``recipe_source``: finding and checking the recipe's code in the file given;
+* ``child``: opening the parent's store in a client process (client library, Django, handle);
 * ``workloads``: what one client does per operation;
 * ``runner``: clients as threads or spawned processes, the shared timed window;
 * ``stats``: latency percentiles and peak memory;
 * ``suite``: the rows, their order, prefilling, the exactly-once check, the ratios;
+* ``goals``: the figures the project has goals for, each against its goal;
+* ``store_info``: a cluster's layout and storage engine, named beside every figure;
 * ``task_rows`` and ``tasks``: the tasks rows (Django Tasks through the app's backend, against the
   framework's ImmediateBackend) and the task they run;
 * ``progress`` and ``report``: what the user sees during and after the run.
 
-The bench creates its queues under names starting with ``fdbqueue-bench.`` and deletes them at
-the end, also when interrupted; the tasks rows delete the task results they stored too.
+The bench creates its queues under names starting with ``fdbqueue-bench.`` (the recipe's under
+``ROOT/"bench-recipe"``) and deletes them at the end, also when interrupted; the tasks rows
+delete the task results they stored too.
 """
 
 from typing import Any

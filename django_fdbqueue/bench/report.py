@@ -11,6 +11,8 @@ import json
 import math
 from typing import Any, Callable, Iterable, Sequence
 
+from .goals import as_data, evaluate
+from .store_info import summary as layout_summary
 from .suite import MODES, NO_STRATEGY, REFERENCES, BenchResult, Row
 from .targets import OURS
 from .task_rows import IMMEDIATE
@@ -19,6 +21,7 @@ __all__ = [
     "PlotUnavailable",
     "check_plot_available",
     "format_report",
+    "goals_of",
     "to_document",
     "write_json",
     "write_plot",
@@ -93,13 +96,14 @@ _COMMON_TAIL: list[_Column] = [
     ("P99 MS", lambda r: _ms(r.p99_ms)),
     ("RETRIES/OP", _retries),
     ("PEAK MIB", lambda r: _mib(r.peak_mib)),
+    ("VS RECIPE", lambda r: _times(r.vs_recipe)),
     ("VS REDIS", lambda r: _times(r.vs_redis)),
     ("VS SQLITE", lambda r: _times(r.vs_sqlite)),
     ("EXACTLY-ONCE", _check),
 ]
 
 _TARGET_ORDER = (OURS, *REFERENCES, IMMEDIATE)
-_OPERATION_ORDER = ("push", "push+pop", "pop")
+_OPERATION_ORDER = ("push", "push+pop", "claim+ack", "pop")
 _DEPTH_ORDER = ("fill", "peek", "pop")
 
 
@@ -156,6 +160,20 @@ _SECTIONS: list[_Section] = [
         lambda r, s: (_TARGET_ORDER.index(r.target), r.depth, _DEPTH_ORDER.index(r.operation)),
     ),
     (
+        "Wake-up (a pop blocked on an empty queue, woken by another process's push; latency from the start\n"
+        "of the push call to the popper holding the item)",
+        lambda r: r.group == "wake",
+        [
+            ("TARGET", lambda r: r.target),
+            ("WAKE-UPS", lambda r: f"{r.ops:,}"),
+            ("P50 MS", lambda r: _ms(r.p50_ms)),
+            ("P99 MS", lambda r: _ms(r.p99_ms)),
+            ("EXACTLY-ONCE", _check),
+        ],
+        1,
+        lambda r, s: (_TARGET_ORDER.index(r.target),),
+    ),
+    (
         "Tasks (Django Tasks: tasks/s from the first enqueue to the last SUCCESSFUL result; VS IMMEDIATE:\n"
         "against the framework's ImmediateBackend, which runs each task inside enqueue, the zero-cost reference)",
         lambda r: r.group == "tasks",
@@ -187,6 +205,9 @@ def format_report(result: BenchResult) -> str:
             cells = ([cell(row) for _, cell in columns] for row in rows)
             body = _table([name for name, _ in columns], cells, left)
             parts.append(f"{title}\n{body}")
+    goals = _goals(result)
+    if goals:
+        parts.append(goals)
     if result.headline():
         parts.append("\n".join(result.headline()))
     popping = [row for row in result.rows if row.exactly_once is not None]
@@ -202,15 +223,44 @@ def format_report(result: BenchResult) -> str:
     return "\n\n".join(parts)
 
 
+def goals_of(result: BenchResult) -> list:
+    meta = result.meta
+    return evaluate(result.rows, meta["strategies"], meta["clients"])
+
+
+def _goals(result: BenchResult) -> str:
+    """The goals table: each figure the project has a goal for, against its reference and goal."""
+    goals = goals_of(result)
+    if not goals:
+        return ""
+    verdict = {True: "yes", False: "NO", None: "-"}
+    cells = ([g.workload, g.reference, g.goal, g.shown, verdict[g.met]] for g in goals)
+    body = _table(["WORKLOAD", "REFERENCE", "GOAL", "MEASURED", "MET"], cells, 3)
+    where = _store_phrase(result.meta)
+    return f"Goals (ratios within this run; {where})\n{body}"
+
+
+def _store_phrase(meta: dict[str, Any]) -> str:
+    """"engine foundationdb: 1 process, single redundancy, memory storage engine ..." or "engine embedded"."""
+    layout = layout_summary(meta.get("cluster"))
+    return f"engine {meta['engine']}" + (f": {layout}" if layout else "")
+
+
 def _settings_line(meta: dict[str, Any]) -> str:
     store = meta.get("store", {})
     clients = ",".join(str(count) for count in meta["clients"])
     text = (
-        f"Run: engine {meta['engine']} (root {store.get('root')}), {meta['duration_s']:g} s per row, "
+        f"Run: {_store_phrase(meta)} (root {store.get('root')}), {meta['duration_s']:g} s per row, "
         f"clients {clients}, deep size {meta['deep_size']:,}, strategies {', '.join(meta['strategies'])}; "
         f"{meta['cpu_count']} CPUs, Python {meta['python']}, {meta['date']}."
     )
     references = meta.get("references", {})
+    if "recipe" in references:
+        recipe = references["recipe"]
+        text += (
+            f" Recipe: {recipe.get('source')} (sha256 {str(recipe.get('sha256'))[:12]}), run as it is with "
+            f"{recipe.get('transactional')} transactional on the same store."
+        )
     if "redis" in references:
         text += f" Redis {references['redis'].get('server_version')} over loopback TCP, no persistence."
     if "sqlite" in references:
@@ -241,7 +291,7 @@ def _row_data(row: Row) -> dict[str, Any]:
         data[name] = _rounded(data[name], 2)
     for name in ("p50_ms", "p99_ms", "retries_per_op"):
         data[name] = _rounded(data[name], 5)
-    for name in ("vs_redis", "vs_sqlite", "vs_one_client", "vs_shallow", "vs_immediate"):
+    for name in ("vs_recipe", "vs_redis", "vs_sqlite", "vs_pop", "vs_one_client", "vs_shallow", "vs_immediate"):
         data[name] = _rounded(data[name], 5)
     if row.retries_by_code is not None:
         data["retries_by_code"] = {str(code): count for code, count in row.retries_by_code.items()}
@@ -254,6 +304,7 @@ def to_document(result: BenchResult) -> dict[str, Any]:
         "meta": result.meta,
         "rows": [_row_data(row) for row in result.rows],
         "headline": result.headline(),
+        "goals": as_data(goals_of(result)),
         "exactly_once": {"passed": result.exactly_once_passed, "failures": list(result.failures)},
         "warnings": list(result.warnings),
         "skipped": list(result.skipped),
@@ -268,7 +319,7 @@ def write_json(result: BenchResult, path: str) -> None:
 
 # --- the chart -----------------------------------------------------------------------------------
 
-_COLOURS = {OURS: "#2f6db5", "redis": "#c8443a", "sqlite": "#6d7a86", IMMEDIATE: "#b08d2e"}
+_COLOURS = {OURS: "#2f6db5", "recipe": "#4b3f72", "redis": "#c8443a", "sqlite": "#6d7a86", IMMEDIATE: "#b08d2e"}
 _OUR_SHADES = ("#2f6db5", "#5fa35a", "#9a5fb4", "#d08a2b", "#3aa6a0")
 
 
@@ -365,7 +416,7 @@ def write_plot(result: BenchResult, path: str) -> None:
     figure = Figure(figsize=(max(15.0, 4 + 0.34 * ratio_groups), 17 if has_tasks else 13), layout="constrained")
     grid = figure.add_gridspec(4 if has_tasks else 3, 2)
     figure.suptitle(
-        f"django-fdbqueue bench: engine {meta['engine']}, {meta['cpu_count']} CPUs, "
+        f"django-fdbqueue bench: {_store_phrase(meta)}\n{meta['cpu_count']} CPUs, "
         f"{meta['duration_s']:g} s per row, {meta['date']}",
         fontsize=13,
     )
@@ -445,8 +496,8 @@ def write_plot(result: BenchResult, path: str) -> None:
         axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     else:
         axes.axis("off")
-        axes.text(0.5, 0.5, "No reference in this run (--compare redis,sqlite adds them).", ha="center",
-                  va="center", fontsize=11)
+        axes.text(0.5, 0.5, "No reference in this run (--recipe PATH and --compare redis,sqlite add them).",
+                  ha="center", va="center", fontsize=11)
     if has_tasks:
         _tasks_panels(figure, grid, [r for r in rows if r.group == "tasks"])
     figure.savefig(path, format="png", dpi=100)

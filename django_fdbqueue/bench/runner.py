@@ -27,7 +27,7 @@ from typing import Any, Callable, Hashable, Iterable
 
 from .stats import LatencyHistogram, peak_memory_mib, reset_peak_memory
 from .targets import Target, TargetSpec, open_target
-from .workloads import RanDry, Work, make_step
+from .workloads import RanDry, Timed, Work, make_step
 
 __all__ = [
     "BenchError",
@@ -63,6 +63,7 @@ class ClientResult:
     ran_dry: bool
     retries: dict[int, int] | None = None
     peak_mib: float | None = None
+    pushed: int = 0  # counted by steps that time themselves (see workloads.Timed)
 
 
 @dataclass
@@ -76,6 +77,7 @@ class Measurement:
     ran_dry: bool
     retries: dict[int, int] | None
     peak_mib: float | None
+    pushed: int = 0
 
     @property
     def ops_per_s(self) -> float:
@@ -93,20 +95,25 @@ class Measurement:
             ran_dry=any(part.ran_dry for part in parts),
             retries=_sum_retries(part.retries for part in parts),
             peak_mib=max(peaks) if peaks else None,
+            pushed=sum(part.pushed for part in parts),
         )
 
 
-def drive(step: Callable[[], Hashable | None], deadline: list[float], max_ops: int | None) -> ClientResult:
+def drive(
+    step: Callable[[], Hashable | Timed | None], deadline: list[float], max_ops: int | None
+) -> ClientResult:
     """Call ``step`` until ``deadline[0]`` (re-read each time, so it can be moved to stop early).
 
-    One clock reading per operation: the end of one is the start of the next.
+    One clock reading per operation: the end of one is the start of the next. A step that
+    returns a :class:`~django_fdbqueue.bench.workloads.Timed` times itself instead: its latency
+    is recorded (and it counts as an operation) only when it gives one.
     """
     clock = time.monotonic
     latency = LatencyHistogram()
     record = latency.add
     popped: list[Hashable] = []
     limit = math.inf if max_ops is None else max_ops
-    ops = 0
+    ops = pushed = 0
     ran_dry = False
     started = now = clock()
     while now < deadline[0] and ops < limit:
@@ -117,12 +124,19 @@ def drive(step: Callable[[], Hashable | None], deadline: list[float], max_ops: i
             now = clock()
             break
         finished = clock()
-        record(finished - now)
+        if isinstance(got, Timed):
+            pushed += got.pushed
+            if got.seconds is not None:
+                record(got.seconds)
+                ops += 1
+            got = got.popped
+        else:
+            record(finished - now)
+            ops += 1
         now = finished
-        ops += 1
         if got is not None:
             popped.append(got)
-    return ClientResult(ops, started, now, latency, popped, ran_dry)
+    return ClientResult(ops, started, now, latency, popped, ran_dry, pushed=pushed)
 
 
 def _delta(before: dict[int, int] | None, after: dict[int, int] | None) -> dict[int, int] | None:
@@ -155,6 +169,7 @@ def _combine(
         ran_dry=any(result.ran_dry for result in results),
         retries=retries,
         peak_mib=peak_mib,
+        pushed=sum(result.pushed for result in results),
     )
 
 
@@ -173,7 +188,7 @@ def run_threads(target: Target, work: Work, clients: int, duration: float) -> Me
         client = None
         try:
             client = target.client(work.queue, work.strategy)
-            step = make_step(work, client, index)
+            step = make_step(work, client, index, deadline)
             ready.wait(READY_SECONDS)
             if go.wait(READY_SECONDS):
                 results[index] = drive(step, deadline, work.max_ops)
@@ -280,14 +295,16 @@ def _run_job(conn: Any, opened: dict[str, tuple[TargetSpec, Target]], spec: Targ
             opened[spec.kind] = (spec, open_target(spec))
         target = opened[spec.kind][1]
         client = target.client(work.queue, work.strategy)
-        step = make_step(work, client, index)
+        deadline = [math.inf]
+        step = make_step(work, client, index, deadline)
         reset_peak_memory()
         _send(conn, ("ready", None))
         message = _recv(conn)
         if message[0] != "go":
             raise _BenchGone  # told to stop instead
         before = target.retry_counts()
-        result = drive(step, [message[1]], work.max_ops)
+        deadline[0] = message[1]
+        result = drive(step, deadline, work.max_ops)
         result.retries = _delta(before, target.retry_counts())
         result.peak_mib = peak_memory_mib()
         return ("done", result)
@@ -325,7 +342,7 @@ class _Worker:
             if self.conn.poll(min(left, _POLL_SECONDS)):
                 try:
                     kind, payload = self.conn.recv()
-                except EOFError:
+                except (EOFError, OSError):  # the pipe closed, or was reset by a dying child
                     raise BenchError(
                         f"client process {self.slot} exited (status {self.process.exitcode})"
                     ) from None

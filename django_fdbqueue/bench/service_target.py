@@ -1,8 +1,9 @@
 """The app's own queues as a bench target: the service API on whatever FDBQUEUE points at.
 
 Clients share the process's database handle (``get_database()``), as the threads of a Django
-process do; a client process opens its own after ``django.setup()``, with the parent's settings
-module and FDBQUEUE, so it measures the same store, embedded file or cluster alike.
+process do; a client process opens its own (:mod:`~django_fdbqueue.bench.child`), with the
+parent's settings module and FDBQUEUE, so it measures the same store, embedded file or cluster
+alike.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from django_fdbqueue.fdbapi import retry_counts
 from .strategies import get_strategy, layout_for
 from .targets import OURS, TargetSpec
 
-__all__ = ["KIND", "ServiceTarget", "ServiceClient", "open_in_child"]
+__all__ = ["KIND", "ServiceTarget", "ServiceClient", "ChildServiceTarget"]
 
 #: The bench uses double-ended priority queues: FIFO within a priority, both ends available.
 KIND = "priority"
@@ -41,6 +42,19 @@ class ServiceClient:
     def peek(self, end: str) -> Hashable | None:
         item = service.peek(self._db, self._queue, end)
         return None if item is None else item.id
+
+    def claim_ack(self, end: str, lease: float) -> Hashable | None:
+        """Claim the next item and ack it at once: at-least-once consumption's two transactions."""
+        taken = service.claim(self._db, self._queue, lease=lease, end=end)
+        if taken is None:
+            return None
+        service.ack(self._db, taken.receipt, name=self._queue)
+        return taken.item.id
+
+    def pop_waiting(self, end: str, seconds: float) -> tuple[Hashable, Any] | None:
+        """A blocking pop: the item's id and value, or None when nothing came within ``seconds``."""
+        item = service.pop(self._db, self._queue, end, wait=seconds)
+        return None if item is None else (item.id, item.value)
 
     def close(self) -> None:
         """Nothing to close: the database handle belongs to the process."""
@@ -70,6 +84,19 @@ class ServiceTarget:
         # Under override_settings the holder has no SETTINGS_MODULE; the environment still does.
         module = os.environ.get("DJANGO_SETTINGS_MODULE") or getattr(django_settings, "SETTINGS_MODULE", None)
         return cls(db, module, options)
+
+    @property
+    def settings_module(self) -> str | None:
+        return self._settings_module
+
+    @property
+    def fdbqueue(self) -> dict[str, Any]:
+        """The FDBQUEUE setting a client process uses to open the same store."""
+        return self._fdbqueue
+
+    @property
+    def db(self) -> Any:
+        return self._db
 
     def spec(self) -> TargetSpec:
         if not self._settings_module:
@@ -120,25 +147,9 @@ class ServiceTarget:
         """The handle is the app's: whoever opened it closes it."""
 
 
-def open_in_child(settings_module: str, fdbqueue: dict[str, Any]) -> ServiceTarget:
-    """Configure Django in a freshly spawned client process and open the parent's store."""
-    os.environ["DJANGO_SETTINGS_MODULE"] = settings_module
-    import django
-
-    django.setup()
-    from django.conf import settings as django_settings
-
-    from django_fdbqueue import connection
-    from django_fdbqueue.conf import get_settings
-
-    django_settings.FDBQUEUE = fdbqueue
-    get_settings.cache_clear()
-    connection.reset_database()
-    return _ChildServiceTarget(connection.get_database(), settings_module, fdbqueue)
-
-
-class _ChildServiceTarget(ServiceTarget):
-    """The target in a client process, which owns its handle and closes it when done."""
+class ChildServiceTarget(ServiceTarget):
+    """The target in a client process (see :mod:`~django_fdbqueue.bench.child`), which closes the
+    process's handle when done."""
 
     def close(self) -> None:
         from django_fdbqueue import connection

@@ -3,7 +3,7 @@
 On each target (the app's queues, and the references asked for) the run measures:
 
 * **one client**: ``push``, ``push+pop`` pairs (per strategy), and the one-client ``pop`` row of
-  the next group;
+  the next group; for the app's queues also ``claim+ack`` pairs (at-least-once consumption);
 * **concurrent pops**: ``pop`` with each client count, as threads and as processes, per
   strategy, on a queue filled beforehand so that it never runs dry in the timed window. Every
   row that pops is checked for exactly-once delivery: no item id popped twice, and what was
@@ -13,15 +13,22 @@ On each target (the app's queues, and the references asked for) the run measures
   then ``peek`` and ``pop`` for the row's duration at each depth. Pops take at most half the
   queue before it is topped up again (untimed), so they measure that depth, not an emptying
   queue;
+* **wake-up** (the app's queues only): a process blocked in ``pop(wait=...)`` on an empty queue,
+  woken by another process's push: the latency from the push call to the popper holding the
+  item (see :mod:`~django_fdbqueue.bench.workloads`);
 * **tasks** (when the Django Tasks framework is installed): N tasks through the app's Tasks
   backend with 1 and 4 worker threads, and the same N through the framework's ImmediateBackend,
   which runs each inline: the zero-cost reference (see :mod:`~django_fdbqueue.bench.task_rows`).
 
-Then it relates the rows: our rate divided by the reference's for the same row (``vs_redis``,
-``vs_sqlite``), each concurrent row's rate divided by the same series' one-client rate
-(``vs_one_client``), and each deep row's rate divided by its shallow one (``vs_shallow``). A
-tasks row of ours is divided by the ImmediateBackend's (``vs_immediate``), and the 4-worker row by
-the 1-worker one (``vs_one_client``).
+The references: FoundationDB's own priority-queue recipe on the same store (``--recipe PATH``,
+see :mod:`~django_fdbqueue.bench.recipe_ref`), a private Redis and a raw SQLite file
+(``--compare``). Then it relates the rows: our rate divided by the reference's for the same row
+(``vs_recipe``, ``vs_redis``, ``vs_sqlite``), each concurrent row's rate divided by the same
+series' one-client rate (``vs_one_client``), each deep row's rate divided by its shallow one
+(``vs_shallow``), and claim+ack pairs divided by one client's plain pops (``vs_pop``). A tasks row
+of ours is divided by the ImmediateBackend's (``vs_immediate``), and the 4-worker row by the
+1-worker one (``vs_one_client``). :mod:`~django_fdbqueue.bench.goals` reads the figures the
+project has goals for off these rows.
 
 The targets take turns row by row (our row with every strategy, then the same row on each
 reference), so the two sides of a ratio are measured seconds apart, under the same background
@@ -44,6 +51,7 @@ from dataclasses import dataclass, field
 from typing import Any, Hashable, Iterator
 
 from .progress import Progress
+from .recipe_source import RecipeSource
 from .runner import Measurement, ProcessTeam, run_threads
 from .stats import peak_memory_mib, reset_peak_memory
 from .strategies import registered
@@ -57,12 +65,28 @@ __all__ = [
     "BenchResult",
     "Bench",
     "REFERENCES",
+    "COMPARE_CHOICES",
     "MODES",
     "NO_STRATEGY",
 ]
 
-REFERENCES = ("redis", "sqlite")
+#: Every reference, in the order the report lists them; ``vs_<name>`` of a row relates it to one.
+REFERENCES = ("recipe", "redis", "sqlite")
+#: The references ``--compare`` starts; the recipe comes with ``--recipe PATH`` instead.
+COMPARE_CHOICES = ("redis", "sqlite")
 MODES = ("threads", "processes")
+#: Rows on a queue filled beforehand; one that runs dry is measured once more on a fuller queue.
+PREFILLED = ("pop", "claim+ack")
+#: The shortest window of the wake-up row: it pushes one item per WAKE_INTERVAL only.
+WAKE_MIN_SECONDS = 1.0
+#: The strategy of the service's default pop, which claim+ack pairs are compared with.
+PLAIN_POP = "plain"
+#: Why the recipe rows are missing from a run without ``--recipe``.
+NO_RECIPE = (
+    "FoundationDB recipe rows: no recipe file given. --recipe PATH runs FoundationDB's own "
+    "priority-queue recipe (its Python code, or the documentation page that holds it) beside the "
+    "service on the same store, in the same run."
+)
 #: The strategy column of rows that do not depend on a pop strategy (and of every reference row).
 NO_STRATEGY = "-"
 
@@ -99,6 +123,7 @@ class BenchConfig:
     modes: tuple[str, ...] = MODES
     quick: bool = False
     tasks: int = DEFAULT_TASKS
+    recipe: RecipeSource | None = None
 
     @classmethod
     def build(
@@ -111,14 +136,17 @@ class BenchConfig:
         compare: tuple[str, ...] | list[str] = (),
         quick: bool = False,
         tasks: int | None = None,
+        recipe: RecipeSource | None = None,
     ) -> "BenchConfig":
         """Defaults for what is not given (tiny ones with ``quick``); strategies are checked.
 
         The client counts always include 1: every concurrent row is related to it.
         """
-        unknown = [name for name in compare if name not in REFERENCES]
+        if "recipe" in compare:
+            raise ValueError("The recipe is not started by --compare: give its file with --recipe PATH.")
+        unknown = [name for name in compare if name not in COMPARE_CHOICES]
         if unknown:
-            raise ValueError(f"Unknown reference {unknown[0]!r}; choose from {', '.join(REFERENCES)}.")
+            raise ValueError(f"Unknown reference {unknown[0]!r}; choose from {', '.join(COMPARE_CHOICES)}.")
         counts = set(clients or (QUICK_CLIENTS if quick else DEFAULT_CLIENTS))
         if any(count < 1 for count in counts):
             raise ValueError("Client counts must be at least 1.")
@@ -131,10 +159,16 @@ class BenchConfig:
             deep_size=(
                 deep_size if deep_size is not None else (QUICK_DEEP_SIZE if quick else DEFAULT_DEEP_SIZE)
             ),
-            compare=tuple(name for name in REFERENCES if name in compare),
+            compare=tuple(name for name in COMPARE_CHOICES if name in compare),
             quick=quick,
             tasks=tasks if tasks is not None else (QUICK_TASKS if quick else DEFAULT_TASKS),
+            recipe=recipe,
         )
+
+    @property
+    def references(self) -> tuple[str, ...]:
+        """Every reference target of the run, in report order."""
+        return (("recipe",) if self.recipe is not None else ()) + self.compare
 
     @property
     def shallow_depth(self) -> int:
@@ -166,8 +200,10 @@ class Row:
     peak_mib: float | None = None
     exactly_once: bool | None = None
     ran_dry: bool = False
+    vs_recipe: float | None = None
     vs_redis: float | None = None
     vs_sqlite: float | None = None
+    vs_pop: float | None = None
     vs_one_client: float | None = None
     vs_shallow: float | None = None
     vs_immediate: float | None = None
@@ -178,6 +214,8 @@ class Row:
         """Which part of the report the row belongs to."""
         if self.operation == "tasks":
             return "tasks"
+        if self.operation == "wake":
+            return "wake"
         if self.depth is not None:
             return "depth"
         if self.operation == "pop":
@@ -190,6 +228,8 @@ class Row:
             if self.target == IMMEDIATE:
                 return text + ", run inline by enqueue"
             return text + f", {self.clients} worker thread{'' if self.clients == 1 else 's'}"
+        if self.operation == "wake":
+            return f"{self.target} pop woken by a push, popper and pusher processes"
         if self.depth is not None:
             text += f" at {self.depth:,} queued"
         elif self.mode == "threads":
@@ -262,16 +302,18 @@ def plan(config: BenchConfig) -> list[Row]:
         operation: str, clients: int, mode: str, *, by_strategy: bool = True, depth: int | None = None
     ) -> list[Row]:
         rows = []
-        for target in (OURS, *config.compare):
+        for target in (OURS, *config.references):
             strategies = config.strategies if target == OURS and by_strategy else (NO_STRATEGY,)
             rows.extend(Row(target, operation, clients, mode, strategy, depth=depth) for strategy in strategies)
         return rows
 
     rows = on_every_target("push", 1, "threads", by_strategy=False)
     rows += on_every_target("push+pop", 1, "threads")
+    rows.append(Row(OURS, "claim+ack", 1, "threads", NO_STRATEGY))
     for mode in config.modes:
         for clients in config.clients:
             rows += on_every_target("pop", clients, mode)
+    rows.append(Row(OURS, "wake", 2, "processes", NO_STRATEGY))
     for depth in config.depths:
         for operation in ("fill", "peek", "pop"):
             rows += on_every_target(operation, 1, "threads", by_strategy=False, depth=depth)
@@ -310,23 +352,32 @@ class Bench:
             if missing:
                 self.skipped.append(f"Tasks rows: {missing}")
                 self.rows = [row for row in self.rows if row.group != "tasks"]
+        if config.recipe is None:
+            self.skipped.append(NO_RECIPE)
         self._tasks_framework: str | None = None
         self._block = 0
         self._rate_hint: dict[str, float] = {}
         self._scale_cap = max(2, 2 * (os.cpu_count() or 1))
         self._sqlite_location: str | None = None
+        self._layout: dict[str, Any] | None = None
 
     # -- the run ---------------------------------------------------------------------------
 
     def run(self, progress: Progress) -> BenchResult:
         """Measure every planned row; servers, files, client processes and queues are gone after."""
         from .service_target import ServiceTarget
+        from .store_info import describe
 
         ours = ServiceTarget.from_settings(self.db)
+        self._layout = describe(self.db, ours.metadata()["engine"])
         for message in self.skipped:
             progress.note(f"Skipped: {message}")
         with contextlib.ExitStack() as stack:
             targets: dict[str, Target] = {OURS: ours}
+            if self.config.recipe is not None:
+                from .recipe_ref import RecipeTarget
+
+                targets["recipe"] = RecipeTarget.beside(ours, self.config.recipe)
             if "redis" in self.config.compare:
                 targets["redis"] = self._start_redis(stack, progress)
             if "sqlite" in self.config.compare:
@@ -415,6 +466,8 @@ class Bench:
             purpose = "push"
         elif row.operation == "push+pop":
             purpose = f"pairs-{_safe(row.strategy)}"
+        elif row.operation in ("claim+ack", "wake"):
+            purpose = "claims" if row.operation == "claim+ack" else "wake"
         else:
             purpose = f"pops-{_safe(row.strategy)}"
         return f"fdbqueue-bench.{self.run_id}.{purpose}", strategy
@@ -465,8 +518,34 @@ class Bench:
             self._measure_pops_at_depth(target, row, queue, strategy, progress)
             return
         duration = self.config.duration
-        if row.operation == "pop":
-            self._top_up(target, row, queue, strategy, progress)
+        if row.operation == "wake":
+            duration = max(duration, WAKE_MIN_SECONDS)  # enough pushes for percentiles, even in --quick
+        prefilled = row.operation in PREFILLED
+        held = True
+        for attempt in range(2 if prefilled else 1):
+            if prefilled:
+                self._top_up(target, row, queue, strategy, progress)
+            held = self._measure_once(target, row, queue, strategy, team, duration, progress) and held
+            self._learn_rate(row)  # from a dry window too: its rate is real, it just ended early
+            if not (prefilled and row.ran_dry):
+                break
+            if attempt == 0:
+                # The prefill estimate came from slower rows (or a busier moment): measure again on
+                # a queue filled for the rate just seen, rather than report a cut-short window.
+                row.notes["measured_again"] = "the queue ran dry in the first window"
+        if row.operation != "peek":
+            row.exactly_once = held
+        if row.ran_dry and row.depth is None:
+            self.warnings.append(
+                f"{row.label()}: the queue ran dry during the timed window; its rate covers less than "
+                "a full window."
+            )
+
+    def _measure_once(
+        self, target: Target, row: Row, queue: str, strategy: str | None, team: ProcessTeam,
+        duration: float, progress: Progress,
+    ) -> bool:
+        """One timed window of ``row``: its figures recorded, and whether exactly-once held in it."""
         before = target.remaining(queue, strategy)
         work = Work(row.operation, queue, strategy, first_n=self._next_block())
         progress.detail("running")
@@ -475,14 +554,11 @@ class Bench:
         else:
             measurement = run_threads(target, work, row.clients, duration)
         self._record(row, measurement)
-        if row.operation != "peek":
-            self._check_exactly_once(row, measurement.popped, before, target.remaining(queue, strategy))
-        if row.ran_dry and row.depth is None:
-            self.warnings.append(
-                f"{row.label()}: the queue ran dry during the timed window; its rate covers less than "
-                "a full window."
-            )
-        self._learn_rate(row)
+        if row.operation == "peek":
+            return True
+        pushed = row.ops if row.operation in ("push", "push+pop") else measurement.pushed
+        after = target.remaining(queue, strategy)
+        return self._check_exactly_once(row, measurement.popped, before, after, pushed)
 
     def _measure_pops_at_depth(
         self, target: Target, row: Row, queue: str, strategy: str | None, progress: Progress
@@ -512,7 +588,7 @@ class Bench:
         measurement = Measurement.merge(parts)
         self._record(row, measurement)
         row.notes["rounds"] = len(parts)
-        self._check_exactly_once(row, measurement.popped, before, after)
+        self._check_exactly_once(row, measurement.popped, before, after, 0)
 
     def _measure_fill(
         self, target: Target, row: Row, queue: str, strategy: str | None, progress: Progress
@@ -572,13 +648,12 @@ class Bench:
             row.retries = sum(measurement.retries.values())
             row.retries_per_op = row.retries / row.ops if row.ops else 0.0
 
-    def _check_exactly_once(self, row: Row, popped: list[Hashable], before: int, after: int) -> None:
+    def _check_exactly_once(self, row: Row, popped: list[Hashable], before: int, after: int, pushed: int) -> bool:
         """Every popped id distinct, and the queue's count changed by exactly what was done."""
         problems = []
         distinct = len(set(popped))
         if distinct != len(popped):
             problems.append(f"{len(popped) - distinct:,} item ids popped more than once")
-        pushed = row.ops if row.operation in ("push", "push+pop") else 0
         taken = len(popped)
         if before + pushed - taken != after:
             problems.append(
@@ -588,10 +663,11 @@ class Bench:
         row.exactly_once = not problems
         if problems:
             self.failures.append(f"{row.label()}: " + "; ".join(problems) + ".")
+        return not problems
 
     def _learn_rate(self, row: Row) -> None:
-        if row.depth is not None or row.ops_per_s <= 0:
-            return
+        if row.depth is not None or row.ops_per_s <= 0 or row.operation == "wake":
+            return  # a wake row's rate is its pusher's pace
         per_client = row.ops_per_s / min(row.clients, self._scale_cap)
         if row.operation == "push+pop":
             per_client *= 2  # a pair is two operations
@@ -610,6 +686,8 @@ class Bench:
             if row.operation == "pop" and row.depth is None:
                 one = (row.target, "pop", 1, row.mode, row.strategy, None)
                 row.vs_one_client = _ratio(row, index.get(one))
+            if row.operation == "claim+ack":
+                row.vs_pop = _ratio(row, index.get((row.target, "pop", 1, "threads", PLAIN_POP, None)))
             if row.group == "tasks" and row.target == OURS:
                 row.vs_immediate = _ratio(row, index.get((IMMEDIATE, "tasks", 1, "threads", NO_STRATEGY, None)))
                 row.vs_one_client = _ratio(row, index.get((OURS, "tasks", 1, "threads", NO_STRATEGY, None)))
@@ -620,7 +698,7 @@ class Bench:
     def _check_memory(self) -> None:
         shallow, deep = self.config.shallow_depth, self.config.deep_size
         fills = {(r.target, r.depth): r for r in self.rows if r.operation == "fill"}
-        for target in (OURS, *self.config.compare):
+        for target in (OURS, *self.config.references):
             small, large = fills.get((target, shallow)), fills.get((target, deep))
             if small is None or large is None or small is large:
                 continue
@@ -646,6 +724,7 @@ class Bench:
             "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z"),
             "engine": store.get("engine"),
             "store": store,
+            "cluster": self._layout,
             "python": platform.python_version(),
             "python_implementation": platform.python_implementation(),
             "django": django.get_version(),

@@ -3,7 +3,8 @@
 A *target* owns a store (the app's database, a Redis server, a SQLite file) and makes
 *clients*, one per bench client (thread or process), each with its own connection where the
 store has connections. Workloads only ever call a client's ``push``, ``pop`` and ``peek``, so
-the same workload runs unchanged against every target, and the figures compare like with like.
+the same workload runs unchanged against every target, and the figures compare like with like
+(the app's own clients also claim and wait, for rows that only the app has).
 
 A target started in the bench's process is described by a picklable :class:`TargetSpec`, from
 which a client process (started with ``spawn``, so it shares nothing) opens its own.
@@ -17,7 +18,7 @@ from typing import Any, Hashable, Protocol, Sequence
 
 __all__ = ["Client", "Target", "TargetSpec", "OURS", "open_target"]
 
-#: The name under which the app's own rows appear; the references are "redis" and "sqlite".
+#: The name under which the app's own rows appear; the references are "recipe", "redis" and "sqlite".
 OURS = "fdbqueue"
 
 
@@ -72,7 +73,8 @@ class TargetSpec:
 # kind -> "module:function" taking the spec's options; imported only in the process that needs it,
 # so a child that measures Redis never imports Django's database layer, and vice versa.
 _OPENERS = {
-    OURS: "django_fdbqueue.bench.service_target:open_in_child",
+    OURS: "django_fdbqueue.bench.child:open_service",
+    "recipe": "django_fdbqueue.bench.child:open_recipe",
     "redis": "django_fdbqueue.bench.redis_ref:open_target",
     "sqlite": "django_fdbqueue.bench.sqlite_ref:open_target",
 }

@@ -1,4 +1,5 @@
-"""``manage.py fdbqueue bench``: measure the queues here, and compare them with Redis and raw SQLite.
+"""``manage.py fdbqueue bench``: measure the queues here, and compare them with FoundationDB's own
+recipe (``--recipe PATH``), Redis and raw SQLite.
 
 It also measures Django Tasks through the app's backend, against the framework's ImmediateBackend
 (``--tasks``), when the Tasks framework is installed.
@@ -9,10 +10,11 @@ the results: the table (or, with ``--json``, the full JSON document) on standard
 optionally the same document to a file (``--json-file``) and a chart (``--plot``).
 
 Exit codes, as for every subcommand: 2 for what cannot run as asked (an unknown strategy,
-``--compare redis`` without redis-server, ``--plot`` without matplotlib), checked before anything
-is measured; 3 when a store fails during the run or the exactly-once check fails (the results
-are still printed and written, so the failing rows can be seen); 130 when interrupted, after the
-bench's queues, client processes and Redis server are cleaned up.
+``--compare redis`` without redis-server, ``--plot`` without matplotlib, a ``--recipe`` file without
+the recipe's code, or with code that fails to load), checked before anything is measured; 3 when a
+store fails during the run or the exactly-once check fails (the results are still printed and
+written, so the failing rows can be seen); 130 when interrupted, after the bench's queues, client
+processes and Redis server are cleaned up.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import Any, Iterator
 from django.core.management.base import CommandError
 
 from django_fdbqueue.bench.progress import Progress
+from django_fdbqueue.bench.recipe_source import RecipeUnavailable, load_recipe
 from django_fdbqueue.bench.redis_ref import RedisUnavailable, check_available
 from django_fdbqueue.bench.report import (
     PlotUnavailable,
@@ -47,7 +50,7 @@ from django_fdbqueue.bench.suite import (
     QUICK_DEEP_SIZE,
     QUICK_DURATION,
     QUICK_TASKS,
-    REFERENCES,
+    COMPARE_CHOICES,
     Bench,
     BenchConfig,
 )
@@ -63,11 +66,17 @@ EXIT_INTERRUPTED = 130
 
 _DESCRIPTION = """\
 Measure the queue service against the store FDBQUEUE points at (the embedded engine's file, or a
-FoundationDB cluster): push, pop and push+pop pairs with one client; pops with several concurrent
-clients, as threads and as processes, checked for exactly-once delivery; peek and pop on a
-shallow and a deep queue. With --compare, the same workloads run in the same run on a private
-redis-server (sorted sets) and on a raw SQLite table on the same disk, and every row of ours shows
-its rate divided by theirs: on a busy machine the ratios are the figures to trust.
+FoundationDB cluster): push, pop, push+pop and claim+ack pairs with one client; pops with several
+concurrent clients, as threads and as processes, checked for exactly-once delivery; the latency of
+a blocking pop woken by another process's push; peek and pop on a shallow and a deep queue.
+
+With --recipe PATH, FoundationDB's own priority-queue recipe (PATH: its Python code, or the
+documentation page that holds it; the bench runs that code as it is, on the same database handle,
+keeping its keys under ROOT) runs the same workloads on the same store in the same run. With
+--compare, they also run on a private redis-server (sorted sets) and on a raw SQLite table on the
+same disk. Every row of ours shows its rate divided by each reference's, and a goals table lists
+the figures the project has goals for: on a busy machine the ratios are the figures to trust. On a
+cluster the report names its layout and storage engine, read from the cluster's status.
 
 When the Django Tasks framework is installed (Django 6.0+, or django-tasks), the tasks rows run
 N trivial tasks through django-fdbqueue's Tasks backend with 1 and 4 worker threads (tasks/s from
@@ -127,7 +136,7 @@ def register(subparsers: Any) -> None:
         subparsers,
         "bench",
         handle_bench,
-        help="Measure queue throughput, latency and scaling; compare with Redis and raw SQLite.",
+        help="Measure queue throughput, latency and scaling; compare with FoundationDB's recipe, Redis and SQLite.",
         description=_DESCRIPTION,
     )
     parser.add_argument(
@@ -160,6 +169,14 @@ def register(subparsers: Any) -> None:
         help="Run the same workloads on a reference too: redis, sqlite, or redis,sqlite; repeatable.",
     )
     parser.add_argument(
+        "--recipe",
+        metavar="PATH",
+        help=(
+            "FoundationDB's priority-queue recipe (Python, or its documentation page): run it beside the "
+            "service on the same store. Without it the recipe rows are left out."
+        ),
+    )
+    parser.add_argument(
         "--tasks",
         type=_task_count,
         metavar="N",
@@ -182,8 +199,10 @@ def _references(values: list[str]) -> list[str]:
         for name in (part.strip().lower() for part in value.split(",")):
             if not name:
                 continue
-            if name not in REFERENCES:
-                raise usage_error(f"--compare takes {' and '.join(REFERENCES)}, not {name!r}.")
+            if name == "recipe":
+                raise usage_error("The recipe is not started by --compare: give its file with --recipe PATH.")
+            if name not in COMPARE_CHOICES:
+                raise usage_error(f"--compare takes {' and '.join(COMPARE_CHOICES)}, not {name!r}.")
             if name not in chosen:
                 chosen.append(name)
     return chosen
@@ -228,6 +247,12 @@ def _terminate_as_interrupt() -> Iterator[None]:
 def handle_bench(ctx: Context, options: dict[str, Any]) -> None:
     """Refuse what cannot run before measuring anything (a run takes minutes), then run and report."""
     compare = _references(options.get("compare") or [])
+    recipe = None
+    if options.get("recipe"):
+        try:
+            recipe = load_recipe(options["recipe"])
+        except RecipeUnavailable as error:
+            raise usage_error(str(error)) from None
     try:
         config = BenchConfig.build(
             duration=options.get("duration"),
@@ -237,6 +262,7 @@ def handle_bench(ctx: Context, options: dict[str, Any]) -> None:
             compare=compare,
             quick=bool(options.get("quick")),
             tasks=options.get("tasks"),
+            recipe=recipe,
         )
     except KeyError as error:
         raise usage_error(error.args[0]) from None
@@ -271,6 +297,9 @@ def handle_bench(ctx: Context, options: dict[str, Any]) -> None:
             "Interrupted; the bench's queues, client processes and Redis server were cleaned up.",
             returncode=EXIT_INTERRUPTED,
         ) from None
+    except RecipeUnavailable as error:
+        progress.close()
+        raise usage_error(str(error)) from None
     except (BenchError, RedisUnavailable) as error:
         progress.close()
         raise CommandError(f"The bench failed: {_last_line(error)}", returncode=EXIT_STORE) from error

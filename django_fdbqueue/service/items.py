@@ -258,16 +258,18 @@ def push_batches(prepared: list[Prepared]) -> Iterable[list[Prepared]]:
 
 
 def walk_min(tr: Any, qk: keys.QueueKeys, limit: int, *, after: tuple | None = None,
-             max_bytes: int | None = None) -> tuple[list[Any], bool]:
+             max_bytes: int | None = None, head: Any = None) -> tuple[list[Any], bool]:
     """Up to `limit` items from the min end: priority ascending, push order ascending.
 
     Returns (key-values, cut) where `cut` says the byte budget, not the queue, ended the walk.
+    ``head`` is the walk's first read (:func:`head_read`) when the caller already sent it.
     """
     r = qk.items.range()
     begin = r.start if after is None else qk.item_prefix(*after) + b"\xff"
     out: list[Any] = []
     size = 0
-    for kv in tr.get_range(begin, r.stop, limit=limit):
+    rows = head if head is not None and after is None else tr.get_range(begin, r.stop, limit=limit)
+    for kv in rows:
         out.append(kv)
         size += len(kv.value)
         if max_bytes is not None and size >= max_bytes and len(out) < limit:
@@ -276,7 +278,7 @@ def walk_min(tr: Any, qk: keys.QueueKeys, limit: int, *, after: tuple | None = N
 
 
 def walk_max(tr: Any, qk: keys.QueueKeys, limit: int, *, after: tuple | None = None,
-             max_bytes: int | None = None) -> tuple[list[Any], bool]:
+             max_bytes: int | None = None, head: Any = None) -> tuple[list[Any], bool]:
     """Up to `limit` items from the max end: priority descending, push order *ascending*.
 
     The recipe's reverse scan would return the newest item of the top priority; we want the
@@ -298,8 +300,11 @@ def walk_max(tr: Any, qk: keys.QueueKeys, limit: int, *, after: tuple | None = N
             if max_bytes is not None and size >= max_bytes and len(out) < limit:
                 return out, True
         upper = pr.start
+    if after is not None:
+        head = None
     while len(out) < limit:
-        top = first(tr.snapshot.get_range(r.start, upper, limit=1, reverse=True))
+        top = first(head if head is not None else tr.snapshot.get_range(r.start, upper, limit=1, reverse=True))
+        head = None
         if top is None:
             tr.add_read_conflict_range(r.start, upper)  # "empty below here" must stay true
             break
@@ -319,14 +324,37 @@ def walk(tr: Any, qk: keys.QueueKeys, end: str, limit: int, **kwargs: Any) -> tu
     return (walk_min if end == "min" else walk_max)(tr, qk, limit, **kwargs)
 
 
+def head_read(tr: Any, qk: keys.QueueKeys, end: str, limit: int) -> Any:
+    """Send the first read a walk from `end` makes (not waited for): see :func:`promote_and_walk`."""
+    r = qk.items.range()
+    if end == "min":
+        return tr.get_range(r.start, r.stop, limit=limit)
+    return tr.snapshot.get_range(r.start, r.stop, limit=1, reverse=True)
+
+
+def promote_and_walk(tr: Any, entry: Entry, qk: keys.QueueKeys, end: str, n: int,
+                     max_bytes: int | None = None) -> tuple[list[Any], bool]:
+    """Move what is due into the ready items, then walk `end`, with the first reads sent together.
+
+    On a cluster a read waited for is a round trip. The due read and the walk's first read do not
+    depend on each other unless something was due, which is rare, so both are sent before either
+    is waited for; only when items were moved in is the walk's first read made again.
+    """
+    now_us = now_micros()
+    due = visibility.due(tr, qk, now_us)
+    head = head_read(tr, qk, end, n)
+    if visibility.promote(tr, qk, entry, now_us, rows=due):
+        head = None
+    return walk(tr, qk, end, n, max_bytes=max_bytes, head=head)
+
+
 def take(tr: Any, entry: Entry, qk: keys.QueueKeys, end: str, n: int,
          max_bytes: int | None = None) -> tuple[list[Item], bool]:
     """Remove up to n items from `end` (both keys of each) and update the counters atomically.
 
     What is due among the hidden items is moved in first, so it is taken in its turn.
     """
-    visibility.promote(tr, qk, entry, now_micros())
-    kvs, cut = walk(tr, qk, end, n, max_bytes=max_bytes)
+    kvs, cut = promote_and_walk(tr, entry, qk, end, n, max_bytes)
     items = []
     for kv in kvs:
         priority, stamp, meta = visibility.take_ready(tr, qk, bytes(kv.key))
@@ -348,12 +376,13 @@ def pop_n(tr: Any, name: str, end: str, n: int, max_bytes: int | None) -> tuple[
 def peek_one(tr: Any, name: str, end: str) -> Item | None:
     """What a pop would take, without writing: the first ready item or a due hidden one."""
     entry, qk = require(tr, name, fifo_ok=end == "min")
+    due = visibility.due(tr, qk, now_micros())  # sent now, read below: one round trip for both
     kvs, _cut = walk(tr, qk, end, 1)
     best = None
     if kvs:
         priority, stamp, *rest = qk.items.unpack(bytes(kvs[0].key))
         best = (priority, stamp, (keys.ItemMeta.from_elements(rest), kvs[0].value))
-    for candidate in visibility.due_as_ready(qk, entry, visibility.due(tr, qk, now_micros())):
+    for candidate in visibility.due_as_ready(qk, entry, due):
         if best is None or _before(candidate, best, end):
             best = candidate
     if best is None:

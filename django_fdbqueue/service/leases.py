@@ -30,7 +30,7 @@ from django_fdbqueue.fdbapi import ErrorCode, FDBError, _count_retry, is_transac
 
 from . import dedup, deadletters, keys, visibility
 from .catalog import counter_bytes, require
-from .items import walk
+from .items import promote_and_walk
 from .records import Lease, now_micros, to_datetime
 
 DEFAULT_LEASE_SECONDS = 30.0
@@ -62,8 +62,7 @@ def claim_once(tr: Any, name: str, lease: float, end: str) -> Lease | None:
     """Take the next ready item under a lease of ``lease`` seconds; None when none is ready."""
     entry, qk = require(tr, name, fifo_ok=end == "min")
     now_us = now_micros()
-    visibility.promote(tr, qk, entry, now_us)
-    kvs, _cut = walk(tr, qk, end, 1)
+    kvs, _cut = promote_and_walk(tr, entry, qk, end, 1)
     if not kvs:
         return None
     kv = kvs[0]

@@ -15,7 +15,7 @@ client that finds nothing due adds no conflict at all. A lease that runs out aft
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 from django_fdbqueue import codecs
 from django_fdbqueue.fdbapi import fdb
@@ -124,18 +124,25 @@ def exhausted(entry: Entry, meta: keys.ItemMeta) -> bool:
 # --- what is due ----------------------------------------------------------------------------------
 
 
-def due(tr: Any, qk: keys.QueueKeys, now_us: int, limit: int = PROMOTE_BATCH) -> list[Any]:
-    """Hidden entries whose time has come, earliest first (a snapshot read: no conflict)."""
+def due(tr: Any, qk: keys.QueueKeys, now_us: int, limit: int = PROMOTE_BATCH) -> Iterable[Any]:
+    """Hidden entries whose time has come, earliest first (a snapshot read: no conflict).
+
+    The read is sent now and waited for when iterated (once), so a caller can send its other
+    reads before waiting: on a cluster each read waited for in turn is a round trip.
+    """
     r = qk.hidden.range()
-    return list(tr.snapshot.get_range(r.start, qk.hidden.pack((now_us + 1,)), limit=limit))
+    return tr.snapshot.get_range(r.start, qk.hidden.pack((now_us + 1,)), limit=limit)
 
 
-def promote(tr: Any, qk: keys.QueueKeys, entry: Entry, now_us: int) -> int:
-    """Move what is due into the ready items (or, spent leases, to the dead letters)."""
+def promote(tr: Any, qk: keys.QueueKeys, entry: Entry, now_us: int, rows: Iterable[Any] | None = None) -> int:
+    """Move what is due into the ready items (or, spent leases, to the dead letters).
+
+    ``rows`` is :func:`due`'s read when the caller already sent it. Returns how many moved.
+    """
     from . import deadletters  # deadletters imports this module
 
     moved = 0
-    for kv in due(tr, qk, now_us):
+    for kv in due(tr, qk, now_us) if rows is None else rows:
         key = bytes(kv.key)
         hidden = Hidden.from_key(qk, key)
         tr.add_read_conflict_key(key)  # two clients moving the same item: one retries
