@@ -48,3 +48,4 @@ def op(client_for, operator) -> Client:
 
 def text(response) -> str:
     return response.content.decode()
+

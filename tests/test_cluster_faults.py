@@ -23,8 +23,6 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pytest
-from django.contrib.auth import get_user_model
-from rest_framework.test import APIClient
 
 from django_fdbqueue import connection, service
 from django_fdbqueue.exceptions import LeaseGone
@@ -32,7 +30,8 @@ from django_fdbqueue.fdbapi import FDBError, describe
 from django_fdbqueue.service import contention
 from django_fdbqueue.testing import plugin
 from django_fdbqueue.testing.cluster import ClusterError, LocalCluster
-from tests.admin_helpers import PERMS, make_user, text, url
+from tests.admin_helpers import text, url
+from tests.own_store_clients import api, operator_client  # noqa: F401 (fixtures)
 from tests.cluster_helpers import SkewedClocks, buggified_pushes, need_binaries
 from tests.processes import command_process, kill_leftovers
 
@@ -144,19 +143,6 @@ def test_kill_9_of_one_fdbserver_under_load_loses_nothing_and_no_client_hangs(th
 
 
 # -- every process stopped, then started again ------------------------------------------------------
-
-
-@pytest.fixture
-def api() -> APIClient:
-    client = APIClient()
-    client.force_authenticate(user=get_user_model().objects.create_user("alice", password="wonderland"))
-    return client
-
-
-@pytest.fixture
-def operator_client(client):
-    client.force_login(make_user(get_user_model(), "operator", perms=PERMS))
-    return client
 
 
 def push_numbers(db: Any, numbers: range, seconds: float = 30) -> None:

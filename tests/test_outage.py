@@ -27,11 +27,10 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-from django.contrib.auth import get_user_model
-from rest_framework.test import APIClient
 
 from django_fdbqueue import connection, service
-from tests.admin_helpers import PERMS, make_user, text, url
+from tests.admin_helpers import text, url
+from tests.own_store_clients import api, operator_client  # noqa: F401 (fixtures)
 from tests.processes import command_process
 
 TIMEOUT = 1.0
@@ -57,21 +56,6 @@ def store(tmp_path, settings) -> Any:
     service.create_queue(database, QUEUE)
     yield database
     connection.reset_database()
-
-
-# Users come from get_user_model(), not pytest-django's django_user_model: that one pulls in
-# conftest's engine-parametrized `db` fixture, and these tests are about the embedded engine only.
-@pytest.fixture
-def api() -> APIClient:
-    client = APIClient()
-    client.force_authenticate(user=get_user_model().objects.create_user("alice", password="wonderland"))
-    return client
-
-
-@pytest.fixture
-def operator_client(client):
-    client.force_login(make_user(get_user_model(), "operator", perms=PERMS))
-    return client
 
 
 @contextlib.contextmanager
