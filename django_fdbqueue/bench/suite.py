@@ -75,8 +75,10 @@ REFERENCES = ("recipe", "redis", "sqlite")
 #: The references ``--compare`` starts; the recipe comes with ``--recipe PATH`` instead.
 COMPARE_CHOICES = ("redis", "sqlite")
 MODES = ("threads", "processes")
-#: Rows on a queue filled beforehand; one that runs dry is measured once more on a fuller queue.
+#: Rows on a queue filled beforehand; one that runs dry is measured again on a fuller queue, up to
+#: MEASURE_ATTEMPTS windows in all.
 PREFILLED = ("pop", "claim+ack")
+MEASURE_ATTEMPTS = 3
 #: The shortest window of the wake-up row: it pushes one item per WAKE_INTERVAL only.
 WAKE_MIN_SECONDS = 1.0
 #: The strategy of the service's default pop, which claim+ack pairs are compared with.
@@ -522,9 +524,10 @@ class Bench:
             duration = max(duration, WAKE_MIN_SECONDS)  # enough pushes for percentiles, even in --quick
         prefilled = row.operation in PREFILLED
         held = True
-        for attempt in range(2 if prefilled else 1):
+        at_least = 0
+        for attempt in range(MEASURE_ATTEMPTS if prefilled else 1):
             if prefilled:
-                self._top_up(target, row, queue, strategy, progress)
+                self._top_up(target, row, queue, strategy, progress, at_least)
             held = self._measure_once(target, row, queue, strategy, team, duration, progress) and held
             self._learn_rate(row)  # from a dry window too: its rate is real, it just ended early
             if not (prefilled and row.ran_dry):
@@ -533,6 +536,9 @@ class Bench:
                 # The prefill estimate came from slower rows (or a busier moment): measure again on
                 # a queue filled for the rate just seen, rather than report a cut-short window.
                 row.notes["measured_again"] = "the queue ran dry in the first window"
+            # A rate learned from a window of a few items can be low (thread start-up weighs in
+            # it): each further window starts with at least twice what the last one had.
+            at_least = 2 * int(row.notes.get("queued_at_start", 0))
         if row.operation != "peek":
             row.exactly_once = held
         if row.ran_dry and row.depth is None:
@@ -621,7 +627,8 @@ class Bench:
             progress.detail(f"filling {done:,}/{count:,}")
         return time.monotonic() - started
 
-    def _top_up(self, target: Target, row: Row, queue: str, strategy: str | None, progress: Progress) -> None:
+    def _top_up(self, target: Target, row: Row, queue: str, strategy: str | None, progress: Progress,
+                at_least: int = 0) -> None:
         """Fill the queue so that the row's clients cannot empty it in the timed window.
 
         The estimate scales the fastest per-client rate seen so far on this target by the
@@ -629,7 +636,7 @@ class Bench:
         """
         per_client = self._rate_hint.get(row.target, 1000.0)
         expected = per_client * min(row.clients, self._scale_cap) * self.config.duration
-        need = min(MAX_PREFILL, math.ceil(PREFILL_SAFETY * expected) + 100)
+        need = min(MAX_PREFILL, max(at_least, math.ceil(PREFILL_SAFETY * expected) + 100))
         have = target.remaining(queue, strategy)
         if have < need:
             self._fill(target, queue, strategy, need - have, progress)
