@@ -194,7 +194,7 @@ def test_fdbqueue_store_is_fresh_on_each_engine(fdbqueue_store, fdbqueue_engine,
     assert service.pop(fdbqueue_store, "jobs").value == {"n": 1}
 
 
-@pytest.mark.parametrize("engines", ["embedded", "embedded,foundationdb"])
+@pytest.mark.parametrize("engines", ["embedded", pytest.param("embedded,foundationdb", marks=pytest.mark.cluster)])
 def test_the_readme_example_runs_through_the_installed_plugin(tmp_path, engines):
     """The README's example test, in a project of its own, with the plugin pytest loads by itself."""
     from tests.test_readme import readme_blocks
