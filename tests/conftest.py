@@ -118,19 +118,8 @@ def keyspace(db):
 @pytest.fixture
 def fdbqueue_db(engine_name, tmp_path, settings, request):
     """Point FDBQUEUE at a fresh store (or a fresh ROOT on the cluster) and return the app's handle."""
-    from django_fdbqueue import connection
-
-    root = ("fdbqueue-test", uuid.uuid4().hex)
-    settings.FDBQUEUE = plugin.store_settings(engine_name, root, str(tmp_path / "app.sqlite3"))
-    connection.reset_database()
-    database = connection.get_database()
-    yield database
-    if engine_name == "foundationdb":
-        from django_fdbqueue.fdbapi import fdb
-
-        space = fdb.Subspace(root)
-        del database[space.range().start : space.range().stop]
-    connection.reset_database()
+    with plugin.fresh_store(engine_name, settings, str(tmp_path / "app.sqlite3")) as database:
+        yield database
 
 
 

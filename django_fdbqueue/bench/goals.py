@@ -64,22 +64,23 @@ def _many(clients: Sequence[int]) -> int | None:
     return MANY if MANY in counts else counts[-1]
 
 
+#: One-client goals against the recipe: our row's operation, the workload, the reference, the unit.
+_ONE_CLIENT_GOALS = (
+    ("push+pop", "one client, push then pop, pairs/s", "recipe doing the same: ", "pairs/s"),
+    ("pop", "one popper on a full queue, pops/s", "recipe: ", "pops/s"),
+)
+
+
 def _strategy_goals(rows: dict[tuple, Any], strategy: str, many: int | None) -> list[Goal]:
     goals = []
-    pairs = rows.get((OURS, "push+pop", 1, "threads", strategy, None))
-    recipe_pairs = rows.get((_RECIPE, "push+pop", 1, "threads", _NONE, None))
-    goals.append(_at_least_one(
-        f"one client, push then pop, pairs/s ({strategy})",
-        f"recipe doing the same: {_rate(recipe_pairs, 'pairs/s')}" if recipe_pairs else "recipe: not run",
-        pairs.vs_recipe if pairs else None,
-    ))
-    pops = rows.get((OURS, "pop", 1, "threads", strategy, None))
-    recipe_pops = rows.get((_RECIPE, "pop", 1, "threads", _NONE, None))
-    goals.append(_at_least_one(
-        f"one popper on a full queue, pops/s ({strategy})",
-        f"recipe: {_rate(recipe_pops, 'pops/s')}" if recipe_pops else "recipe: not run",
-        pops.vs_recipe if pops else None,
-    ))
+    for operation, workload, reference, unit in _ONE_CLIENT_GOALS:
+        ours = rows.get((OURS, operation, 1, "threads", strategy, None))
+        recipe = rows.get((_RECIPE, operation, 1, "threads", _NONE, None))
+        goals.append(_at_least_one(
+            f"{workload} ({strategy})",
+            f"{reference}{_rate(recipe, unit)}" if recipe else "recipe: not run",
+            ours.vs_recipe if ours else None,
+        ))
     if many is not None:
         crowd = rows.get((OURS, "pop", many, "processes", strategy, None))
         recipe_crowd = rows.get((_RECIPE, "pop", many, "processes", _NONE, None))

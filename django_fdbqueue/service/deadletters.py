@@ -24,7 +24,8 @@ def bury(tr: Any, qk: keys.QueueKeys, priority: int, stamp: Any, meta: keys.Item
     tr.add(qk.counter(keys.DEAD_COUNT), _ONE)
 
 
-def _decode(qk: keys.QueueKeys, kv: Any) -> DeadLetter:
+def decode(qk: keys.QueueKeys, kv: Any) -> DeadLetter:
+    """A dead-letter row as the caller sees it: the item, and when it died."""
     priority, stamp, died_us, *rest = qk.dead.unpack(bytes(kv.key))
     meta = keys.ItemMeta.from_elements(rest)
     return DeadLetter(visibility.item_from(priority, stamp, meta, kv.value), to_datetime(died_us))
@@ -44,7 +45,7 @@ def page(tr: Any, name: str, after: tuple | None, limit: int) -> Page[DeadLetter
     r = qk.dead.range()
     begin = r.start if after is None else qk.dead.pack(after) + b"\xff"
     rows = list(tr.get_range(begin, r.stop, limit=limit + 1))
-    letters = [_decode(qk, kv) for kv in rows[:limit]]
+    letters = [decode(qk, kv) for kv in rows[:limit]]
     cursor = None
     if len(rows) > limit:
         priority, stamp = qk.dead.unpack(bytes(rows[limit - 1].key))[:2]
@@ -57,7 +58,7 @@ def get(tr: Any, name: str, priority: int, stamp: Any) -> DeadLetter | None:
     _entry, qk = require(tr, name)
     prefix = qk.dead.pack((priority, stamp))
     kv = first(tr.get_range(prefix, prefix + b"\xff", limit=1))
-    return None if kv is None else _decode(qk, kv)
+    return None if kv is None else decode(qk, kv)
 
 
 @transactional
@@ -65,7 +66,7 @@ def requeue(tr: Any, name: str, priority: int, stamp: Any) -> Item:
     """Back among the ready items at its old place, attempts reset, waiting pops woken."""
     _entry, qk = require(tr, name)
     kv = _find(tr, qk, priority, stamp, name)
-    letter = _decode(qk, kv)
+    letter = decode(qk, kv)
     _p, _s, _died, *rest = qk.dead.unpack(bytes(kv.key))
     meta = keys.ItemMeta.from_elements(rest).fresh()
     del tr[bytes(kv.key)]

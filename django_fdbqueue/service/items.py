@@ -10,7 +10,7 @@ from django_fdbqueue import codecs
 from django_fdbqueue.exceptions import InvalidArgument, ValueTooLarge, WrongQueueKind
 from django_fdbqueue.fdbapi import fdb, transactional
 
-from . import attempts, dedup, keys, visibility
+from . import attempts, deadletters, dedup, keys, visibility
 from .attempts import Attempt
 from .catalog import QUEUE_ID_BYTES, Entry, counter_bytes, first, read_counter, require, root
 from .records import Item, Page, PendingItem, now_micros, to_datetime
@@ -229,8 +229,7 @@ def _stored(tr: Any, qk: keys.QueueKeys, place: tuple, ready: Any, hidden: Any, 
         payload = tr.snapshot[h.key(qk)]
         return visibility.item_from(h.priority, h.stamp, h.meta, payload) if payload.present() else None
     if dead is not None:
-        priority, stamp, _died_us, *rest = qk.dead.unpack(bytes(dead.key))
-        return visibility.item_from(priority, stamp, keys.ItemMeta.from_elements(rest), dead.value)
+        return deadletters.decode(qk, dead).item
     return None
 
 

@@ -17,6 +17,7 @@ Without a cluster the ``foundationdb`` runs are skipped with the reason, or fail
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from typing import Any, Iterator
@@ -65,8 +66,11 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
     if (early_config.getoption("--fdbqueue-cluster", None) or os.environ.get(ENV_MODE)) == "off":
         return
     library = os.environ.get(clientlib.ENV_VARIABLE)
-    if not library and binaries.available():
-        library = binaries.find(need_library=True).library
+    if not library:
+        try:
+            library = binaries.find(need_library=True).library
+        except binaries.BinariesNotFound:
+            library = None
     if library:
         if clientlib.load(library):
             _state.library = clientlib.loaded_path
@@ -183,21 +187,29 @@ def fdbqueue_cluster_file() -> str:
     return need_cluster()
 
 
-@pytest.fixture
-def fdbqueue_store(fdbqueue_engine: str, tmp_path: Any, settings: Any) -> Iterator[Any]:
-    """A fresh store for this test on ``fdbqueue_engine``: the app's database handle."""
+@contextlib.contextmanager
+def fresh_store(engine: str, settings: Any, path: str) -> Iterator[Any]:
+    """Point ``settings.FDBQUEUE`` at a new store of ``engine`` (a new file at ``path``, or a new
+    ``ROOT`` on the cluster, cleared afterwards) and yield the app's database handle."""
     from django_fdbqueue import connection
 
     root = ("fdbqueue-test", uuid.uuid4().hex)
-    settings.FDBQUEUE = store_settings(fdbqueue_engine, root, str(tmp_path / "fdbqueue.sqlite3"))
+    settings.FDBQUEUE = store_settings(engine, root, path)
     connection.reset_database()
     database = connection.get_database()
     try:
         yield database
     finally:
-        if fdbqueue_engine == "foundationdb":
+        if engine == "foundationdb":
             from django_fdbqueue.fdbapi import fdb
 
             space = fdb.Subspace(root)
             del database[space.range().start : space.range().stop]
         connection.reset_database()
+
+
+@pytest.fixture
+def fdbqueue_store(fdbqueue_engine: str, tmp_path: Any, settings: Any) -> Iterator[Any]:
+    """A fresh store for this test on ``fdbqueue_engine``: the app's database handle."""
+    with fresh_store(fdbqueue_engine, settings, str(tmp_path / "fdbqueue.sqlite3")) as database:
+        yield database

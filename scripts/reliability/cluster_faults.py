@@ -685,10 +685,7 @@ def render(report: dict[str, Any]) -> str:
         "Tasks: " + json.dumps(numbers["tasks"]),
         "",
     ]
-    for check in report["checks"]:
-        lines.append(f"{'PASS' if check['ok'] else 'FAIL'}  {check['name']}: {check['detail']}")
-    lines.append("")
-    lines.append("ALL CHECKS PASSED" if report["ok"] else "SOME CHECKS FAILED")
+    lines += harness.verdicts(report)
     return "\n".join(lines)
 
 

@@ -356,6 +356,12 @@ def table(rows: Sequence[Sequence[Any]], header: Sequence[str]) -> str:
     return "\n".join(lines)
 
 
+def verdicts(report: dict[str, Any]) -> list[str]:
+    """The report's checks, one PASS or FAIL line each, then the overall verdict."""
+    lines = [f"{'PASS' if check['ok'] else 'FAIL'}  {check['name']}: {check['detail']}" for check in report["checks"]]
+    return lines + ["", "ALL CHECKS PASSED" if report["ok"] else "SOME CHECKS FAILED"]
+
+
 def main(argv: list[str] | None, parse_args: Callable[[list[str] | None], Any],
          run: Callable[[Any, Path], dict[str, Any]], render: Callable[[dict[str, Any]], str]) -> int:
     """What every proof script's command line does: run in a temp directory, print, exit 0/1/2.

@@ -868,10 +868,7 @@ def render(report: dict[str, Any]) -> str:
     if report.get("backup"):
         lines.append("Online backup mid-run: " + json.dumps(report["backup"]))
     lines.append("")
-    for check in report["checks"]:
-        lines.append(f"{'PASS' if check['ok'] else 'FAIL'}  {check['name']}: {check['detail']}")
-    lines.append("")
-    lines.append("ALL CHECKS PASSED" if report["ok"] else "SOME CHECKS FAILED")
+    lines += harness.verdicts(report)
     return "\n".join(lines)
 
 
