@@ -42,7 +42,10 @@ __all__ = [
     "describe",
     "fdb",
     "retry_counts",
+    "bounded",
+    "bounded_waits",
     "is_transaction",
+    "wait_bound",
     "strinc",
     "transactional",
 ]
@@ -279,6 +282,54 @@ def _count_retry(code: int) -> None:
         _retries[code] += 1
 
 
+# -- a bound on this thread's blocking waits (see engines.foundationdb.bound_waits) -----------------
+_wait_scope = threading.local()
+
+
+def wait_bound() -> float | None:
+    """Seconds a blocking wait on a future may last in this thread's current operation, or None.
+
+    Set by :class:`bounded_waits` around operations that open their own transactions on a database
+    with a ``wait_bound`` attribute (the ``foundationdb`` engine's, when TIMEOUT is set). Outside such
+    an operation, and on the embedded engine, waits are FoundationDB's own business.
+    """
+    return getattr(_wait_scope, "seconds", None)
+
+
+class bounded_waits:
+    """A block in which this thread's blocking waits are bounded by ``db.wait_bound`` seconds.
+
+    A transaction (or a database without the attribute) changes nothing: an operation joining a
+    caller's transaction keeps the caller's bound, if any.
+    """
+
+    __slots__ = ("seconds", "outer")
+
+    def __init__(self, db: Any) -> None:
+        self.seconds: float | None = getattr(db, "wait_bound", None)
+        self.outer: float | None = None
+
+    def __enter__(self) -> None:
+        if self.seconds is not None:
+            self.outer = getattr(_wait_scope, "seconds", None)
+            _wait_scope.seconds = self.seconds
+
+    def __exit__(self, *exc: object) -> None:
+        if self.seconds is not None:
+            _wait_scope.seconds = self.outer
+
+
+def bounded(func: F) -> F:
+    """Run ``func(db, ...)`` inside :class:`bounded_waits` for its first argument."""
+
+    @functools.wraps(func)
+    def wrapper(db: Any, *args: Any, **kwargs: Any) -> Any:
+        with bounded_waits(db):
+            return func(db, *args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
 def transactional(func: F | None = None, *, parameter: str = "tr") -> F:
     """Decorate `func` like ``fdb.transactional``, for both engines.
 
@@ -313,14 +364,15 @@ def transactional(func: F | None = None, *, parameter: str = "tr") -> F:
                 kwargs[parameter] = tr
             else:
                 args = args[:index] + (tr,) + args[index + 1 :]
-            while True:
-                try:
-                    result = inner(*args, **kwargs)
-                    tr.commit().wait()
-                    return result
-                except FDBError as error:
-                    _count_retry(error.code)
-                    tr.on_error(error).wait()
+            with bounded_waits(target):
+                while True:
+                    try:
+                        result = inner(*args, **kwargs)
+                        tr.commit().wait()
+                        return result
+                    except FDBError as error:
+                        _count_retry(error.code)
+                        tr.on_error(error).wait()
 
         return wrapper  # type: ignore[return-value]
 

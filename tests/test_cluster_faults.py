@@ -216,6 +216,50 @@ def test_with_every_process_stopped_calls_fail_within_the_timeout_and_all_resume
     assert json.loads(out.read_text())["store_errors"] >= 1
 
 
+# -- a client library that does not keep its own deadline --------------------------------------------
+
+
+@pytest.mark.cluster
+@pytest.mark.timeout(180)
+def test_waits_are_bounded_even_when_the_client_library_keeps_no_deadline(cluster, store, caplog):
+    """The hang of issue 18: claimers blocked for good in futures (the due read of a claim, the
+    retry loop of a blocking claim, an ack's settle) although TIMEOUT was set. Here the client
+    library is made to keep no deadline at all (its transaction timeout switched off on the handle)
+    and the cluster is stopped: without the engine's own bound each call below blocks for good (the
+    thread outlives its 60 s join), as a read through the binding's own API still would. With it
+    each gives up with 1031 within the bound, logs the stacks once, and the same handle works
+    again once the cluster is back."""
+    from django_fdbqueue.engines.wait_bound import bound_for
+
+    bound = bound_for(TIMEOUT)
+    service.create_queue(store, QUEUE)
+    push_numbers(store, range(0, 2))
+    lease = service.claim(store, QUEUE, lease=600)
+    store.options.set_transaction_timeout(0)  # FoundationDB's deadline gone: only ours is left
+    cluster.stop_processes()
+    try:
+        for call in (lambda: service.claim(store, QUEUE, wait=1),  # due read, retry loop, watch wait
+                     lambda: service.ack(store, lease.receipt),  # the ack's settle
+                     lambda: service.pop(store, QUEUE, mode="high-contention"),
+                     lambda: service.push(store, QUEUE, {"n": 2})):
+            error, elapsed = timed(lambda: in_thread(call))
+            assert isinstance(error, FDBError) and error.code == 1031, error
+            assert elapsed < 3 * bound + 10, elapsed  # each wait within the bound; a retry or two
+    finally:
+        cluster.start_processes()
+        cluster.wait_available(90)
+    assert sum("did not time the transaction out" in r.getMessage() for r in caplog.records) == 1
+    with_stacks = next(r for r in caplog.records if "did not time the transaction out" in r.getMessage())
+    assert "Stacks of this process" in with_stacks.getMessage() and "_wait_or_give_up" in with_stacks.getMessage()
+    connection.reset_database()  # TIMEOUT applied again to the handle
+    db = connection.get_database()
+    service.ack(db, lease.receipt)  # its ack above never reached the cluster
+    got = service.claim(db, QUEUE)
+    assert got is not None and {lease.item.value["n"], got.item.value["n"]} == {0, 1}
+    service.ack(db, got.receipt)
+    assert service.get_queue(db, QUEUE).popped == 2
+
+
 # -- commit_unknown_result on a real cluster ------------------------------------------------------------
 
 

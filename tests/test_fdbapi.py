@@ -231,6 +231,66 @@ def test_is_transaction_tells_databases_from_transactions(embedded_db):
     assert fdbapi.is_transaction(tr.snapshot)
 
 
+# --------------------------------------------------------------------------- wait bounds
+
+
+class _BoundedDatabase:
+    """A database as the foundationdb engine leaves it: ``wait_bound`` set; its waits recorded."""
+
+    def __init__(self, real: Any, seconds: float | None) -> None:
+        self.real = real
+        self.wait_bound = seconds
+        self.seen: list[float | None] = []
+
+    def create_transaction(self) -> Any:
+        return self.real.create_transaction()
+
+
+def test_transactional_bounds_the_waits_of_its_own_transaction_by_the_databases_bound(embedded_db):
+    """The bound applies inside an operation on a database that has one, for every wait of it
+    (reads, commit, on_error), nested operations keep it, and it is gone afterwards."""
+    db = _BoundedDatabase(embedded_db, 7.0)
+
+    @transactional
+    def inner(tr):
+        db.seen.append(fdbapi.wait_bound())
+
+    @transactional
+    def outer(tr):
+        db.seen.append(fdbapi.wait_bound())
+        inner(tr)  # joins the transaction: same bound
+        with fdbapi.bounded_waits(tr):  # a transaction has no bound of its own: no change
+            db.seen.append(fdbapi.wait_bound())
+
+    assert fdbapi.wait_bound() is None
+    outer(db)
+    assert db.seen == [7.0, 7.0, 7.0] and fdbapi.wait_bound() is None
+    transactional(lambda tr: db.seen.append(fdbapi.wait_bound()))(embedded_db)  # no bound: none
+    assert db.seen[-1] is None
+
+
+def test_a_bounded_operation_restores_the_outer_bound_even_when_it_raises(embedded_db):
+    seen = []
+
+    @fdbapi.bounded
+    def failing(db):
+        seen.append(fdbapi.wait_bound())
+        raise ValueError("boom")
+
+    with fdbapi.bounded_waits(_BoundedDatabase(embedded_db, 10.0)):
+        with pytest.raises(ValueError):
+            failing(_BoundedDatabase(embedded_db, 3.0))
+        assert fdbapi.wait_bound() == 10.0
+    assert seen == [3.0] and fdbapi.wait_bound() is None
+
+
+def test_the_wait_bound_is_timeout_plus_a_grace_as_long_and_at_least_five_seconds():
+    from django_fdbqueue.engines.wait_bound import bound_for
+
+    assert bound_for(None) is None
+    assert (bound_for(2), bound_for(5), bound_for(20)) == (7, 10, 40)
+
+
 # --------------------------------------------------------------------------- FDBError
 
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import ImproperlyConfigured
 
+from django_fdbqueue.engines import wait_bound
 from django_fdbqueue.fdbapi import describe
 
 if TYPE_CHECKING:
@@ -93,8 +94,13 @@ def configure(database: Any, settings: QueueSettings) -> None:
     """Apply TIMEOUT and RETRY_LIMIT to every transaction the database creates.
 
     The binding hands out one cached Database per cluster file, so "off" is set explicitly too:
-    otherwise a value from earlier settings would linger on the shared handle.
+    otherwise a value from earlier settings would linger on the shared handle. TIMEOUT also sets
+    the handle's ``wait_bound``, the deadline the waiting thread keeps itself (``wait_bound``).
     """
+    import fdb.impl
+
+    wait_bound.install(fdb.impl)
+    database.wait_bound = wait_bound.bound_for(settings.timeout)
     if settings.timeout is None:
         database.options.set_transaction_timeout(0)  # 0 disables the timeout
     else:

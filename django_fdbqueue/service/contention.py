@@ -188,6 +188,7 @@ from django_fdbqueue.fdbapi import (
     ErrorCode,
     FDBError,
     _count_retry,
+    bounded,
     fdb,
     is_transaction,
     make_error,
@@ -641,6 +642,7 @@ def _fulfil(db: Any, name: str, end: str, p: _Pop | None) -> Round:
         return Round()
 
 
+@bounded
 def fulfil(db: Any, name: str, end: str = "min") -> Round:
     """Run one fulfil round for ``end`` of ``name``: serve waiting requests, recover abandoned results.
 
@@ -735,6 +737,7 @@ def _check_timeout(timeout: object) -> float:
     return float(timeout)
 
 
+@bounded
 def pop(db: Any, name: str, end: str = "min", *, timeout: float | None = None) -> Item | None:
     """Pop from ``end`` of ``name``, through a staged request when other pops compete.
 

@@ -26,7 +26,7 @@ import random
 from typing import Any, Callable
 
 from django_fdbqueue.exceptions import InvalidReceipt, LeaseExpired, LeaseNotFound
-from django_fdbqueue.fdbapi import ErrorCode, FDBError, _count_retry, is_transaction, transactional
+from django_fdbqueue.fdbapi import ErrorCode, FDBError, _count_retry, bounded, is_transaction, transactional
 
 from . import dedup, deadletters, keys, visibility
 from .catalog import counter_bytes, require
@@ -137,6 +137,7 @@ def _mark(tr: Any, held: Held, token: bytes, outcome: str) -> None:
         tr.clear_range(r.start, qk.settled.pack((_epoch(held.now_us) - 1,)))
 
 
+@bounded
 def _settle(db_or_tr: Any, r: keys.Receipt, body: Callable[[Any, Held], str]) -> str:
     """Run ``body`` on the held lease, retrying like ``transactional``, safe against 1021.
 

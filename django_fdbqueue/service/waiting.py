@@ -24,7 +24,7 @@ import threading
 import time
 from typing import Any
 
-from django_fdbqueue.fdbapi import FDBError, _count_retry
+from django_fdbqueue.fdbapi import FDBError, _count_retry, bounded
 
 from . import keys, visibility
 from .catalog import first, require
@@ -78,6 +78,7 @@ def _watch_failed(watch: Any) -> bool:
     return False
 
 
+@bounded
 def until_visible(db: Any, name: str, end: str, deadline: float) -> bool:
     """Wait until ``name`` may have a visible item (True) or ``deadline`` passes (False).
 
