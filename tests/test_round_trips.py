@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from django_fdbqueue import service
+from django_fdbqueue.service.catalog import METADATA_VERSION_KEY
 
 
 class _Recorded:
@@ -33,6 +34,21 @@ class _Recorded:
             self._log.append(f"wait {self._tag}")
 
 
+class _RecordedValue:
+    """The catalog check's read of the metadata version: "send catalog", then "wait catalog"."""
+
+    def __init__(self, future: Any, log: list[str]) -> None:
+        self._future, self._log = future, log
+        log.append("send catalog")
+
+    def present(self) -> bool:
+        self._log.append("wait catalog")
+        return self._future.present()
+
+    def __bytes__(self) -> bytes:
+        return bytes(self._future)
+
+
 class _Reads:
     def __init__(self, reads: Any, log: list[str], tag: str, hidden: bytes) -> None:
         self._reads, self._log, self._tag, self._hidden = reads, log, tag, hidden
@@ -45,6 +61,8 @@ class _Reads:
         return getattr(self._reads, name)
 
     def __getitem__(self, key: Any) -> Any:
+        if key == METADATA_VERSION_KEY:
+            return _RecordedValue(self._reads[key], self._log)
         return self._reads[key]
 
     def __setitem__(self, key: Any, value: Any) -> None:
@@ -106,6 +124,44 @@ def test_a_peek_sends_its_reads_together(fdbqueue_db, queue):
     tr = _recording(fdbqueue_db, queue)
     assert service.peek(tr, "jobs").value == "a"
     assert _sent_before_waited(tr.log), tr.log
+
+
+@pytest.mark.parametrize("operation", ["pop", "claim", "peek"])
+def test_with_the_entry_cached_the_catalog_check_travels_with_the_first_reads(fdbqueue_db, queue, operation):
+    """One round trip before the commit, as FoundationDB's recipe has: the metadata version read
+    that confirms the cached catalog entry is sent with the due and first item reads."""
+    service.peek(fdbqueue_db, "jobs")  # the entry is in this process's cache now
+    tr = _recording(fdbqueue_db, queue)
+    getattr(service, operation)(tr, "jobs")
+    first_wait = next(i for i, entry in enumerate(tr.log) if entry.startswith("wait"))
+    assert {"send catalog", "send snapshot due", "send items"} <= set(tr.log[:first_wait]), tr.log
+
+
+def test_a_stale_cached_entry_is_caught_and_the_reads_made_again_for_the_new_queue(fdbqueue_db, clock):
+    """The cached entry names a queue deleted (and created again) since: its speculative reads are
+    dropped, and the operation reads the new queue."""
+    service.create_queue(fdbqueue_db, "jobs")
+    service.push(fdbqueue_db, "jobs", "old")
+    from django_fdbqueue.service import catalog
+
+    assert service.peek(fdbqueue_db, "jobs").value == "old"  # cached
+    slot = (catalog.root().key(), "jobs")
+    stale = catalog._cache[slot]
+    service.delete_queue(fdbqueue_db, "jobs")
+    service.create_queue(fdbqueue_db, "jobs")
+    service.push(fdbqueue_db, "jobs", "new", delay=1)
+    clock.advance(2)
+    for operation in ("peek", "claim", "pop"):
+        catalog._cache[slot] = stale  # as in a process that cached it before another changed the catalog
+        got = getattr(service, operation)(fdbqueue_db, "jobs")
+        assert catalog._cache[slot][1].queue_id != stale[1].queue_id  # read again, and cached
+        if operation == "peek":
+            assert got.value == "new"
+        elif operation == "claim":
+            assert got.item.value == "new"
+        else:
+            assert got is None
+    assert service.get_queue(fdbqueue_db, "jobs").leased == 1
 
 
 def test_an_item_that_became_due_is_still_taken_in_its_turn(fdbqueue_db, clock):

@@ -22,6 +22,7 @@ watch is waiting for someone else's write, and the service waits for them with i
 
 from __future__ import annotations
 
+import _thread
 import logging
 import sys
 import threading
@@ -77,9 +78,10 @@ def install(impl: Any) -> None:
 
 
 def _wait_or_give_up(future: Any, seconds: float) -> None:
-    ready = threading.Event()
-    future.on_ready(lambda _future: ready.set())
-    if ready.wait(seconds):
+    ready = _thread.allocate_lock()  # the cheapest primitive to hand over: released when ready
+    ready.acquire()
+    future.on_ready(lambda _future: ready.release())
+    if ready.acquire(timeout=seconds):
         return
     future.cancel()
     _report(seconds)

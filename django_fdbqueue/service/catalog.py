@@ -6,7 +6,7 @@ import os
 import struct
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 from django_fdbqueue import connection
 from django_fdbqueue.exceptions import QueueAlreadyExists, QueueNotFound, WrongQueueKind
@@ -14,6 +14,8 @@ from django_fdbqueue.fdbapi import fdb, transactional
 
 from . import attempts, keys
 from .records import Page, QueueInfo, now_micros, to_datetime
+
+R = TypeVar("R")
 
 QUEUE_ID_BYTES = 16
 LIST_LIMIT_MAX = 1000
@@ -121,6 +123,30 @@ def lookup(tr: Any, root_space: Any, name: str) -> Entry | None:
                 _cache.clear()
             _cache[slot] = (version, entry)
     return entry
+
+
+def require_with(tr: Any, name: str, send: Callable[[keys.QueueKeys], R], *,
+                 fifo_ok: bool = True) -> tuple[Entry, keys.QueueKeys, R]:
+    """:func:`require`, with the caller's first reads (``send(qk)``, not waited for) sent alongside.
+
+    On a cluster each read waited for is a round trip. With the entry in the cache, ``send`` runs
+    at once, so its reads travel with the metadata version read that decides whether the cached
+    entry holds: one round trip for both instead of two. If it does not hold (a catalog change
+    since), the entry is read and ``send`` runs again for the right queue; the first reads are
+    left unused, their only effect a read conflict on keys of a queue that is gone.
+    """
+    if not attempts.changed_catalog(tr):
+        root_space = root()
+        cached = _cache.get((root_space.key(), name))
+        if cached is not None and (fifo_ok or cached[1].kind != "fifo"):
+            version_future = tr.snapshot[METADATA_VERSION_KEY]
+            qk = keys.queue_keys(root_space, cached[1].queue_id)
+            sent = send(qk)
+            if (bytes(version_future) if version_future.present() else b"") == cached[0]:
+                tr.add_read_conflict_key(keys.catalog_key(root_space, name))
+                return cached[1], qk, sent
+    entry, qk = require(tr, name, fifo_ok=fifo_ok)
+    return entry, qk, send(qk)
 
 
 def require(tr: Any, name: str, *, fifo_ok: bool = True) -> tuple[Entry, keys.QueueKeys]:

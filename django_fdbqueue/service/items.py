@@ -12,7 +12,7 @@ from django_fdbqueue.fdbapi import fdb, transactional
 
 from . import attempts, deadletters, dedup, keys, visibility
 from .attempts import Attempt
-from .catalog import QUEUE_ID_BYTES, Entry, counter_bytes, first, read_counter, require, root
+from .catalog import QUEUE_ID_BYTES, Entry, counter_bytes, first, read_counter, require, require_with, root
 from .records import Item, Page, PendingItem, now_micros, to_datetime
 
 MAX_VALUE_BYTES = 100_000
@@ -331,29 +331,38 @@ def head_read(tr: Any, qk: keys.QueueKeys, end: str, limit: int) -> Any:
     return tr.snapshot.get_range(r.start, r.stop, limit=1, reverse=True)
 
 
-def promote_and_walk(tr: Any, entry: Entry, qk: keys.QueueKeys, end: str, n: int,
-                     max_bytes: int | None = None) -> tuple[list[Any], bool]:
-    """Move what is due into the ready items, then walk `end`, with the first reads sent together.
+FirstReads = tuple[int, Any, Any]
 
-    On a cluster a read waited for is a round trip. The due read and the walk's first read do not
-    depend on each other unless something was due, which is rare, so both are sent before either
-    is waited for; only when items were moved in is the walk's first read made again.
+
+def first_reads(tr: Any, qk: keys.QueueKeys, end: str, n: int) -> FirstReads:
+    """Send (without waiting) the reads every pop, claim and peek starts with: the time, what is
+    due among the hidden items, and the first read of the walk from `end`.
+
+    On a cluster a read waited for is a round trip. These do not depend on each other unless
+    something was due, which is rare, so they are sent together (and, through
+    ``catalog.require_with``, together with the catalog check).
     """
     now_us = now_micros()
-    due = visibility.due(tr, qk, now_us)
-    head = head_read(tr, qk, end, n)
+    return now_us, visibility.due(tr, qk, now_us), head_read(tr, qk, end, n)
+
+
+def promote_and_walk(tr: Any, entry: Entry, qk: keys.QueueKeys, end: str, n: int,
+                     max_bytes: int | None = None, sent: FirstReads | None = None) -> tuple[list[Any], bool]:
+    """Move what is due into the ready items, then walk `end`, from :func:`first_reads` (``sent``,
+    or sent now); only when items were moved in is the walk's first read made again."""
+    now_us, due, head = sent if sent is not None else first_reads(tr, qk, end, n)
     if visibility.promote(tr, qk, entry, now_us, rows=due):
         head = None
     return walk(tr, qk, end, n, max_bytes=max_bytes, head=head)
 
 
 def take(tr: Any, entry: Entry, qk: keys.QueueKeys, end: str, n: int,
-         max_bytes: int | None = None) -> tuple[list[Item], bool]:
+         max_bytes: int | None = None, sent: FirstReads | None = None) -> tuple[list[Item], bool]:
     """Remove up to n items from `end` (both keys of each) and update the counters atomically.
 
     What is due among the hidden items is moved in first, so it is taken in its turn.
     """
-    kvs, cut = promote_and_walk(tr, entry, qk, end, n, max_bytes)
+    kvs, cut = promote_and_walk(tr, entry, qk, end, n, max_bytes, sent)
     items = []
     for kv in kvs:
         priority, stamp, meta = visibility.take_ready(tr, qk, bytes(kv.key))
@@ -367,16 +376,17 @@ def take(tr: Any, entry: Entry, qk: keys.QueueKeys, end: str, n: int,
 
 @transactional
 def pop_n(tr: Any, name: str, end: str, n: int, max_bytes: int | None) -> tuple[list[Item], bool]:
-    entry, qk = require(tr, name, fifo_ok=end == "min")
-    return take(tr, entry, qk, end, n, max_bytes)
+    entry, qk, sent = require_with(tr, name, lambda qk: first_reads(tr, qk, end, n), fifo_ok=end == "min")
+    return take(tr, entry, qk, end, n, max_bytes, sent)
 
 
 @transactional
 def peek_one(tr: Any, name: str, end: str) -> Item | None:
     """What a pop would take, without writing: the first ready item or a due hidden one."""
-    entry, qk = require(tr, name, fifo_ok=end == "min")
-    due = visibility.due(tr, qk, now_micros())  # sent now, read below: one round trip for both
-    kvs, _cut = walk(tr, qk, end, 1)
+    entry, qk, (_now_us, due, head) = require_with(
+        tr, name, lambda qk: first_reads(tr, qk, end, 1), fifo_ok=end == "min"
+    )  # the catalog check, the due read and the walk's first read: one round trip for all
+    kvs, _cut = walk(tr, qk, end, 1, head=head)
     best = None
     if kvs:
         priority, stamp, *rest = qk.items.unpack(bytes(kvs[0].key))

@@ -29,8 +29,8 @@ from django_fdbqueue.exceptions import InvalidReceipt, LeaseExpired, LeaseNotFou
 from django_fdbqueue.fdbapi import ErrorCode, FDBError, _count_retry, bounded, is_transaction, transactional
 
 from . import dedup, deadletters, keys, visibility
-from .catalog import counter_bytes, require
-from .items import promote_and_walk
+from .catalog import counter_bytes, require, require_with
+from .items import first_reads, promote_and_walk
 from .records import Lease, now_micros, to_datetime
 
 DEFAULT_LEASE_SECONDS = 30.0
@@ -60,9 +60,9 @@ def _epoch(micros: int) -> int:
 @transactional
 def claim_once(tr: Any, name: str, lease: float, end: str) -> Lease | None:
     """Take the next ready item under a lease of ``lease`` seconds; None when none is ready."""
-    entry, qk = require(tr, name, fifo_ok=end == "min")
-    now_us = now_micros()
-    kvs, _cut = promote_and_walk(tr, entry, qk, end, 1)
+    entry, qk, sent = require_with(tr, name, lambda qk: first_reads(tr, qk, end, 1), fifo_ok=end == "min")
+    now_us = sent[0]
+    kvs, _cut = promote_and_walk(tr, entry, qk, end, 1, sent=sent)
     if not kvs:
         return None
     kv = kvs[0]
