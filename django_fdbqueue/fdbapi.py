@@ -24,6 +24,7 @@ import collections
 import functools
 import inspect
 import threading
+import time
 import types
 from typing import Any, Callable, TypeVar
 
@@ -330,13 +331,53 @@ def bounded(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def transactional(func: F | None = None, *, parameter: str = "tr") -> F:
+# -- read versions reused from this thread's last commit -----------------------------------------
+#
+# A transaction's first round trip fetches a read version. A transaction that writes does not need
+# the newest one to be correct: the cluster checks its reads for conflicts from its read version up
+# to its commit, so a read version a little old only widens that window. The version of this
+# thread's own last commit is such a version, and it sees everything this thread wrote. So, on a
+# database that allows it (``reuse_read_versions``, the foundationdb engine), a function decorated
+# with ``transactional(trusts=...)`` starts from that version, no older than
+# REUSE_VERSION_SECONDS, and skips the round trip. What a transaction concludes from *absence*
+# (an empty queue: a read-only transaction, so never checked for conflicts at commit) could be
+# out of date, so ``trusts(result)`` says whether the result stands; when it does not, the
+# attempt is run again on a fresh read version. After a retryable error the next attempt and the
+# thread's next transaction fetch fresh ones (contention: a stale version would only conflict again).
+
+REUSE_VERSION_SECONDS = 1.0
+_last_commit = threading.local()
+
+
+def _reuse_version(target: Any, tr: Any) -> bool:
+    """Start ``tr`` from this thread's last commit on ``target`` when it is recent; did it?"""
+    last = getattr(_last_commit, "seen", None)
+    if last is None or last[0] is not target or time.monotonic() - last[2] > REUSE_VERSION_SECONDS:
+        return False
+    tr.set_read_version(last[1])
+    return True
+
+
+class _Untrusted(Exception):
+    """A result that a reused read version cannot vouch for (see ``transactional``'s ``trusts``)."""
+
+
+def _remember_commit(target: Any, tr: Any) -> None:
+    version = tr.get_committed_version()  # -1 for a read-only commit: nothing to reuse
+    _last_commit.seen = (target, version, time.monotonic()) if version > 0 else None
+
+
+def transactional(func: F | None = None, *, parameter: str = "tr",
+                  trusts: Callable[[Any], bool] | None = None) -> F:
     """Decorate `func` like ``fdb.transactional``, for both engines.
 
     Called with a database, the wrapper opens a transaction, runs `func`, commits, and on an
     ``FDBError`` asks ``tr.on_error`` whether to retry (it backs off and resets the
     transaction) or re-raises. Called with a transaction, it calls straight through and does
     not commit, so transactional functions compose into one atomic transaction.
+
+    ``trusts`` (a predicate on the result) lets the function start from a reused read version
+    where the database allows it: see the section above.
     """
 
     def decorate(inner: F) -> F:
@@ -364,15 +405,30 @@ def transactional(func: F | None = None, *, parameter: str = "tr") -> F:
                 kwargs[parameter] = tr
             else:
                 args = args[:index] + (tr,) + args[index + 1 :]
+            reuses = getattr(target, "reuse_read_versions", False)
             with bounded_waits(target):
+                reused = trusts is not None and reuses and _reuse_version(target, tr)
                 while True:
                     try:
                         result = inner(*args, **kwargs)
+                        if reused and not trusts(result):  # type: ignore[misc]
+                            raise _Untrusted
                         tr.commit().wait()
+                        if reuses:
+                            _remember_commit(target, tr)
                         return result
                     except FDBError as error:
+                        reused = False
+                        _last_commit.seen = None
                         _count_retry(error.code)
                         tr.on_error(error).wait()
+                    except Exception:
+                        # Found nothing, or no such queue, at a reused version: only a fresh read
+                        # version may conclude that (the queue may be newer than the version).
+                        if not reused:
+                            raise
+                        reused = False
+                        tr.reset()
 
         return wrapper  # type: ignore[return-value]
 

@@ -174,3 +174,137 @@ def test_an_item_that_became_due_is_still_taken_in_its_turn(fdbqueue_db, clock):
     assert service.peek(fdbqueue_db, "jobs", "max").value == "later, urgent"
     assert service.pop(fdbqueue_db, "jobs", "max").value == "later, urgent"
     assert service.claim(fdbqueue_db, "jobs", end="max").item.value == "now, calm"
+
+
+# -- pushes written while the catalog check is in flight ----------------------------------------------
+
+
+def test_a_push_prepared_with_a_stale_cached_entry_lands_in_the_queue_as_it_is(fdbqueue_db):
+    """The cached entry names a queue deleted and created again since (as by another process): the
+    push starts over, lands in the new queue once, and leaves nothing under the old queue's id."""
+    from django_fdbqueue import connection
+    from django_fdbqueue.fdbapi import retry_counts
+    from django_fdbqueue.service import catalog, keys
+
+    service.create_queue(fdbqueue_db, "jobs")
+    service.push(fdbqueue_db, "jobs", "first")
+    slot = (catalog.root().key(), "jobs")
+    stale = catalog._cache[slot]
+    service.delete_queue(fdbqueue_db, "jobs")
+    service.create_queue(fdbqueue_db, "jobs")
+    catalog._cache[slot] = stale  # as in a process that cached it before another changed the catalog
+    conflicts = retry_counts().get(1020, 0)
+    item = service.push(fdbqueue_db, "jobs", "second")
+    assert retry_counts().get(1020, 0) == conflicts + 1  # the one attempt that wrote ahead
+    assert [i.value for i in service.browse(fdbqueue_db, "jobs").items] == ["second"]
+    assert service.get_item(fdbqueue_db, "jobs", item.id).value == "second"
+    old = keys.queue_keys(connection.root_subspace(), stale[1].queue_id).space.range()
+    assert list(fdbqueue_db.create_transaction().get_range(old.start, old.stop)) == []
+
+
+def test_another_queue_created_meanwhile_does_not_make_a_push_start_over(fdbqueue_db):
+    """A new metadata version is most often another queue's creation: the entry is read, found the
+    same, and the push goes on (and the cache takes the new version)."""
+    from django_fdbqueue.fdbapi import retry_counts
+    from django_fdbqueue.service import catalog
+
+    service.create_queue(fdbqueue_db, "jobs")
+    service.push(fdbqueue_db, "jobs", "a")
+    slot = (catalog.root().key(), "jobs")
+    tag = catalog._cache[slot][0]
+    service.create_queue(fdbqueue_db, "other")
+    conflicts = retry_counts().get(1020, 0)
+    service.push(fdbqueue_db, "jobs", "b")
+    assert retry_counts().get(1020, 0) == conflicts
+    assert catalog._cache[slot][0] != tag
+    assert [i.value for i in service.browse(fdbqueue_db, "jobs").items] == ["a", "b"]
+
+
+def test_a_push_into_a_callers_transaction_reads_the_entry_first_and_never_asks_to_start_over(fdbqueue_db):
+    from django_fdbqueue.service import catalog
+
+    service.create_queue(fdbqueue_db, "jobs")
+    service.push(fdbqueue_db, "jobs", "a")
+    slot = (catalog.root().key(), "jobs")
+    stale = catalog._cache[slot]
+    service.delete_queue(fdbqueue_db, "jobs")
+    service.create_queue(fdbqueue_db, "jobs")
+    catalog._cache[slot] = stale
+    tr = fdbqueue_db.create_transaction()
+    service.push(tr, "jobs", "b")  # no FDBError: the caller's other writes are never at stake
+    tr.commit().wait()
+    assert [i.value for i in service.browse(fdbqueue_db, "jobs").items] == ["b"]
+
+
+# -- read versions reused from the thread's last commit ---------------------------------------------
+
+
+def in_other_thread(call):
+    """Run ``call`` as another client (its own thread: its own remembered version)."""
+    import threading
+
+    out = {}
+    thread = threading.Thread(target=lambda: out.setdefault("value", call()))
+    thread.start()
+    thread.join(30)
+    assert not thread.is_alive()
+    return out.get("value")
+
+
+@pytest.mark.parametrize("operation", ["pop", "claim"])
+def test_empty_at_a_reused_read_version_is_checked_again_at_a_fresh_one(fdbqueue_db, operation):
+    """This thread's last commit is older than another client's push: found empty at the reused
+    version, the pop or claim looks again at a fresh one, and takes the pushed item."""
+    service.create_queue(fdbqueue_db, "jobs")
+    service.push(fdbqueue_db, "jobs", "mine")
+    assert service.pop(fdbqueue_db, "jobs").value == "mine"  # remembered: this commit's version
+    in_other_thread(lambda: service.push(fdbqueue_db, "jobs", "theirs"))
+    got = getattr(service, operation)(fdbqueue_db, "jobs")
+    assert (got.value if operation == "pop" else got.item.value) == "theirs"
+
+
+def test_an_item_taken_by_another_client_since_the_reused_version_is_not_taken_twice(fdbqueue_db):
+    """The reused version still shows an item another client took since: the pop conflicts on
+    it and takes the next one, at a fresh version."""
+    service.create_queue(fdbqueue_db, "jobs")
+    service.push_many(fdbqueue_db, "jobs", ["a", "b"])
+    service.push(fdbqueue_db, "jobs", "c")  # remembered: this commit's version, with a, b and c
+    assert in_other_thread(lambda: service.pop(fdbqueue_db, "jobs").value) == "a"
+    assert service.pop(fdbqueue_db, "jobs").value == "b"
+    assert service.pop(fdbqueue_db, "jobs").value == "c"
+    assert service.pop(fdbqueue_db, "jobs") is None
+
+
+def test_on_a_cluster_a_pop_after_a_push_starts_from_the_pushs_commit_version(fdbqueue_db, engine_name, monkeypatch):
+    if engine_name != "foundationdb":
+        assert not getattr(fdbqueue_db, "reuse_read_versions", False)  # the embedded engine: no round trip to save
+        return
+    import fdb.impl
+
+    started_from = []
+    real = fdb.impl.Transaction.set_read_version
+    monkeypatch.setattr(fdb.impl.Transaction, "set_read_version",
+                        lambda tr, version: (started_from.append(version), real(tr, version))[1])
+    service.create_queue(fdbqueue_db, "jobs")
+    tr = fdbqueue_db.create_transaction()
+    service.push(tr, "jobs", "a")
+    tr.commit().wait()
+    pushed_at = tr.get_committed_version()
+    service.push(fdbqueue_db, "jobs", "b")
+    assert service.pop(fdbqueue_db, "jobs").value == "a"
+    assert len(started_from) == 1 and started_from[0] > pushed_at
+    service.peek(fdbqueue_db, "jobs")  # read-only: a fresh version, and nothing to remember
+    assert service.pop(fdbqueue_db, "jobs").value == "b" and len(started_from) == 1
+
+
+def test_a_queue_created_after_the_reused_version_is_found(fdbqueue_db):
+    """This thread's last commit is older than the queue: "no such queue" at the reused version
+    is checked again at a fresh one."""
+    service.create_queue(fdbqueue_db, "before")
+    service.push(fdbqueue_db, "before", "x")  # remembered: this commit's version
+    in_other_thread(lambda: (service.create_queue(fdbqueue_db, "after"), service.push(fdbqueue_db, "after", "y")))
+    assert service.pop(fdbqueue_db, "after").value == "y"
+    in_other_thread(lambda: service.push(fdbqueue_db, "after", "z"))
+    service.push(fdbqueue_db, "before", "x2")
+    in_other_thread(lambda: service.push(fdbqueue_db, "after", "w"))
+    assert service.claim(fdbqueue_db, "after").item.value == "z"

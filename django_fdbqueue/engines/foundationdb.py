@@ -101,6 +101,7 @@ def configure(database: Any, settings: QueueSettings) -> None:
 
     wait_bound.install(fdb.impl)
     database.wait_bound = wait_bound.bound_for(settings.timeout)
+    database.reuse_read_versions = True  # see fdbapi: writes that start from this thread's last commit
     if settings.timeout is None:
         database.options.set_transaction_timeout(0)  # 0 disables the timeout
     else:

@@ -118,33 +118,77 @@ def lookup(tr: Any, root_space: Any, name: str) -> Entry | None:
         return cached[1]
     entry = read_entry(tr, root_space, name)
     if entry is not None:
-        with _cache_lock:
-            if len(_cache) >= _CACHE_LIMIT:
-                _cache.clear()
-            _cache[slot] = (version, entry)
+        _remember(slot, version, entry)
     return entry
+
+
+def _remember(slot: tuple[bytes, str], version: bytes, entry: Entry) -> None:
+    with _cache_lock:
+        if len(_cache) >= _CACHE_LIMIT:
+            _cache.clear()
+        _cache[slot] = (version, entry)
+
+
+class Guess:
+    """A cached entry, used before the metadata version read that decides whether it holds.
+
+    On a cluster each read waited for is a round trip: a caller sends its own reads, or prepares
+    its writes, with the cached entry while that read is in flight, then asks :meth:`holds`.
+    """
+
+    __slots__ = ("entry", "qk", "_tag", "_version", "_root", "_name")
+
+    def __init__(self, tr: Any, root_space: Any, name: str, tag: bytes, entry: Entry) -> None:
+        self.entry, self._tag, self._root, self._name = entry, tag, root_space, name
+        self.qk = keys.queue_keys(root_space, entry.queue_id)
+        self._version = tr.snapshot[METADATA_VERSION_KEY]
+
+    def holds(self, tr: Any) -> bool:
+        """Is the entry the queue's at this transaction's read version? (Waits for the read.)
+
+        A changed metadata version is mostly another queue's create or delete: then the entry is
+        read, and if it is the same the guess holds (and the cache takes the new tag).
+        """
+        version = bytes(self._version) if self._version.present() else b""
+        if version == self._tag:
+            tr.add_read_conflict_key(keys.catalog_key(self._root, self._name))
+            return True
+        entry = read_entry(tr, self._root, self._name)
+        slot = (self._root.key(), self._name)
+        if entry is None:
+            with _cache_lock:
+                _cache.pop(slot, None)
+        else:
+            _remember(slot, version, entry)  # the next attempt guesses right
+        return entry == self.entry
+
+
+def guess(tr: Any, name: str, *, fifo_ok: bool = True) -> Guess | None:
+    """The cached entry of ``name`` as a :class:`Guess`, or None when there is none to use."""
+    if attempts.changed_catalog(tr):
+        return None
+    root_space = root()
+    cached = _cache.get((root_space.key(), name))
+    if cached is None or (not fifo_ok and cached[1].kind == "fifo"):
+        return None
+    return Guess(tr, root_space, name, *cached)
 
 
 def require_with(tr: Any, name: str, send: Callable[[keys.QueueKeys], R], *,
                  fifo_ok: bool = True) -> tuple[Entry, keys.QueueKeys, R]:
     """:func:`require`, with the caller's first reads (``send(qk)``, not waited for) sent alongside.
 
-    On a cluster each read waited for is a round trip. With the entry in the cache, ``send`` runs
-    at once, so its reads travel with the metadata version read that decides whether the cached
-    entry holds: one round trip for both instead of two. If it does not hold (a catalog change
-    since), the entry is read and ``send`` runs again for the right queue; the first reads are
-    left unused, their only effect a read conflict on keys of a queue that is gone.
+    With the entry cached, ``send`` runs at once, so its reads travel with the metadata version
+    read that decides whether the entry holds: one round trip for both instead of two. If it
+    does not hold (the queue was deleted, created again or changed), the entry is read and
+    ``send`` runs again for the queue as it is; the first reads are left unused, their only
+    effect a read conflict on keys of a queue that is gone.
     """
-    if not attempts.changed_catalog(tr):
-        root_space = root()
-        cached = _cache.get((root_space.key(), name))
-        if cached is not None and (fifo_ok or cached[1].kind != "fifo"):
-            version_future = tr.snapshot[METADATA_VERSION_KEY]
-            qk = keys.queue_keys(root_space, cached[1].queue_id)
-            sent = send(qk)
-            if (bytes(version_future) if version_future.present() else b"") == cached[0]:
-                tr.add_read_conflict_key(keys.catalog_key(root_space, name))
-                return cached[1], qk, sent
+    cached = guess(tr, name, fifo_ok=fifo_ok)
+    if cached is not None:
+        sent = send(cached.qk)
+        if cached.holds(tr):
+            return cached.entry, cached.qk, sent
     entry, qk = require(tr, name, fifo_ok=fifo_ok)
     return entry, qk, send(qk)
 

@@ -8,10 +8,11 @@ from typing import Any, Iterable
 
 from django_fdbqueue import codecs
 from django_fdbqueue.exceptions import InvalidArgument, ValueTooLarge, WrongQueueKind
-from django_fdbqueue.fdbapi import fdb, transactional
+from django_fdbqueue.fdbapi import ErrorCode, fdb, is_transaction, make_error, transactional
 
 from . import attempts, deadletters, dedup, keys, visibility
 from .attempts import Attempt
+from . import catalog
 from .catalog import QUEUE_ID_BYTES, Entry, counter_bytes, first, read_counter, require, require_with, root
 from .records import Item, Page, PendingItem, now_micros, to_datetime
 
@@ -122,13 +123,22 @@ class DuplicatePending:
         return dataclasses.replace(self.first.result(wait=wait), duplicate=True)
 
 
-@transactional
-def push_prepared(tr: Any, name: str, batch: list[Prepared]) -> list[PendingItem | DuplicatePending | dedup.Known]:
+def push_prepared(db_or_tr: Any, name: str, batch: list[Prepared]) -> list[PendingItem | DuplicatePending | dedup.Known]:
     """Write a batch of items. Reads only the catalog entry (and dedup records), never the items.
 
     Pushes never conflict with each other or with pops; a push with a dedup key conflicts only
     with another push of the same key, and returns the item already stored under it instead.
+    Given the database, the push writes while the read that confirms its cached catalog entry is
+    in flight (:func:`_push_ahead`); in a caller's transaction it reads the entry first, so it
+    never has to ask the caller to start over.
     """
+    if is_transaction(db_or_tr):
+        return _push(db_or_tr, name, batch)
+    return _push_ahead(db_or_tr, name, batch)
+
+
+@transactional
+def _push(tr: Any, name: str, batch: list[Prepared]) -> list[PendingItem | DuplicatePending | dedup.Known]:
     entry, qk = require(tr, name)
     if entry.kind == "fifo":
         for p in batch:
@@ -136,6 +146,30 @@ def push_prepared(tr: Any, name: str, batch: list[Prepared]) -> list[PendingItem
                 raise WrongQueueKind(
                     f"{name!r} is a FIFO queue: its items all have priority 0.", name=name
                 )
+    return _write(tr, qk, batch)
+
+
+@transactional
+def _push_ahead(tr: Any, name: str, batch: list[Prepared]) -> list[PendingItem | DuplicatePending | dedup.Known]:
+    """The writes prepared with the cached entry while the read that confirms it is in flight:
+    the client's work overlaps the round trip. A queue deleted or changed meanwhile makes the
+    attempt start over (this call owns the transaction), now with the entry as it is."""
+    cached = catalog.guess(tr, name)
+    if cached is None or not _blind(cached.entry, batch):
+        return _push(tr, name, batch)
+    out = _write(tr, cached.qk, batch)
+    if not cached.holds(tr):
+        raise make_error(ErrorCode.NOT_COMMITTED)
+    return out
+
+
+def _blind(entry: Entry, batch: list[Prepared]) -> bool:
+    """Can ``batch`` be written before ``entry`` is confirmed? Only when nothing it does depends
+    on the entry beyond where its keys go: no dedup keys to read, no kind to refuse."""
+    return all(p.dedup is None and (p.priority == 0 or entry.kind != "fifo") for p in batch)
+
+
+def _write(tr: Any, qk: keys.QueueKeys, batch: list[Prepared]) -> list[PendingItem | DuplicatePending | dedup.Known]:
     attempt = attempts.current(tr)
     now_us = now_micros()
     # A key pushed earlier in this attempt has a versionstamped record that cannot be read back
@@ -374,7 +408,7 @@ def take(tr: Any, entry: Entry, qk: keys.QueueKeys, end: str, n: int,
     return items, cut
 
 
-@transactional
+@transactional(trusts=lambda popped: bool(popped[0]))  # "empty" needs a fresh read version
 def pop_n(tr: Any, name: str, end: str, n: int, max_bytes: int | None) -> tuple[list[Item], bool]:
     entry, qk, sent = require_with(tr, name, lambda qk: first_reads(tr, qk, end, n), fifo_ok=end == "min")
     return take(tr, entry, qk, end, n, max_bytes, sent)

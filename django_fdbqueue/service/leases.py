@@ -57,7 +57,7 @@ def _epoch(micros: int) -> int:
 # --- claim -----------------------------------------------------------------------------------------
 
 
-@transactional
+@transactional(trusts=lambda lease: lease is not None)  # "none ready" needs a fresh read version
 def claim_once(tr: Any, name: str, lease: float, end: str) -> Lease | None:
     """Take the next ready item under a lease of ``lease`` seconds; None when none is ready."""
     entry, qk, sent = require_with(tr, name, lambda qk: first_reads(tr, qk, end, 1), fifo_ok=end == "min")
