@@ -283,7 +283,7 @@ def _count_retry(code: int) -> None:
         _retries[code] += 1
 
 
-# -- a bound on this thread's blocking waits (see engines.foundationdb.bound_waits) -----------------
+# -- a bound on this thread's blocking waits (see engines/wait_bound.py) -------------------------------
 _wait_scope = threading.local()
 
 

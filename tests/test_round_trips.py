@@ -176,6 +176,21 @@ def test_an_item_that_became_due_is_still_taken_in_its_turn(fdbqueue_db, clock):
     assert service.claim(fdbqueue_db, "jobs", end="max").item.value == "now, calm"
 
 
+def recreated_behind_the_cache(db: Any, name: str) -> tuple[bytes, Any]:
+    """Make ``name`` with one item, then delete and create it again as another process would: this
+    process's cache still holds the old entry. Returns that stale cache entry (tag, entry)."""
+    from django_fdbqueue.service import catalog
+
+    service.create_queue(db, name)
+    service.push(db, name, "old")
+    slot = (catalog.root().key(), name)
+    stale = catalog._cache[slot]
+    service.delete_queue(db, name)
+    service.create_queue(db, name)
+    catalog._cache[slot] = stale
+    return stale
+
+
 # -- pushes written while the catalog check is in flight ----------------------------------------------
 
 
@@ -184,15 +199,9 @@ def test_a_push_prepared_with_a_stale_cached_entry_lands_in_the_queue_as_it_is(f
     push starts over, lands in the new queue once, and leaves nothing under the old queue's id."""
     from django_fdbqueue import connection
     from django_fdbqueue.fdbapi import retry_counts
-    from django_fdbqueue.service import catalog, keys
+    from django_fdbqueue.service import keys
 
-    service.create_queue(fdbqueue_db, "jobs")
-    service.push(fdbqueue_db, "jobs", "first")
-    slot = (catalog.root().key(), "jobs")
-    stale = catalog._cache[slot]
-    service.delete_queue(fdbqueue_db, "jobs")
-    service.create_queue(fdbqueue_db, "jobs")
-    catalog._cache[slot] = stale  # as in a process that cached it before another changed the catalog
+    stale = recreated_behind_the_cache(fdbqueue_db, "jobs")
     conflicts = retry_counts().get(1020, 0)
     item = service.push(fdbqueue_db, "jobs", "second")
     assert retry_counts().get(1020, 0) == conflicts + 1  # the one attempt that wrote ahead
@@ -221,15 +230,7 @@ def test_another_queue_created_meanwhile_does_not_make_a_push_start_over(fdbqueu
 
 
 def test_a_push_into_a_callers_transaction_reads_the_entry_first_and_never_asks_to_start_over(fdbqueue_db):
-    from django_fdbqueue.service import catalog
-
-    service.create_queue(fdbqueue_db, "jobs")
-    service.push(fdbqueue_db, "jobs", "a")
-    slot = (catalog.root().key(), "jobs")
-    stale = catalog._cache[slot]
-    service.delete_queue(fdbqueue_db, "jobs")
-    service.create_queue(fdbqueue_db, "jobs")
-    catalog._cache[slot] = stale
+    recreated_behind_the_cache(fdbqueue_db, "jobs")
     tr = fdbqueue_db.create_transaction()
     service.push(tr, "jobs", "b")  # no FDBError: the caller's other writes are never at stake
     tr.commit().wait()

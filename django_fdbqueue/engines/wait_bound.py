@@ -4,8 +4,8 @@ TIMEOUT is FoundationDB's transaction timeout: the client library ends a transac
 commit and ``on_error`` with error 1031 once it passes. That deadline is kept by the client's
 network thread, so it covers a slow, recovering or absent cluster, but not a client library that
 stops setting a future (a stalled network thread, a reply lost in a recovery). A consumer blocked
-that way is alive and never consumes again: the failure issue 18 saw, claimers stuck for good in
-futures after one fdbserver of three was killed.
+that way is alive and never consumes again: claimers were once seen stuck for good in futures
+after one fdbserver of three was killed.
 
 So the waiting thread keeps a deadline of its own. Inside an operation of the service on a
 database the engine opened (``fdbapi.bounded_waits``), a wait on a future that outlasts

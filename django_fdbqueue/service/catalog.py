@@ -109,16 +109,15 @@ def lookup(tr: Any, root_space: Any, name: str) -> Entry | None:
     """The entry, from the cache when the metadata version allows, else read (and cached)."""
     if attempts.changed_catalog(tr):
         return read_entry(tr, root_space, name)
-    version_future = tr.snapshot[METADATA_VERSION_KEY]
     slot = (root_space.key(), name)
     cached = _cache.get(slot)
-    version = bytes(version_future) if version_future.present() else b""
-    if cached is not None and cached[0] == version:
-        tr.add_read_conflict_key(keys.catalog_key(root_space, name))
-        return cached[1]
+    if cached is not None:
+        known = Guess(tr, root_space, name, *cached)
+        return known.entry if known.holds(tr) else known.found
+    version_future = tr.snapshot[METADATA_VERSION_KEY]
     entry = read_entry(tr, root_space, name)
     if entry is not None:
-        _remember(slot, version, entry)
+        _remember(slot, bytes(version_future) if version_future.present() else b"", entry)
     return entry
 
 
@@ -136,31 +135,32 @@ class Guess:
     its writes, with the cached entry while that read is in flight, then asks :meth:`holds`.
     """
 
-    __slots__ = ("entry", "qk", "_tag", "_version", "_root", "_name")
+    __slots__ = ("entry", "qk", "found", "_tag", "_version", "_root", "_name")
 
     def __init__(self, tr: Any, root_space: Any, name: str, tag: bytes, entry: Entry) -> None:
         self.entry, self._tag, self._root, self._name = entry, tag, root_space, name
         self.qk = keys.queue_keys(root_space, entry.queue_id)
+        self.found: Entry | None = entry  #: the entry as :meth:`holds` found it
         self._version = tr.snapshot[METADATA_VERSION_KEY]
 
     def holds(self, tr: Any) -> bool:
         """Is the entry the queue's at this transaction's read version? (Waits for the read.)
 
         A changed metadata version is mostly another queue's create or delete: then the entry is
-        read, and if it is the same the guess holds (and the cache takes the new tag).
+        read (into :attr:`found`, and the cache), and if it is the same the guess holds.
         """
         version = bytes(self._version) if self._version.present() else b""
         if version == self._tag:
             tr.add_read_conflict_key(keys.catalog_key(self._root, self._name))
             return True
-        entry = read_entry(tr, self._root, self._name)
+        self.found = read_entry(tr, self._root, self._name)
         slot = (self._root.key(), self._name)
-        if entry is None:
+        if self.found is None:
             with _cache_lock:
                 _cache.pop(slot, None)
         else:
-            _remember(slot, version, entry)  # the next attempt guesses right
-        return entry == self.entry
+            _remember(slot, version, self.found)  # the next attempt guesses right
+        return self.found == self.entry
 
 
 def guess(tr: Any, name: str, *, fifo_ok: bool = True) -> Guess | None:

@@ -10,9 +10,8 @@ from django_fdbqueue import codecs
 from django_fdbqueue.exceptions import InvalidArgument, ValueTooLarge, WrongQueueKind
 from django_fdbqueue.fdbapi import ErrorCode, fdb, is_transaction, make_error, transactional
 
-from . import attempts, deadletters, dedup, keys, visibility
+from . import attempts, catalog, deadletters, dedup, keys, visibility
 from .attempts import Attempt
-from . import catalog
 from .catalog import QUEUE_ID_BYTES, Entry, counter_bytes, first, read_counter, require, require_with, root
 from .records import Item, Page, PendingItem, now_micros, to_datetime
 

@@ -459,15 +459,25 @@ def last_success(events: list[dict[str, Any]]) -> float:
 # -- after the load ---------------------------------------------------------------------------------
 
 
+#: However large the backlog, the drain gives up after this long.
+DRAIN_LIMIT_SECONDS = 900.0
+
+
 def drain(db: Any, seconds: float) -> dict[str, Any]:
-    """Claim and ack what is left (leases of the run end within ``seconds``); the uids drained."""
+    """Claim and ack what is left; the uids drained.
+
+    It stops once the queue is empty, or after ``seconds`` without taking anything (leases of the
+    run end within them): a backlog of any size is drained as long as it keeps moving, within
+    DRAIN_LIMIT_SECONDS.
+    """
     from django_fdbqueue import service
     from django_fdbqueue.fdbapi import FDBError
 
+    limit = time.monotonic() + DRAIN_LIMIT_SECONDS
     deadline = time.monotonic() + seconds
     drained: list[dict[str, Any]] = []
     errors: collections.Counter[int] = collections.Counter()
-    while time.monotonic() < deadline:
+    while time.monotonic() < min(deadline, limit):
         try:
             lease = service.claim(db, QUEUE, lease=30, wait=1)
             if lease is None:
@@ -477,6 +487,7 @@ def drain(db: Any, seconds: float) -> dict[str, Any]:
                 continue
             drained.append({"uid": lease.item.value["uid"], "id": lease.item.id})
             service.ack(db, lease.receipt)
+            deadline = time.monotonic() + seconds
         except FDBError as error:
             errors[error.code] += 1
             time.sleep(RETRY_PAUSE)
