@@ -128,7 +128,7 @@ def validate_options(options: Any) -> list[Problem]:
     """Check the shape of every FDBQUEUE value, without touching files, libraries or imports."""
     from fdb import tuple as fdb_tuple
 
-    from django_fdbqueue.engines.foundationdb import latest_api_version
+    from django_fdbqueue.fdbapi import latest_api_version
 
     if not isinstance(options, Mapping):
         return [

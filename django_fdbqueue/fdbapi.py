@@ -46,6 +46,7 @@ __all__ = [
     "bounded",
     "bounded_waits",
     "is_transaction",
+    "latest_api_version",
     "wait_bound",
     "strinc",
     "transactional",
@@ -247,6 +248,18 @@ _defuse_versionstamp_trap()
 Subspace = fdb.subspace_impl.Subspace
 if not hasattr(fdb, "Subspace"):
     fdb.Subspace = Subspace  # type: ignore[attr-defined]
+
+
+#: The 7.1 binding's API version: the fallback for bindings that do not publish their latest one.
+_BINDING_FALLBACK_API_VERSION = 710
+
+
+def latest_api_version() -> int:
+    """The newest API version the installed binding accepts (730 for the 7.3 binding).
+
+    Pure Python (the package's constant): settings are checked against it without the C library.
+    """
+    return int(getattr(fdb, "LATEST_API_VERSION", _BINDING_FALLBACK_API_VERSION))
 
 
 def strinc(key: bytes) -> bytes:

@@ -13,7 +13,8 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from django_fdbqueue import admin_views, codecs, service
+from django_fdbqueue import codecs, service
+from django_fdbqueue.admin import queues as queue_pages
 from django_fdbqueue.fdbapi import make_error
 
 from .admin_helpers import PERMS, make_user, text, url
@@ -176,7 +177,7 @@ def test_names_break_at_their_dots_and_stay_escaped():
 
 
 def test_the_list_pages_by_cursor(op, fdbqueue_db, monkeypatch):
-    monkeypatch.setattr(admin_views, "QUEUES_PER_PAGE", 2)
+    monkeypatch.setattr(queue_pages, "QUEUES_PER_PAGE", 2)
     names = [f"q{i}" for i in range(5)]
     for name in names:
         service.create_queue(fdbqueue_db, name)
@@ -261,7 +262,7 @@ def test_the_queue_page_shows_stats_and_items_from_either_end(op, jobs):
 
 
 def test_items_page_by_cursor_from_each_end(op, jobs, monkeypatch):
-    monkeypatch.setattr(admin_views, "ITEMS_PER_PAGE", 2)
+    monkeypatch.setattr(queue_pages, "ITEMS_PER_PAGE", 2)
     for end, expected in (("min", [-3, 5, 40]), ("max", [40, 5, -3])):
         seen, address, pages = [], url("change", "jobs") + f"?end={end}", 0
         while address:

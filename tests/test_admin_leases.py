@@ -15,7 +15,8 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from django_fdbqueue import admin_views, service
+from django_fdbqueue import service
+from django_fdbqueue.admin import queues as queue_pages
 from django_fdbqueue.fdbapi import make_error
 
 from .admin_helpers import PERMS, make_user, text, url
@@ -268,7 +269,7 @@ def test_the_dead_letter_tab_lists_them_in_queue_order(op, jobs):
 
 @pytest.mark.parametrize("view", ["scheduled", "dead"])
 def test_the_tabs_page_by_cursor(op, jobs, monkeypatch, view):
-    monkeypatch.setattr(admin_views, "ITEMS_PER_PAGE", 1)
+    monkeypatch.setattr(queue_pages, "ITEMS_PER_PAGE", 1)
     row = r'data-item-id="([^"]+)"' if view == "dead" else r'fdbqueue-state-(\w+)"'
     seen, address, pages = [], url("change", "jobs") + f"?view={view}", 0
     while address:

@@ -30,14 +30,8 @@ from django_fdbqueue.models import Queue
 from django_fdbqueue.tasks import backend as task_backend_module
 from django_fdbqueue.tasks import results
 from django_fdbqueue.tasks import runner as task_runner
-from django_fdbqueue.tasks.admin_views import (
-    COUNT_LIMIT,
-    RESULTS_PER_PAGE,
-    call_text,
-    decode_cursor,
-    encode_cursor,
-    task_queue_of,
-)
+from django_fdbqueue.admin.tasks import COUNT_LIMIT, RESULTS_PER_PAGE, call_text, decode_cursor, encode_cursor
+from django_fdbqueue.tasks.queues import task_queue_of
 from django_fdbqueue.tasks.runner import TaskRunner, TaskWorkers, backend_named
 
 from . import task_functions as tf

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 from .runner import GRACE_SECONDS, BenchError
+from .task_names import BACKEND_ALIAS, QUEUE_NAME
 from .stats import peak_memory_mib, reset_peak_memory
 
 __all__ = [
@@ -57,11 +58,8 @@ __all__ = [
 
 #: The target name of the reference rows.
 IMMEDIATE = "immediate"
-#: The TASKS aliases the bench adds for its run: ours, and the reference.
-BACKEND_ALIAS = "fdbqueue-bench"
+#: The TASKS alias the bench adds for the reference rows (ours: ``task_names.BACKEND_ALIAS``).
 IMMEDIATE_ALIAS = "fdbqueue-bench-immediate"
-#: The task queue name (results are listed under it); our queue is the backend's prefix + it.
-QUEUE_NAME = "fdbqueue-bench"
 #: Worker threads of the rows of ours.
 TASK_WORKERS = (1, 4)
 #: Results read or deleted per transaction.

@@ -8,7 +8,7 @@ from there: the project's ``TASKS`` setting plays no part.
 
 from __future__ import annotations
 
-from .task_rows import BACKEND_ALIAS, QUEUE_NAME
+from .task_names import BACKEND_ALIAS, QUEUE_NAME
 
 try:  # Django 6.0 and later
     from django.tasks import task

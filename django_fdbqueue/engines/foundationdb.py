@@ -25,18 +25,8 @@ INSTALL_HINT = (
     "needs no client library."
 )
 
-# The 7.1 binding's API version: the fallback for bindings that do not publish their latest one.
-_BINDING_FALLBACK_API_VERSION = 710
-
 # fdb.api_version() may run once per process; the lock makes "check, then select" atomic.
 _select_lock = threading.Lock()
-
-
-def latest_api_version() -> int:
-    """The newest API version the installed binding accepts (730 for the 7.3 binding)."""
-    import fdb
-
-    return int(getattr(fdb, "LATEST_API_VERSION", _BINDING_FALLBACK_API_VERSION))
 
 
 def client_library_error() -> str | None:

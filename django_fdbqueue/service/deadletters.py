@@ -1,7 +1,8 @@
 """Dead letters: items set aside after ``max_attempts`` claims without an ack.
 
 They keep their ``(priority, vs)``, so the dead-letter area lists them in queue order and a
-requeued item returns to its old place; its attempts start again from zero.
+requeued item returns to its old place; its attempts start again from zero. Items get here
+through ``visibility.bury``, which moves items between all their places.
 """
 
 from __future__ import annotations
@@ -16,12 +17,6 @@ from .catalog import counter_bytes, first, require
 from .records import DeadLetter, Item, Page, to_datetime
 
 _ONE = counter_bytes(1)
-
-
-def bury(tr: Any, qk: keys.QueueKeys, priority: int, stamp: Any, meta: keys.ItemMeta, payload: bytes, now_us: int) -> None:
-    """Put an item (already taken from where it was) among the dead letters, and count it."""
-    tr[qk.dead.pack((priority, stamp, now_us, *meta.elements()))] = payload
-    tr.add(qk.counter(keys.DEAD_COUNT), _ONE)
 
 
 def decode(qk: keys.QueueKeys, kv: Any) -> DeadLetter:

@@ -28,7 +28,7 @@ from typing import Any, Callable
 from django_fdbqueue.exceptions import InvalidReceipt, LeaseExpired, LeaseNotFound
 from django_fdbqueue.fdbapi import ErrorCode, FDBError, _count_retry, bounded, is_transaction, transactional
 
-from . import dedup, deadletters, keys, visibility
+from . import dedup, keys, visibility
 from .catalog import counter_bytes, require, require_with
 from .items import first_reads, promote_and_walk
 from .records import Lease, now_micros, to_datetime
@@ -195,7 +195,7 @@ def release(db_or_tr: Any, receipt: str, delay: float, name: str | None = None) 
         payload = bytes(payload)
         visibility.unhide(tr, qk, hidden)
         if visibility.exhausted(held.entry, hidden.meta):
-            deadletters.bury(tr, qk, hidden.priority, hidden.stamp, hidden.meta, payload, held.now_us)
+            visibility.bury(tr, qk, hidden.priority, hidden.stamp, hidden.meta, payload, held.now_us)
             outcome = DEAD
         elif delay_us > 0:
             later = visibility.Hidden(held.now_us + delay_us, hidden.priority, hidden.stamp, b"", hidden.meta)

@@ -116,6 +116,12 @@ def ready_again(tr: Any, qk: keys.QueueKeys, hidden: Hidden, payload: bytes) -> 
     tr.add(qk.counter(keys.SIZE), _ONE)
 
 
+def bury(tr: Any, qk: keys.QueueKeys, priority: int, stamp: Any, meta: keys.ItemMeta, payload: bytes, now_us: int) -> None:
+    """Put an item (already taken from where it was) among the dead letters, and count it."""
+    tr[qk.dead.pack((priority, stamp, now_us, *meta.elements()))] = payload
+    tr.add(qk.counter(keys.DEAD_COUNT), _ONE)
+
+
 def exhausted(entry: Entry, meta: keys.ItemMeta) -> bool:
     """Has the item had all the claims its queue allows?"""
     return entry.max_attempts is not None and meta.attempts >= entry.max_attempts
@@ -139,8 +145,6 @@ def promote(tr: Any, qk: keys.QueueKeys, entry: Entry, now_us: int, rows: Iterab
 
     ``rows`` is :func:`due`'s read when the caller already sent it. Returns how many moved.
     """
-    from . import deadletters  # deadletters imports this module
-
     moved = 0
     for kv in due(tr, qk, now_us) if rows is None else rows:
         key = bytes(kv.key)
@@ -148,7 +152,7 @@ def promote(tr: Any, qk: keys.QueueKeys, entry: Entry, now_us: int, rows: Iterab
         tr.add_read_conflict_key(key)  # two clients moving the same item: one retries
         unhide(tr, qk, hidden)
         if hidden.leased and exhausted(entry, hidden.meta):
-            deadletters.bury(tr, qk, hidden.priority, hidden.stamp, hidden.meta, bytes(kv.value), now_us)
+            bury(tr, qk, hidden.priority, hidden.stamp, hidden.meta, bytes(kv.value), now_us)
         else:
             ready_again(tr, qk, hidden, bytes(kv.value))
         moved += 1

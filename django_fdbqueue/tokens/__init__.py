@@ -12,9 +12,9 @@ This package is optional, like knox itself (``pip install "django-fdbqueue[token
 
 - ``service``: create, list and revoke tokens; the only module that touches knox, and only
   inside its functions, so importing this package never needs knox;
-- ``admin_views``: the admin pages under the queues (``admin.py`` adds them when knox is
+- ``django_fdbqueue.admin.tokens``: the admin pages under the queues (added when knox is
   installed);
-- ``knox_admin``: knox's own admin entry, replaced by one that leads to those pages;
+- ``django_fdbqueue.admin.knox``: knox's own admin entry, replaced by one that leads to them;
 - ``django_fdbqueue.cli.tokens``: ``manage.py fdbqueue token create|list|revoke``.
 
 Without knox, the admin pages are absent and the commands stop with a message saying what to

@@ -26,7 +26,7 @@ import itertools
 import random
 import time
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Protocol, Sequence
 
 from django_fdbqueue.fdbapi import RETRYABLE_CODES, ErrorCode, FDBError, make_error, strinc
 
@@ -39,7 +39,24 @@ from .watches import WatchFuture
 if TYPE_CHECKING:
     import sqlite3
 
-    from .database import EmbeddedDatabase
+    from .faults import FaultInjector
+    from .wakeup import CommitSignal
+    from .watches import Watcher
+
+
+class Host(Protocol):
+    """What a transaction needs of the database that made it (``EmbeddedDatabase`` is the one):
+    named here so that this module does not depend on the database's."""
+
+    max_transaction_age: float
+    faults: "FaultInjector"
+    _storage: Storage
+    _clock: Callable[[], float]
+    _timeout: float | None
+    _retry_limit: int | None
+    _max_retry_delay: float
+    _signal: "CommitSignal"
+    _watcher: "Watcher"
 
 MAX_KEY_SIZE = 10_000
 MAX_VALUE_SIZE = 100_000
@@ -306,7 +323,7 @@ def _release_connection(storage: Storage, conn: "sqlite3.Connection") -> None:
 class Transaction(_ReadView):
     """A FoundationDB transaction on the embedded engine. Use it from one thread at a time."""
 
-    def __init__(self, db: "EmbeddedDatabase") -> None:
+    def __init__(self, db: Host) -> None:
         self.db = db
         self._tr = self
         self._snapshot = False

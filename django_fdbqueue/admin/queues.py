@@ -1,7 +1,7 @@
 """The admin's queue pages: list, create, browse, push, pop, peek, clear, delete, dead letters.
 
 They replace the changelist, add, change and delete views of the placeholder ``Queue`` model
-(see ``admin.py``), so they sit at the usual admin addresses, behind the admin's login, with the
+(see ``__init__``), so they sit at the usual admin addresses, behind the admin's login, with the
 model's permissions:
 
 - view (or change) permission: the list, the queue page, peek;
@@ -19,21 +19,16 @@ be opened) is a page that says so, with status 503, never a server error.
 
 from __future__ import annotations
 
-import functools
-import logging
-from typing import Any, Callable
+from typing import Any
 
 from django.contrib import messages
-from django.contrib.admin import ModelAdmin
-from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
-from django.template.response import TemplateResponse
-from django.urls import reverse
-from django.utils.http import urlencode
 
-from . import exceptions, service
-from .connection import get_database
-from .fdbapi import FDBError, describe, transactional
+from django_fdbqueue import exceptions, service
+from django_fdbqueue.connection import get_database
+from django_fdbqueue.fdbapi import transactional
+from django_fdbqueue.templatetags.fdbqueue_admin import age, compact_json
+
 from .forms import (
     BrowseForm,
     ConfirmForm,
@@ -45,48 +40,10 @@ from .forms import (
     add_service_error,
     limit_text,
 )
-from .templatetags.fdbqueue_admin import age, compact_json
-
-logger = logging.getLogger(__name__)
+from .pages import AdminPages, store_guard, tasks_framework_available
 
 QUEUES_PER_PAGE = 50
 ITEMS_PER_PAGE = 25
-TEMPLATE_DIR = "admin/django_fdbqueue"
-
-View = Callable[..., HttpResponse]
-
-
-class StoreCannotOpen(Exception):
-    """The store could not be opened; the page says only that (the details go to the log)."""
-
-    def __str__(self) -> str:
-        return "the store could not be opened (the server's log says why)"
-
-
-def _store_guard(view: View) -> View:
-    """Turn a missing queue into a 404 and a store failure into a clear 503 page."""
-
-    @functools.wraps(view)
-    def wrapper(self: "QueueAdminViews", request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        try:
-            # Opening the store is where an unusable file (or a lock held past TIMEOUT) shows up, as
-            # an OSError or sqlite3 error rather than an FDBError: an outage page too, as in the API.
-            get_database()
-        except Exception as error:  # noqa: BLE001 - any failure to open the store is reported the same way
-            logger.error("Cannot open the queue store", exc_info=error)
-            return self.store_error(request, StoreCannotOpen())
-        try:
-            return view(self, request, *args, **kwargs)
-        except exceptions.QueueNotFound as error:
-            raise Http404(str(error)) from error
-        except exceptions.QueueError as error:
-            # One the view did not turn into a form error, e.g. an item stored with a codec
-            # this process has not registered: say so instead of failing with a 500.
-            return self.queue_error(request, error)
-        except FDBError as error:
-            return self.store_error(request, error)
-
-    return wrapper
 
 
 @transactional
@@ -119,73 +76,10 @@ def _clear_counting(tr: Any, name: str) -> int:
     return info.size + info.leased + info.delayed
 
 
-class QueueAdminViews:
-    """The views, bound to the ``ModelAdmin`` whose permissions and admin site they use."""
+class QueueAdminViews(AdminPages):
+    """The queue pages."""
 
-    def __init__(self, model_admin: ModelAdmin) -> None:
-        self.model_admin = model_admin
-        self.opts = model_admin.model._meta
-
-    # -- helpers ---------------------------------------------------------------------------
-
-    def require(self, request: HttpRequest, action: str) -> None:
-        """Refuse (403) unless the user holds the model permission for `action`."""
-        check = getattr(self.model_admin, f"has_{action}_permission")
-        if not check(request):
-            raise PermissionDenied
-
-    def url(self, page: str, name: str | None = None, item_id: str | None = None, /, **query: str) -> str:
-        """The address of one of these pages, e.g. ``url("change", "jobs", end="max")``.
-
-        The leading arguments are positional-only, so any query parameter (``view=``) is free.
-        """
-        args = tuple(arg for arg in (name, item_id) if arg is not None)
-        address = reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_{page}", args=args,
-                          current_app=self.model_admin.admin_site.name)
-        query = {key: value for key, value in query.items() if value}
-        return f"{address}?{urlencode(query)}" if query else address
-
-    def context(self, request: HttpRequest, title: str, **extra: Any) -> dict[str, Any]:
-        """What every page needs: the admin site's context, the model's options, permissions."""
-        admin = self.model_admin
-        return {
-            **admin.admin_site.each_context(request),
-            "opts": self.opts,
-            "title": title,
-            "has_view_permission": admin.has_view_permission(request),
-            "has_add_permission": admin.has_add_permission(request),
-            "has_change_permission": admin.has_change_permission(request),
-            "has_delete_permission": admin.has_delete_permission(request),
-            "changelist_url": self.url("changelist"),
-            **extra,
-        }
-
-    def render(self, request: HttpRequest, template: str, context: dict[str, Any], status: int = 200) -> HttpResponse:
-        request.current_app = self.model_admin.admin_site.name
-        return TemplateResponse(request, f"{TEMPLATE_DIR}/{template}", context, status=status)
-
-    def queue_error(self, request: HttpRequest, error: exceptions.QueueError) -> HttpResponse:
-        """The page shown when the service refuses a request the page itself could not foresee."""
-        logger.warning("FDB queue error on %s %s: %r", request.method, request.path, error)
-        context = self.context(request, "The queue cannot do that", error_message=str(error))
-        return self.render(request, "queue_error.html", context, status=400)
-
-    def store_error(self, request: HttpRequest, error: Exception) -> HttpResponse:
-        """The page shown when the store fails: what happened, and what to do about it."""
-        logger.warning("FDB queue store error on %s %s: %r", request.method, request.path, error)
-        context = self.context(
-            request,
-            "The queue store is unavailable",
-            error_code=getattr(error, "code", None),
-            error_description=describe(error),
-            was_change=request.method == "POST",
-            retry_url=request.get_full_path(),
-        )
-        return self.render(request, "store_error.html", context, status=503)
-
-    # -- queue list --------------------------------------------------------------------------
-
-    @_store_guard
+    @store_guard
     def changelist(self, request: HttpRequest) -> HttpResponse:
         """All queues, ordered by name, one page at a time, with a create form."""
         self.require(request, "view")
@@ -219,7 +113,7 @@ class QueueAdminViews:
         )
         return self.render(request, "queue_list.html", context)
 
-    @_store_guard
+    @store_guard
     def add(self, request: HttpRequest) -> HttpResponse:
         """Create a queue: the form on its own page (and the target of the list page's form)."""
         self.require(request, "add")
@@ -240,7 +134,7 @@ class QueueAdminViews:
 
     # -- one queue ---------------------------------------------------------------------------
 
-    @_store_guard
+    @store_guard
     def change(self, request: HttpRequest, name: str) -> HttpResponse:
         """The queue page: statistics, a page of items from either end, and the action forms."""
         self.require(request, "view")
@@ -303,7 +197,7 @@ class QueueAdminViews:
         )
         return self.render(request, "queue_detail.html", context, status=status)
 
-    @_store_guard
+    @store_guard
     def push(self, request: HttpRequest, name: str) -> HttpResponse:
         """Push one value; bad input re-renders the queue page with the form's errors."""
         self.require(request, "change")
@@ -340,7 +234,7 @@ class QueueAdminViews:
         when = f", delayed by {age(delay)}" if delay else ""
         messages.success(request, f"Pushed {compact_json(item.value, 120)}{where} to “{name}”{when}.")
 
-    @_store_guard
+    @store_guard
     def set_max_attempts(self, request: HttpRequest, name: str) -> HttpResponse:
         """Change the queue's attempt limit; bad input re-renders the queue page with the error."""
         self.require(request, "change")
@@ -360,7 +254,7 @@ class QueueAdminViews:
                 return HttpResponseRedirect(self.url("change", name))
         return self.queue_page(request, name, max_attempts_form=form)
 
-    @_store_guard
+    @store_guard
     def dead_requeue(self, request: HttpRequest, name: str, item_id: str) -> HttpResponse:
         """Put a dead letter back among the ready items, at its old place, with no attempts."""
         self.require(request, "change")
@@ -381,7 +275,7 @@ class QueueAdminViews:
         )
         return HttpResponseRedirect(back)
 
-    @_store_guard
+    @store_guard
     def dead_delete(self, request: HttpRequest, name: str, item_id: str) -> HttpResponse:
         """Confirmation page, then delete one dead letter for good."""
         self.require(request, "delete")
@@ -420,11 +314,9 @@ class QueueAdminViews:
 
     def _tasks_url(self, name: str) -> str | None:
         """The task page of this queue when it carries a tasks backend's tasks (else None)."""
-        from .admin import tasks_framework_available
-
         if not tasks_framework_available():
             return None
-        from .tasks.admin_views import task_queue_of
+        from django_fdbqueue.tasks.queues import task_queue_of
 
         found = task_queue_of(name)
         return self.url("task_list", *found) if found else None
@@ -442,13 +334,13 @@ class QueueAdminViews:
                     "deleted already); nothing was changed.")
         return f"{error} Nothing was changed."
 
-    @_store_guard
+    @store_guard
     def pop(self, request: HttpRequest, name: str) -> HttpResponse:
         """Remove and report the item at the chosen end."""
         self.require(request, "change")
         return self._take(request, name, remove=True)
 
-    @_store_guard
+    @store_guard
     def peek(self, request: HttpRequest, name: str) -> HttpResponse:
         """Report the item at the chosen end without removing it."""
         self.require(request, "view")
@@ -482,13 +374,13 @@ class QueueAdminViews:
             )
         return HttpResponseRedirect(back)
 
-    @_store_guard
+    @store_guard
     def clear(self, request: HttpRequest, name: str) -> HttpResponse:
         """Confirmation page, then remove every item (the queue itself stays)."""
         self.require(request, "change")
         return self._confirm(request, name, action="clear")
 
-    @_store_guard
+    @store_guard
     def delete(self, request: HttpRequest, name: str) -> HttpResponse:
         """Confirmation page, then delete the queue and its items."""
         self.require(request, "delete")

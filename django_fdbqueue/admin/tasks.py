@@ -1,6 +1,6 @@
 """The admin's task pages: task queues with their counts, results by status, one result, retry.
 
-They sit beside the queue pages under the ``Queue`` placeholder model (``admin.py`` adds their
+They sit beside the queue pages under the ``Queue`` placeholder model (``__init__`` adds their
 addresses only when the Tasks framework can be imported), behind the admin's login, with the
 model's permissions:
 
@@ -20,34 +20,29 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import logging
 from dataclasses import dataclass, field
 from typing import Any
 
 from django import forms
 from django.contrib import messages
-from django.core.exceptions import ImproperlyConfigured
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 
 from django_fdbqueue import exceptions, service
-from django_fdbqueue.admin_views import QueueAdminViews, _store_guard
 from django_fdbqueue.connection import get_database
 from django_fdbqueue.fdbapi import transactional
 from django_fdbqueue.service.records import QueueInfo, to_datetime
+from django_fdbqueue.tasks import results
+from django_fdbqueue.tasks.backend import FDBQueueBackend
+from django_fdbqueue.tasks.compat import InvalidTaskError, TaskResultDoesNotExist
+from django_fdbqueue.tasks.queues import accepts_queue, configured_backends, our_backend, task_queue_names
 
-from . import results
-from .backend import FDBQueueBackend
-from .compat import InvalidTaskError, TaskResultDoesNotExist, task_backends
-
-logger = logging.getLogger(__name__)
+from .pages import AdminPages, store_guard
 
 RESULTS_PER_PAGE = 25
 # Counting reads one index key per task; beyond this many a status shows "1000+".
 COUNT_LIMIT = 1000
 # Result ids are 32 characters (the framework's get_random_id); anything much longer is no id.
 MAX_ID_LENGTH = 200
-# With QUEUES empty (any queue name allowed), the task queues are found among the store's queues.
-DISCOVERY_LIMIT = 200
 CALL_TEXT_LIMIT = 80
 
 
@@ -106,75 +101,6 @@ def call_text(args: list, kwargs: dict, limit: int = CALL_TEXT_LIMIT) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-# --- the backends ------------------------------------------------------------------------------
-
-
-@dataclass
-class ConfiguredBackends:
-    """The TASKS aliases sorted into ours, other kinds of backend, and those that fail to load."""
-
-    ours: dict[str, FDBQueueBackend]
-    others: list[tuple[str, str]]
-    broken: list[str]
-
-
-def configured_backends() -> ConfiguredBackends:
-    """Every TASKS backend, loaded: a broken one elsewhere in TASKS must not take these pages down."""
-    ours: dict[str, FDBQueueBackend] = {}
-    others: list[tuple[str, str]] = []
-    broken: list[str] = []
-    for alias in sorted(task_backends):
-        try:
-            backend = task_backends[alias]
-        except ImproperlyConfigured as error:  # InvalidTaskBackendError: its class cannot be imported
-            logger.warning("TASKS[%r] cannot be loaded: %s", alias, error)
-            broken.append(alias)
-            continue
-        if isinstance(backend, FDBQueueBackend):
-            ours[alias] = backend
-        else:
-            others.append((alias, type(backend).__name__))
-    return ConfiguredBackends(ours, others, broken)
-
-
-def our_backend(alias: str) -> FDBQueueBackend | None:
-    """The FDBQueueBackend configured under ``alias``, or None."""
-    return configured_backends().ours.get(alias)
-
-
-def task_queue_names(db: Any, backend: FDBQueueBackend) -> list[str]:
-    """The backend's task queues: its QUEUES, or with none listed the queues found under its prefix."""
-    if backend.queues:
-        return sorted(backend.queues)
-    if not backend.queue_prefix:
-        return []  # every queue of the store would match: nothing tells task queues apart
-    page = service.list_queues(db, prefix=backend.queue_prefix, limit=DISCOVERY_LIMIT)
-    return [info.name[len(backend.queue_prefix):] for info in page.items]
-
-
-def accepts_queue(backend: FDBQueueBackend, queue_name: str) -> bool:
-    """Whether the backend would run tasks of ``queue_name`` (listed, and a valid queue name)."""
-    if backend.queues and queue_name not in backend.queues:
-        return False
-    try:
-        backend.queue_for(queue_name)
-    except InvalidTaskError:
-        return False
-    return True
-
-
-def task_queue_of(queue: str) -> tuple[str, str] | None:
-    """(backend alias, task queue name) whose tasks run through our queue ``queue``, or None.
-
-    For a link from a queue's page to its tasks: ``url("task_list", *task_queue_of(name))``.
-    """
-    for alias, backend in configured_backends().ours.items():
-        prefix = backend.queue_prefix
-        if prefix and queue.startswith(prefix) and accepts_queue(backend, queue[len(prefix):]):
-            return alias, queue[len(prefix):]
-    return None
-
-
 @transactional
 def _read_overview(tr: Any, rows: list[TaskQueueRow]) -> None:
     """Fill in every row's counts and queue statistics, from one snapshot."""
@@ -226,10 +152,10 @@ class ResultsQueryForm(forms.Form):
 # --- the views ---------------------------------------------------------------------------------
 
 
-class TaskAdminViews(QueueAdminViews):
+class TaskAdminViews(AdminPages):
     """The task pages; they share the queue pages' helpers (permissions, addresses, error pages)."""
 
-    @_store_guard
+    @store_guard
     def tasks(self, request: HttpRequest) -> HttpResponse:
         """Every task queue of every FDBQueueBackend, with how many results each status holds."""
         self.require(request, "view")
@@ -257,7 +183,7 @@ class TaskAdminViews(QueueAdminViews):
         )
         return self.render(request, "tasks_list.html", context)
 
-    @_store_guard
+    @store_guard
     def task_list(self, request: HttpRequest, backend: str, queue_name: str) -> HttpResponse:
         """One task queue's results in one status (a tab each), oldest enqueued first, paged."""
         self.require(request, "view")
@@ -298,7 +224,7 @@ class TaskAdminViews(QueueAdminViews):
         )
         return self.render(request, "task_results.html", context)
 
-    @_store_guard
+    @store_guard
     def task_detail(self, request: HttpRequest, result_id: str) -> HttpResponse:
         """One result: arguments, return value, every error with its traceback, workers, times."""
         self.require(request, "view")
@@ -321,7 +247,7 @@ class TaskAdminViews(QueueAdminViews):
         )
         return self.render(request, "task_detail.html", context)
 
-    @_store_guard
+    @store_guard
     def task_retry(self, request: HttpRequest, result_id: str) -> HttpResponse:
         """Put a FAILED task back in its queue (READY again, its errors and worker ids kept)."""
         self.require(request, "change")

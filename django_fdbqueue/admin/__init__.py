@@ -1,47 +1,34 @@
-"""The queues in Django's admin: an entry on the admin index whose pages are our own views.
+"""Everything the app shows in Django's admin: an entry on the admin index whose pages are ours.
 
 The placeholder ``Queue`` model gives the admin its section ("FDB queues > Queues") and its
-permissions; ``QueueAdmin.get_urls`` swaps the model admin's SQL-backed views for the views in
-``admin_views``, at the addresses the admin expects (``admin:fdbqueue_queue_changelist``,
-``_add``, ``_change``, ``_delete``) so the index's links and breadcrumbs lead to them.
+permissions; ``QueueAdmin.get_urls`` swaps the model admin's SQL-backed views for the queue
+pages of ``queues`` (items, leases, dead letters), at the addresses the admin expects
+(``admin:fdbqueue_queue_changelist``, ``_add``, ``_change``, ``_delete``) so the index's links
+and breadcrumbs lead to them. What the pages share is in ``pages``, their forms in ``forms``.
 
 When the Tasks framework can be imported (``django.tasks``, or the ``django-tasks`` backport),
-the task pages of ``tasks/admin_views.py`` join them under ``tasks/``; without it the app works
-as before, with no task pages. Likewise, when django-rest-knox is in INSTALLED_APPS, the API
-token pages of ``tokens/admin_views.py`` join them under ``tokens/``, and knox's own admin entry
-("Knox › Auth tokens") is replaced by one that leads to them (``tokens/knox_admin.py``), so the
-admin has one place to manage tokens.
+the task pages of ``tasks`` join them under ``tasks/``; without it the app works as before,
+with no task pages. Likewise, when django-rest-knox is in INSTALLED_APPS, the API token pages
+of ``tokens`` join them under ``tokens/``, and knox's own admin entry ("Knox › Auth tokens") is
+replaced by one that leads to them (``knox``), so the admin has one place to manage tokens.
 """
 
 from __future__ import annotations
 
-import importlib.util
 from typing import Any
 
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import URLPattern, path, register_converter, reverse
 
-from .admin_views import QueueAdminViews
-from .models import Queue
-from .paths import QueueNameConverter
-from .tokens.knox_admin import fold_knox_admin_in
+from django_fdbqueue.models import Queue
+from django_fdbqueue.paths import QueueNameConverter
+
+from .knox import fold_knox_admin_in
+from .pages import tasks_framework_available
+from .queues import QueueAdminViews
 
 register_converter(QueueNameConverter, "fdbqueue_name")
-
-
-def tasks_framework_available() -> bool:
-    """Whether ``django.tasks`` (Django 6.0+) or the ``django_tasks`` backport can be imported.
-
-    Asked without importing it, so a project without the framework never pays for the question.
-    """
-    for module in ("django.tasks", "django_tasks"):
-        try:
-            if importlib.util.find_spec(module) is not None:
-                return True
-        except ImportError:  # a parent package that is missing or fails to import
-            continue
-    return False
 
 
 @admin.register(Queue)
@@ -81,7 +68,7 @@ class QueueAdmin(admin.ModelAdmin):
         """
         if not tasks_framework_available():
             return []
-        from .tasks.admin_views import TaskAdminViews
+        from .tasks import TaskAdminViews
 
         views = TaskAdminViews(self)
         wrap = self.admin_site.admin_view
@@ -96,7 +83,7 @@ class QueueAdmin(admin.ModelAdmin):
     # -- API tokens (django_fdbqueue.tokens): only when knox is installed -----------------------
 
     def _token_urls(self, prefix: str) -> list[URLPattern]:
-        """The API token pages, when knox is in INSTALLED_APPS (see ``tokens/admin_views.py``).
+        """The API token pages, when knox is in INSTALLED_APPS (see ``tokens``).
 
         Like the task pages they come after the queue pages: a queue named "tokens" keeps
         ``tokens/change/`` and the rest, only its bare ``tokens/`` redirect gives way.
@@ -105,7 +92,7 @@ class QueueAdmin(admin.ModelAdmin):
 
         if not apps.is_installed("knox"):
             return []
-        from .tokens.admin_views import TokenAdminViews
+        from .tokens import TokenAdminViews
 
         views = TokenAdminViews(self)
         wrap = self.admin_site.admin_view

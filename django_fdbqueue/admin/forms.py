@@ -14,7 +14,7 @@ from typing import Any
 from django import forms
 from django.core.validators import RegexValidator
 
-from . import exceptions, service
+from django_fdbqueue import exceptions, service
 
 KIND_CHOICES = [("fifo", "FIFO (first in, first out)"), ("priority", "Priority (double-ended)")]
 END_CHOICES = [("min", "Min end"), ("max", "Max end")]

@@ -8,7 +8,7 @@ permissions, so a project grants them like any other:
 - ``knox.add_authtoken``: create a token (for a superuser only when you are one);
 - ``knox.delete_authtoken``: revoke one token, or all of a user's.
 
-Why our pages rather than knox's own admin (which ``knox_admin.py`` replaces by an entry leading
+Why our pages rather than knox's own admin (which ``knox`` replaces by an entry leading
 here, so there is one place for tokens): knox's lists the digest of every token and shows a new
 token in a message, which Django's default message storage keeps in a cookie until the next page.
 Here a new token is written into the response to the POST that created it and nowhere else (no
@@ -33,7 +33,7 @@ from django.urls import reverse
 from django.utils.cache import add_never_cache_headers
 from django.utils.http import urlencode
 
-from . import service as tokens
+from django_fdbqueue.tokens import service as tokens
 
 logger = logging.getLogger(__name__)
 

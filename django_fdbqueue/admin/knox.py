@@ -2,8 +2,8 @@
 
 knox registers an admin of its own ("Knox › Auth tokens"), which lists every token's digest and
 shows a new token in a message (kept in a cookie until the next page). Beside the token pages of
-``admin_views.py`` that made two places to manage the same tokens, with different rules. So when
-the token pages are installed, ``admin.py`` replaces knox's admin with ``TokenPagesAdmin``: the
+``tokens`` that made two places to manage the same tokens, with different rules. So when the
+token pages are installed, the package replaces knox's admin with ``TokenPagesAdmin``: the
 admin index keeps one "Auth tokens" entry, shown to the users knox's permissions allow, and every
 address of knox's admin (its list, its add page, a token's page) redirects to the token pages.
 
@@ -21,7 +21,7 @@ from django.contrib import admin
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import URLPattern, path, re_path, reverse
 
-from . import service as tokens
+from django_fdbqueue.tokens import service as tokens
 
 #: The admin address name of the token list (see ``QueueAdmin._token_urls``).
 TOKEN_LIST = "fdbqueue_queue_tokens"

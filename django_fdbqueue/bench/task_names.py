@@ -1,0 +1,10 @@
+"""Where the bench's tasks rows run, named once for the rows (``task_rows``) and the task (``tasks``).
+
+A module of its own because ``tasks`` creates its Task at import, which the rows may only allow
+once the framework is there and the bench's backend exists.
+"""
+
+#: The TASKS alias the bench adds for its run, for the rows of ours.
+BACKEND_ALIAS = "fdbqueue-bench"
+#: The task queue name (results are listed under it); our queue is the backend's prefix + it.
+QUEUE_NAME = "fdbqueue-bench"
