@@ -32,7 +32,6 @@ from django_fdbqueue.connection import get_database
 from django_fdbqueue.fdbapi import transactional
 from django_fdbqueue.service.records import QueueInfo, to_datetime
 from django_fdbqueue.tasks import results
-from django_fdbqueue.tasks.backend import FDBQueueBackend
 from django_fdbqueue.tasks.compat import InvalidTaskError, TaskResultDoesNotExist
 from django_fdbqueue.tasks.queues import accepts_queue, configured_backends, our_backend, task_queue_names
 

@@ -181,7 +181,6 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from django_fdbqueue import codecs
 from django_fdbqueue.exceptions import InvalidArgument, QueueNotFound
 from django_fdbqueue.fdbapi import (
     RETRYABLE_CODES,
@@ -198,7 +197,7 @@ from . import dedup, keys, visibility
 from .waiting import wait_on
 from .catalog import Entry, counter_bytes, first, require
 from .items import BATCH_BYTES, decode_item, take, walk
-from .records import Item, now_micros, to_datetime
+from .records import Item, now_micros
 
 __all__ = ["DEFAULT_TIMEOUT", "Round", "SnapshotReads", "pop", "fulfil"]
 
