@@ -20,6 +20,8 @@ of letting it surface as an obscure error at the first queue operation. Check id
 - fdbqueue.W003  FAULTS is set although the foundationdb engine ignores it.
 - fdbqueue.E012  CLIENT_LIBRARY is not a path, or not a client library this process can load.
 - fdbqueue.W004  CLIENT_LIBRARY differs from the library this process loaded at start-up.
+- fdbqueue.E101  a TASKS backend of this app has OPTIONS it cannot use (reported by the backend's
+                 own check, django_fdbqueue.tasks.backend).
 """
 
 from __future__ import annotations
@@ -89,11 +91,27 @@ def cluster_file_problem(cluster_file: str) -> str | None:
 
 
 def _environment_messages(options: Mapping[str, Any], shape_ids: set[str]) -> list[CheckMessage]:
-    """Checks that look outside the settings: files, the client library, importable classes."""
+    """Checks that look outside the settings: files, the client library, importable classes.
+
+    A key whose shape is already wrong (its id in ``shape_ids``) is not looked at again here.
+    """
     messages: list[CheckMessage] = []
     engine = options.get("ENGINE", DEFAULT_ENGINE)
+    if engine == "embedded":
+        messages += _embedded_messages(options, shape_ids)
+    if engine == "foundationdb":
+        messages += _cluster_messages(options, shape_ids)
+    if options.get("CLIENT_LIBRARY") is not None and "fdbqueue.E012" not in shape_ids:
+        messages += _client_library_messages(os.fspath(options["CLIENT_LIBRARY"]))
+    if "fdbqueue.E009" not in shape_ids:
+        messages += _permission_class_messages(options)
+    return messages
 
-    if engine == "embedded" and "fdbqueue.E005" not in shape_ids:
+
+def _embedded_messages(options: Mapping[str, Any], shape_ids: set[str]) -> list[CheckMessage]:
+    """The embedded store's file must be writable, and FAULTS a configuration it can use."""
+    messages: list[CheckMessage] = []
+    if "fdbqueue.E005" not in shape_ids:
         path = os.fspath(options.get("PATH") or default_path())
         problem = embedded_path_problem(path)
         if problem:
@@ -105,9 +123,8 @@ def _environment_messages(options: Mapping[str, Any], shape_ids: set[str]) -> li
                     id="fdbqueue.E005",
                 )
             )
-
     faults = options.get("FAULTS")
-    if engine == "embedded" and faults and "fdbqueue.E011" not in shape_ids:
+    if faults and "fdbqueue.E011" not in shape_ids:
         from django_fdbqueue.engines.embedded import FaultConfig
 
         try:
@@ -121,52 +138,57 @@ def _environment_messages(options: Mapping[str, Any], shape_ids: set[str]) -> li
                     id="fdbqueue.E011",
                 )
             )
+    return messages
 
-    if engine == "foundationdb":
-        cluster_file = options.get("CLUSTER_FILE")
-        if cluster_file is not None and "fdbqueue.E004" not in shape_ids:
-            cluster_file = os.fspath(cluster_file)
-            problem = cluster_file_problem(cluster_file)
-            if problem:
-                messages.append(
-                    Error(
-                        f"FDBQUEUE['CLUSTER_FILE'] cannot be read: {problem}.",
-                        hint="Give the path of the cluster's fdb.cluster file (copy it from a "
-                        "server, usually /etc/foundationdb/fdb.cluster) and make it readable, or "
-                        "set None to use the client's default.",
-                        id="fdbqueue.E004",
-                    )
-                )
 
-        from django_fdbqueue.engines.foundationdb import INSTALL_HINT, client_library_error
-
-        problem = client_library_error()
+def _cluster_messages(options: Mapping[str, Any], shape_ids: set[str]) -> list[CheckMessage]:
+    """The cluster file must be readable and the client library loadable."""
+    messages: list[CheckMessage] = []
+    cluster_file = options.get("CLUSTER_FILE")
+    if cluster_file is not None and "fdbqueue.E004" not in shape_ids:
+        cluster_file = os.fspath(cluster_file)
+        problem = cluster_file_problem(cluster_file)
         if problem:
             messages.append(
                 Error(
-                    "FDBQUEUE['ENGINE'] is 'foundationdb' but the FoundationDB client library "
-                    f"cannot be loaded ({problem}).",
-                    hint=INSTALL_HINT,
-                    id="fdbqueue.E010",
+                    f"FDBQUEUE['CLUSTER_FILE'] cannot be read: {problem}.",
+                    hint="Give the path of the cluster's fdb.cluster file (copy it from a "
+                    "server, usually /etc/foundationdb/fdb.cluster) and make it readable, or "
+                    "set None to use the client's default.",
+                    id="fdbqueue.E004",
                 )
             )
 
-    if options.get("CLIENT_LIBRARY") is not None and "fdbqueue.E012" not in shape_ids:
-        messages.extend(_client_library_messages(os.fspath(options["CLIENT_LIBRARY"])))
+    from django_fdbqueue.engines.foundationdb import INSTALL_HINT, client_library_error
 
-    if "fdbqueue.E009" not in shape_ids:
-        for dotted in options.get("PERMISSION_CLASSES", DEFAULT_PERMISSION_CLASSES):
-            try:
-                import_string(dotted)
-            except Exception as exc:  # ImportError, or whatever the module raises on import
-                messages.append(
-                    Error(
-                        f"FDBQUEUE['PERMISSION_CLASSES'] entry {dotted!r} cannot be imported: {exc}.",
-                        hint="Use the dotted path of a Django REST framework permission class, "
-                        'e.g. "rest_framework.permissions.IsAdminUser", and check its spelling.',
-                        id="fdbqueue.E009",
-                    )
+    problem = client_library_error()
+    if problem:
+        messages.append(
+            Error(
+                "FDBQUEUE['ENGINE'] is 'foundationdb' but the FoundationDB client library "
+                f"cannot be loaded ({problem}).",
+                hint=INSTALL_HINT,
+                id="fdbqueue.E010",
+            )
+        )
+    return messages
+
+
+def _permission_class_messages(options: Mapping[str, Any]) -> list[CheckMessage]:
+    """Every PERMISSION_CLASSES entry must import."""
+    messages: list[CheckMessage] = []
+    for dotted in options.get("PERMISSION_CLASSES", DEFAULT_PERMISSION_CLASSES):
+        try:
+            import_string(dotted)
+        except Exception as exc:  # ImportError, or whatever the module raises on import
+            messages.append(
+                Error(
+                    f"FDBQUEUE['PERMISSION_CLASSES'] entry {dotted!r} cannot be imported: {exc}.",
+                    hint="Use the dotted path of a Django REST framework permission class, "
+                    'e.g. "rest_framework.permissions.IsAdminUser", and check its spelling.',
+                    id="fdbqueue.E009",
                 )
+            )
     return messages
 
 

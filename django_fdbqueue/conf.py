@@ -64,15 +64,39 @@ KEYS = {
 class QueueSettings:
     """The app's effective configuration; build it with ``get_settings()`` or directly in tests."""
 
+    # The ``#:`` comments are each key's meaning; the docs' settings reference is generated from them.
+
+    #: Where the queues are stored: ``"embedded"`` (one local SQLite file, no server) or
+    #: ``"foundationdb"`` (a FoundationDB cluster, through its client library).
     engine: str = DEFAULT_ENGINE
+    #: The embedded engine's database file (``str`` or ``pathlib.Path``; missing directories are
+    #: created). Unset: ``BASE_DIR / "fdbqueue.sqlite3"``, or that name in the working directory
+    #: when the project has no ``BASE_DIR``. Ignored by ``foundationdb``.
     path: str = DEFAULT_FILENAME
+    #: The cluster's ``fdb.cluster`` file. ``None`` lets the client find it: the
+    #: ``FDB_CLUSTER_FILE`` environment variable, then the system's default. Ignored by ``embedded``.
     cluster_file: str | None = None
+    #: FoundationDB's client library (``libfdb_c.so``) when it is outside the loader's search path;
+    #: loaded when ``django_fdbqueue`` is first imported. ``None``: the ``FDBQUEUE_CLIENT_LIBRARY``
+    #: environment variable, else the dynamic loader's choice.
     client_library: str | None = None
+    #: The FoundationDB API version selected once per process, from 710 to the newest the
+    #: installed binding knows.
     api_version: int = DEFAULT_API_VERSION
+    #: Seconds a transaction may take, retries included, before it fails with error 1031;
+    #: ``None`` switches the limit off.
     timeout: float | None = DEFAULT_TIMEOUT
+    #: Retries of a transaction after a retryable error (such as a conflict) before the error is
+    #: raised; ``None``: no limit but ``TIMEOUT``.
     retry_limit: int | None = DEFAULT_RETRY_LIMIT
+    #: The tuple prefix of every key the app writes, so it can share a cluster with other data
+    #: (mind the trailing comma of a one-element tuple).
     root: tuple = DEFAULT_ROOT
+    #: Dotted paths of the Django REST framework permission classes that guard the REST API and
+    #: the metrics endpoint.
     permission_classes: tuple[str, ...] = DEFAULT_PERMISSION_CLASSES
+    #: Embedded engine only, for tests: fractions of commits to fail on purpose, e.g.
+    #: ``{"not_committed": 0.1, "unknown_applied": 0.05, "unknown_not_applied": 0.05, "seed": 1}``.
     faults: dict | None = field(default=None, hash=False)
 
     def __post_init__(self) -> None:
@@ -126,10 +150,6 @@ def _is_path(value: Any) -> bool:
 
 def validate_options(options: Any) -> list[Problem]:
     """Check the shape of every FDBQUEUE value, without touching files, libraries or imports."""
-    from fdb import tuple as fdb_tuple
-
-    from django_fdbqueue.fdbapi import latest_api_version
-
     if not isinstance(options, Mapping):
         return [
             Problem(
@@ -139,8 +159,14 @@ def validate_options(options: Any) -> list[Problem]:
                 "the defaults.",
             )
         ]
-
     problems: list[Problem] = []
+    for check in _OPTION_CHECKS:
+        problems.extend(check(options))
+    return problems
+
+
+def _unknown_keys(options: Mapping) -> list[Problem]:
+    problems = []
     for key in options:
         if key not in KEYS:
             close = difflib.get_close_matches(str(key), list(KEYS), n=1)
@@ -152,66 +178,69 @@ def validate_options(options: Any) -> list[Problem]:
                     f"{suggestion}Known keys: {', '.join(KEYS)}.",
                 )
             )
+    return problems
 
+
+def _engine(options: Mapping) -> list[Problem]:
     engine = options.get("ENGINE", DEFAULT_ENGINE)
-    if engine not in ENGINE_NAMES:
-        problems.append(
-            Problem(
-                "fdbqueue.E002",
-                f"Unknown {SETTING_NAME}['ENGINE'] {engine!r}.",
-                'Use "embedded" (a local SQLite file, no server needed) or "foundationdb" '
-                "(a real cluster through the FoundationDB client library).",
-            )
+    if engine in ENGINE_NAMES:
+        return []
+    return [
+        Problem(
+            "fdbqueue.E002",
+            f"Unknown {SETTING_NAME}['ENGINE'] {engine!r}.",
+            'Use "embedded" (a local SQLite file, no server needed) or "foundationdb" '
+            "(a real cluster through the FoundationDB client library).",
         )
+    ]
+
+
+def _api_version(options: Mapping) -> list[Problem]:
+    from django_fdbqueue.fdbapi import latest_api_version
 
     api_version = options.get("API_VERSION", DEFAULT_API_VERSION)
     latest = latest_api_version()
-    if not _is_int(api_version) or not MIN_API_VERSION <= api_version <= latest:
-        problems.append(
-            Problem(
-                "fdbqueue.E003",
-                f"{SETTING_NAME}['API_VERSION'] is {api_version!r}; it must be an integer from "
-                f"{MIN_API_VERSION} to {latest}.",
-                f"Use {min(DEFAULT_API_VERSION, latest)} (the installed foundationdb binding "
-                f"supports up to {latest}), or remove the key to use the default.",
-            )
+    if _is_int(api_version) and MIN_API_VERSION <= api_version <= latest:
+        return []
+    return [
+        Problem(
+            "fdbqueue.E003",
+            f"{SETTING_NAME}['API_VERSION'] is {api_version!r}; it must be an integer from "
+            f"{MIN_API_VERSION} to {latest}.",
+            f"Use {min(DEFAULT_API_VERSION, latest)} (the installed foundationdb binding "
+            f"supports up to {latest}), or remove the key to use the default.",
         )
+    ]
 
-    path = options.get("PATH")
-    if path is not None and not (_is_path(path) and os.fspath(path)):
-        problems.append(
-            Problem(
-                "fdbqueue.E005",
-                f"{SETTING_NAME}['PATH'] is {path!r}; it must be a non-empty file path.",
-                'Give the embedded store\'s file, e.g. BASE_DIR / "fdbqueue.sqlite3", or remove '
-                "the key to use that default.",
+
+#: The path-valued keys: (key, check id, what it must be, the hint).
+_PATH_KEYS = (
+    ("PATH", "fdbqueue.E005", "a non-empty file path",
+     'Give the embedded store\'s file, e.g. BASE_DIR / "fdbqueue.sqlite3", or remove '
+     "the key to use that default."),
+    ("CLUSTER_FILE", "fdbqueue.E004", "a file path or None",
+     "Give the path of the cluster's fdb.cluster file, or None to use the client's "
+     "default (the FDB_CLUSTER_FILE environment variable, then the system's "
+     "fdb.cluster)."),
+    ("CLIENT_LIBRARY", "fdbqueue.E012", "a file path or None",
+     "Give the path of libfdb_c.so (e.g. /usr/lib/libfdb_c.so), or None to let the "
+     "dynamic loader find it."),
+)
+
+
+def _paths(options: Mapping) -> list[Problem]:
+    problems = []
+    for key, check_id, must, hint in _PATH_KEYS:
+        value = options.get(key)
+        if value is not None and not (_is_path(value) and os.fspath(value)):
+            problems.append(
+                Problem(check_id, f"{SETTING_NAME}[{key!r}] is {value!r}; it must be {must}.", hint)
             )
-        )
+    return problems
 
-    cluster_file = options.get("CLUSTER_FILE")
-    if cluster_file is not None and not (_is_path(cluster_file) and os.fspath(cluster_file)):
-        problems.append(
-            Problem(
-                "fdbqueue.E004",
-                f"{SETTING_NAME}['CLUSTER_FILE'] is {cluster_file!r}; it must be a file path or "
-                "None.",
-                "Give the path of the cluster's fdb.cluster file, or None to use the client's "
-                "default (the FDB_CLUSTER_FILE environment variable, then the system's "
-                "fdb.cluster).",
-            )
-        )
 
-    library = options.get("CLIENT_LIBRARY")
-    if library is not None and not (_is_path(library) and os.fspath(library)):
-        problems.append(
-            Problem(
-                "fdbqueue.E012",
-                f"{SETTING_NAME}['CLIENT_LIBRARY'] is {library!r}; it must be a file path or None.",
-                "Give the path of libfdb_c.so (e.g. /usr/lib/libfdb_c.so), or None to let the "
-                "dynamic loader find it.",
-            )
-        )
-
+def _time_limits(options: Mapping) -> list[Problem]:
+    problems = []
     timeout = options.get("TIMEOUT", DEFAULT_TIMEOUT)
     if timeout is not None and not (_is_number(timeout) and 0 < timeout <= MAX_TIMEOUT):
         problems.append(
@@ -223,7 +252,6 @@ def validate_options(options: Any) -> list[Problem]:
                 "without a time limit.",
             )
         )
-
     retry_limit = options.get("RETRY_LIMIT", DEFAULT_RETRY_LIMIT)
     if retry_limit is not None and not (_is_int(retry_limit) and 0 <= retry_limit <= MAX_RETRY_LIMIT):
         problems.append(
@@ -234,27 +262,36 @@ def validate_options(options: Any) -> list[Problem]:
                 "Use e.g. 100, or None (the default) to retry retryable errors until TIMEOUT.",
             )
         )
+    return problems
 
-    root = options.get("ROOT", DEFAULT_ROOT)
-    root_problem = None
+
+def _root_problem(root: Any) -> str | None:
+    """Why ROOT cannot prefix keys, or None when it can."""
+    from fdb import tuple as fdb_tuple
+
     if not isinstance(root, tuple):
-        root_problem = f"it must be a tuple, not {type(root).__name__}"
-    else:
-        try:
-            fdb_tuple.pack(root)
-        except Exception as exc:  # the tuple layer raises ValueError, TypeError or plain Exception
-            root_problem = f"the FoundationDB tuple layer cannot encode it ({exc})"
-    if root_problem:
-        problems.append(
+        return f"it must be a tuple, not {type(root).__name__}"
+    try:
+        fdb_tuple.pack(root)
+    except Exception as exc:  # the tuple layer raises ValueError, TypeError or plain Exception
+        return f"the FoundationDB tuple layer cannot encode it ({exc})"
+    return None
+
+
+def _root(options: Mapping) -> list[Problem]:
+    root = options.get("ROOT", DEFAULT_ROOT)
+    problem = _root_problem(root)
+    if problem:
+        return [
             Problem(
                 "fdbqueue.E008",
-                f"{SETTING_NAME}['ROOT'] is {root!r}: {root_problem}.",
+                f"{SETTING_NAME}['ROOT'] is {root!r}: {problem}.",
                 'Use a tuple of strings, integers or bytes, e.g. ("fdbqueue",) (mind the trailing '
                 "comma).",
             )
-        )
-    elif root == ():
-        problems.append(
+        ]
+    if root == ():
+        return [
             Problem(
                 "fdbqueue.W002",
                 f"{SETTING_NAME}['ROOT'] is empty: the app's keys are not separated from other "
@@ -262,39 +299,50 @@ def validate_options(options: Any) -> list[Problem]:
                 'Give the app its own prefix, e.g. ("fdbqueue",), unless the database is '
                 "dedicated to it.",
             )
-        )
+        ]
+    return []
 
+
+def _permission_classes(options: Mapping) -> list[Problem]:
     classes = options.get("PERMISSION_CLASSES", DEFAULT_PERMISSION_CLASSES)
-    if not isinstance(classes, (list, tuple)) or not all(isinstance(c, str) for c in classes):
-        problems.append(
-            Problem(
-                "fdbqueue.E009",
-                f"{SETTING_NAME}['PERMISSION_CLASSES'] is {classes!r}; it must be a list of dotted "
-                "paths.",
-                'Use e.g. ["rest_framework.permissions.IsAuthenticated"] (strings, not the classes '
-                "themselves).",
-            )
+    if isinstance(classes, (list, tuple)) and all(isinstance(c, str) for c in classes):
+        return []
+    return [
+        Problem(
+            "fdbqueue.E009",
+            f"{SETTING_NAME}['PERMISSION_CLASSES'] is {classes!r}; it must be a list of dotted "
+            "paths.",
+            'Use e.g. ["rest_framework.permissions.IsAuthenticated"] (strings, not the classes '
+            "themselves).",
         )
+    ]
 
+
+def _faults(options: Mapping) -> list[Problem]:
     faults = options.get("FAULTS")
     if faults is not None and not isinstance(faults, Mapping):
-        problems.append(
+        return [
             Problem(
                 "fdbqueue.E011",
                 f"{SETTING_NAME}['FAULTS'] is {faults!r}; it must be a dict or None.",
                 'Use e.g. {"not_committed": 0.1, "seed": 1} for fault injection in tests, or None.',
             )
-        )
-    elif faults and engine == "foundationdb":
-        problems.append(
+        ]
+    if faults and options.get("ENGINE", DEFAULT_ENGINE) == "foundationdb":
+        return [
             Problem(
                 "fdbqueue.W003",
                 f"{SETTING_NAME}['FAULTS'] is ignored by the foundationdb engine.",
                 "Fault injection exists only in the embedded engine; remove FAULTS from this "
                 "configuration.",
             )
-        )
-    return problems
+        ]
+    return []
+
+
+#: validate_options' checks, in the order their problems are reported.
+_OPTION_CHECKS = (_unknown_keys, _engine, _api_version, _paths, _time_limits, _root,
+                  _permission_classes, _faults)
 
 
 @functools.lru_cache(maxsize=1)

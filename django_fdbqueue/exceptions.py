@@ -4,7 +4,7 @@ Every error a caller can provoke through the service is a :class:`QueueError` ca
 ``code`` slug (for machines: the REST layer, logs, client libraries) and a message written for the
 person who has to fix the call. They are plain Python exceptions so the service stays usable
 outside HTTP; the REST layer maps them to status codes (not found -> 404, already exists or a
-lease that is over -> 409, too large -> 413, everything else -> 400). ``docs/names.md`` lists
+lease that is over -> 409, too large -> 413, everything else -> 400). ``docs/reference/names.md`` lists
 every code.
 
 Database failures are not wrapped: they stay ``FDBError`` from ``django_fdbqueue.fdbapi`` so the

@@ -43,6 +43,9 @@ __all__ = [
     "describe",
     "fdb",
     "retry_counts",
+    "attach_root",
+    "root_of",
+    "subspace_of",
     "bounded",
     "bounded_waits",
     "is_transaction",
@@ -278,6 +281,38 @@ def is_transaction(obj: Any) -> bool:
     return not hasattr(obj, "create_transaction")
 
 
+# -- the root subspace a handle was opened for -------------------------------------------------
+#
+# The app keeps every key under FDBQUEUE['ROOT']. The code that opens a handle (the engines) records
+# that root on it, and the service reads it back from what it is given, a database or a transaction
+# of one, so the service never asks where its handle came from. Each handle the engines open is its
+# own object (the foundationdb engine does not use the handle ``fdb.open`` shares per cluster file),
+# so two stores on one cluster under different ROOTs never see each other's root.
+
+_ROOT_ATTRIBUTE = "fdbqueue_root"
+
+
+@functools.lru_cache(maxsize=64)
+def subspace_of(root: tuple) -> Any:
+    """The ``Subspace`` of a ROOT tuple, made once per value (every operation asks for it)."""
+    return Subspace(root)
+
+
+def attach_root(database: Any, root: tuple) -> None:
+    """Record on ``database`` that the app's keys live under ``root`` there."""
+    setattr(database, _ROOT_ATTRIBUTE, subspace_of(root))
+
+
+def root_of(db_or_tr: Any) -> Any:
+    """The root subspace attached to this database, or to the database of this transaction.
+
+    None for a handle the engines did not open (a project's own ``fdb.open()``, a tenant): the
+    caller then decides (the service uses the configured ROOT).
+    """
+    handle = getattr(db_or_tr, "db", None) if is_transaction(db_or_tr) else db_or_tr
+    return getattr(handle, _ROOT_ATTRIBUTE, None)
+
+
 # Errors that ``transactional`` handed to ``on_error`` in this process, by code: the conflict and
 # retry rate the benchmark reports (and what metrics will export). Counting is cheap and lock-free
 # enough under a lock that is held for one increment.
@@ -380,6 +415,34 @@ def _remember_commit(target: Any, tr: Any) -> None:
     _last_commit.seen = (target, version, time.monotonic()) if version > 0 else None
 
 
+def _run_retrying(target: Any, tr: Any, call: Callable[[], Any], trusts: Callable[[Any], bool] | None) -> Any:
+    """The retry loop of a transactional function that owns its transaction ``tr`` on ``target``."""
+    reuses = getattr(target, "reuse_read_versions", False)
+    with bounded_waits(target):
+        reused = trusts is not None and reuses and _reuse_version(target, tr)
+        while True:
+            try:
+                result = call()
+                if reused and not trusts(result):  # type: ignore[misc]
+                    raise _Untrusted
+                tr.commit().wait()
+                if reuses:
+                    _remember_commit(target, tr)
+                return result
+            except FDBError as error:
+                reused = False
+                _last_commit.seen = None
+                _count_retry(error.code)
+                tr.on_error(error).wait()
+            except Exception:
+                # Found nothing, or no such queue, at a reused version: only a fresh read
+                # version may conclude that (the queue may be newer than the version).
+                if not reused:
+                    raise
+                reused = False
+                tr.reset()
+
+
 def transactional(func: F | None = None, *, parameter: str = "tr",
                   trusts: Callable[[Any], bool] | None = None) -> F:
     """Decorate `func` like ``fdb.transactional``, for both engines.
@@ -418,30 +481,7 @@ def transactional(func: F | None = None, *, parameter: str = "tr",
                 kwargs[parameter] = tr
             else:
                 args = args[:index] + (tr,) + args[index + 1 :]
-            reuses = getattr(target, "reuse_read_versions", False)
-            with bounded_waits(target):
-                reused = trusts is not None and reuses and _reuse_version(target, tr)
-                while True:
-                    try:
-                        result = inner(*args, **kwargs)
-                        if reused and not trusts(result):  # type: ignore[misc]
-                            raise _Untrusted
-                        tr.commit().wait()
-                        if reuses:
-                            _remember_commit(target, tr)
-                        return result
-                    except FDBError as error:
-                        reused = False
-                        _last_commit.seen = None
-                        _count_retry(error.code)
-                        tr.on_error(error).wait()
-                    except Exception:
-                        # Found nothing, or no such queue, at a reused version: only a fresh read
-                        # version may conclude that (the queue may be newer than the version).
-                        if not reused:
-                            raise
-                        reused = False
-                        tr.reset()
+            return _run_retrying(target, tr, lambda: inner(*args, **kwargs), trusts)
 
         return wrapper  # type: ignore[return-value]
 

@@ -3,14 +3,13 @@ windows end without a test waiting for them."""
 
 from __future__ import annotations
 
-from django_fdbqueue import service
-from django_fdbqueue.service import contention, dedup, items, leases, waiting
+from django_fdbqueue.service import contention, dedup, items, leases, pushing, waiting
 
 
 class Clock:
     """``now_micros`` of every service module that reads the wall clock, plus ``ahead_us``."""
 
-    MODULES = (items, leases, waiting, dedup, contention, service)
+    MODULES = (items, leases, waiting, dedup, contention, pushing)
 
     def __init__(self, monkeypatch) -> None:
         self.ahead_us = 0

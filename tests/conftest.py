@@ -52,10 +52,10 @@ def _cluster_handle():
 
 @pytest.fixture
 def cluster_database(_cluster_handle):
-    """The shared cluster handle, set back to no timeout and no retry limit for raw-API tests.
+    """The run's cluster handle, set back to no timeout and no retry limit for raw-API tests.
 
-    The binding hands out one handle per cluster file, and app tests configure it with the app's
-    TIMEOUT (5 s by default): a raw-API test must not inherit that.
+    A test may configure it with the app's TIMEOUT (5 s by default): a raw-API test must not
+    inherit that.
     """
     from django_fdbqueue.engines.foundationdb import configure
 

@@ -10,6 +10,9 @@ count, since they never run.
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import grimp
 import pytest
 
@@ -50,6 +53,12 @@ def test_engines_never_import_the_service_or_a_face(graph, upper):
 @pytest.mark.parametrize("upper", (ENGINES, SERVICE, *FACES))
 def test_the_foundations_import_no_layer_above_them(graph, foundation, upper):
     assert _chain(graph, foundation, upper) is None
+
+
+def test_no_service_module_imports_the_connection(graph):
+    """The service takes the database from its caller, and the ROOT with it (``fdbapi.root_of``):
+    only the faces and ``connection`` know where a handle comes from."""
+    assert _chain(graph, SERVICE, "connection") is None
 
 
 def test_no_import_circles(graph):
@@ -112,3 +121,58 @@ def test_the_circle_finder_finds_a_circle():
     made.add_import(importer="p.c", imported="p.a")
     made.add_import(importer="p.c", imported="p.d")
     assert _circles(made) == [["p.a", "p.b", "p.c"]]
+
+
+# -- function length ------------------------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+#: Functions over this many lines need a line starting with "Long:" in their docstring saying why.
+MAX_FUNCTION_LINES = 60
+
+
+def _long_functions(paths: list[Path], root: Path = ROOT) -> list[str]:
+    """``path::name (N lines)`` of every function longer than the limit whose docstring gives no reason."""
+    found = []
+    for path in paths:
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            length = node.end_lineno - node.lineno + 1  # the def line to the last, decorators aside
+            docstring = ast.get_docstring(node) or ""
+            reasoned = any(line.strip().startswith("Long:") for line in docstring.splitlines())
+            if length > MAX_FUNCTION_LINES and not reasoned:
+                found.append(f"{path.relative_to(root).as_posix()}::{node.name} ({length} lines)")
+    return found
+
+
+def test_functions_are_short():
+    """No function outside the service is over 60 lines unless its docstring says why ("Long: ...").
+
+    Scanned: the package but ``service/`` (test_service_functions_are_short checks it), and the
+    scripts.
+    """
+    package, service = ROOT / PACKAGE, ROOT / PACKAGE / SERVICE
+    paths = [path for path in sorted(package.rglob("*.py")) if service not in path.parents]
+    paths += sorted((ROOT / "scripts").glob("*.py")) + sorted((ROOT / "scripts" / "reliability").glob("*.py"))
+    found = _long_functions(paths)
+    assert found == [], "Split these, or say why they are long in a docstring line starting with 'Long:'"
+
+
+def test_the_length_check_finds_a_long_function(tmp_path):
+    """A made-up long function is found and its "Long:" twin is not, so the tests cannot pass vacuously."""
+    body = "".join(f"    x{n} = {n}\n" for n in range(MAX_FUNCTION_LINES))
+    source = tmp_path / "made_up.py"
+    source.write_text(f'def sprawling():\n{body}\n\ndef reasoned():\n    """Long: a table."""\n{body}')
+    assert _long_functions([source], tmp_path) == [f"made_up.py::sprawling ({MAX_FUNCTION_LINES + 1} lines)"]
+
+
+def test_service_functions_are_short():
+    """No function in the service is over 60 lines unless its docstring says why.
+
+    The reason is a docstring line starting with "Long:", as for the rest of the package
+    (``test_functions_are_short``); the service has no entries awaiting a split.
+    """
+    service = ROOT / PACKAGE / SERVICE
+    long = _long_functions(sorted(service.glob("*.py")))
+    assert long == [], "Split these, or say why they are long in a docstring line starting with 'Long:'"

@@ -162,7 +162,7 @@ class TestFoundationDBCluster:
     def test_open_applies_settings_and_round_trips(self, cluster_database):
         from tests.conftest import cluster_settings
 
-        # The binding hands out one Database per cluster file: the session's handle is this one.
+        # A handle of the engine's own (never the binding's shared one): the options stay on it.
         database = engines.open_database(cluster_settings(timeout=2.0, retry_limit=5))
         key = fdb.tuple.pack(("fdbqueue-test", uuid.uuid4().hex))
         try:
@@ -170,7 +170,6 @@ class TestFoundationDBCluster:
             assert database[key] == b"v"
         finally:
             del database[key]
-            engines.open_database(cluster_settings())  # the default options back for other tests
 
     def test_a_second_api_version_is_refused_clearly(self, cluster_database):
         from tests.conftest import cluster_settings

@@ -3,8 +3,8 @@
 Each runs the script as a child process (it starts gunicorn, workers and clients of its own, on
 a temp store and a free loopback port) and asserts its checks passed: nothing lost, nothing
 consumed twice, no 5xx, and so on. Timings are printed by the scripts, never asserted here: they
-depend on the machine. The full-size runs and their figures are in the README's Reliability
-section.
+depend on the machine. The full-size runs and their figures are in the docs
+(docs/explanation/reliability.md).
 """
 
 from __future__ import annotations

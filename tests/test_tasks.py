@@ -148,8 +148,11 @@ def test_bad_options_are_reported_by_the_checks():
         "bad",
         {"QUEUES": ["ok", "not ok"], "OPTIONS": {"LEASE": 0, "MAX_ATTEMPTS": 0, "RESULT_RETENTION": -1, "TYPO": 1}},
     )
-    messages = [m.msg for m in backend.check()]
+    found = list(backend.check())
+    messages = [m.msg for m in found]
     assert len(messages) == 5 and all(m.startswith("TASKS['bad']") for m in messages)
+    # The same id namespace as the FDBQUEUE checks (reference/checks.md lists them together).
+    assert {m.id for m in found} == {"fdbqueue.E101"}
     assert any("'not ok'" in m for m in messages) and any("TYPO" in m for m in messages)
 
 

@@ -195,13 +195,15 @@ def test_fdbqueue_store_is_fresh_on_each_engine(fdbqueue_store, fdbqueue_engine,
 
 
 @pytest.mark.parametrize("engines", ["embedded", pytest.param("embedded,foundationdb", marks=pytest.mark.cluster)])
-def test_the_readme_example_runs_through_the_installed_plugin(tmp_path, engines):
-    """The README's example test, in a project of its own, with the plugin pytest loads by itself."""
-    from tests.test_readme import readme_blocks
+def test_the_guides_example_runs_through_the_installed_plugin(tmp_path, engines):
+    """The example test of docs/howto/testing.md (its block marked ``<!-- docs-test: plugin-example -->``),
+    in a project of its own, with the plugin pytest loads by itself."""
+    from tests.doc_blocks import marked_blocks
 
     if "foundationdb" in engines:
         plugin.need_cluster()
-    (tmp_path / "test_orders.py").write_text(readme_blocks()["plugin-example"] + "\n")
+    example = marked_blocks(REPO / "docs" / "howto" / "testing.md")["plugin-example"]
+    (tmp_path / "test_orders.py").write_text(example.body + "\n")
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings", "PYTHONPATH": str(REPO)}
     if plugin.cluster_file():
         env[plugin.ENV_CLUSTER_FILE] = plugin.cluster_file()

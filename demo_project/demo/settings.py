@@ -127,7 +127,7 @@ SPECTACULAR_SETTINGS = {
 }
 
 # The queues' store. The embedded engine keeps it in one SQLite file beside the demo's database;
-# see the README's settings reference for ENGINE "foundationdb" and the other keys.
+# see docs/reference/settings.md for ENGINE "foundationdb" and the other keys.
 FDBQUEUE = {
     "ENGINE": os.environ.get("FDBQUEUE_ENGINE", "embedded"),
     "PATH": BASE_DIR / "fdbqueue.sqlite3",

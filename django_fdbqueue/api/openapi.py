@@ -35,7 +35,7 @@ from rest_framework import serializers
 class StrictSerializerExtension(OpenApiSerializerExtension):
     """Request bodies whose unknown fields are a 400 say so, and bound their nested lists."""
 
-    target_class = "django_fdbqueue.api.serializers.StrictFieldsMixin"
+    target_class = "django_fdbqueue.api.serializers.fields.StrictFieldsMixin"
     match_subclasses = True
 
     def map_serializer(self, auto_schema: Any, direction: Any) -> dict[str, Any]:
@@ -55,7 +55,7 @@ class SecondsFieldExtension(OpenApiSerializerFieldExtension):
     """A number of seconds that must be more than 0 is documented as such, not as "at least 0";
     an old spelling kept for compatibility is documented as deprecated."""
 
-    target_class = "django_fdbqueue.api.serializers.SecondsField"
+    target_class = "django_fdbqueue.api.serializers.fields.SecondsField"
     match_subclasses = True
 
     def map_serializer_field(self, auto_schema: Any, direction: Any) -> dict[str, Any]:

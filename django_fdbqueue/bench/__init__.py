@@ -19,7 +19,11 @@ Modules, one job each:
 * ``workloads``: what one client does per operation;
 * ``runner``: clients as threads or spawned processes, the shared timed window;
 * ``stats``: latency percentiles and peak memory;
-* ``suite``: the rows, their order, prefilling, the exactly-once check, the ratios;
+* ``plan``: what a run measures (its configuration) and the rows in their order;
+* ``suite``: the run itself: targets, rows in order, the tasks rows, the run's metadata;
+* ``measure``: one row's timed windows, prefilling, the exactly-once check;
+* ``references``: starting the Redis and SQLite references;
+* ``results``: the rows and what they mean together (the ratios, the memory check);
 * ``goals``: the figures the project has goals for, each against its goal;
 * ``store_info``: a cluster's layout and storage engine, named beside every figure;
 * ``task_rows`` and ``tasks``: the tasks rows (Django Tasks through the app's backend, against the

@@ -13,7 +13,8 @@ from typing import Any, Callable, Iterable, Sequence
 
 from .goals import as_data, evaluate
 from .store_info import summary as layout_summary
-from .suite import MODES, NO_STRATEGY, REFERENCES, BenchResult, Row
+from .plan import MODES
+from .results import NO_STRATEGY, REFERENCES, BenchResult, Row
 from .targets import OURS
 from .task_rows import IMMEDIATE
 
@@ -421,8 +422,17 @@ def write_plot(result: BenchResult, path: str) -> None:
         fontsize=13,
     )
 
-    # One client: push, pop, push+pop per target (push has no strategy: it joins every series).
-    axes = figure.add_subplot(grid[0, 0])
+    _one_client_panel(figure.add_subplot(grid[0, 0]), rows, strategies)
+    _depth_panel(figure.add_subplot(grid[0, 1]), rows)
+    _concurrent_panel(figure.add_subplot(grid[1, :]), rows, strategies, meta["clients"])
+    _ratio_panel(figure.add_subplot(grid[2, :]), rows, strategies)
+    if has_tasks:
+        _tasks_panels(figure, grid, [r for r in rows if r.group == "tasks"])
+    figure.savefig(path, format="png", dpi=100)
+
+
+def _one_client_panel(axes: Any, rows: list[Row], strategies: list[str]) -> None:
+    """One client: push, pop, push+pop per target (push has no strategy: it joins every series)."""
     operations = ["push", "pop", "push+pop"]
     series: dict[str, dict[str, float]] = {}
     singles = [r for r in rows if r.depth is None and r.clients == 1 and r.mode == "threads" and r.group != "tasks"]
@@ -436,11 +446,12 @@ def write_plot(result: BenchResult, path: str) -> None:
     axes.set_title("One client: operations/s (log scale; push+pop counts pairs)")
     axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
 
-    # Queue depth: fill, peek, pop at each depth.
-    axes = figure.add_subplot(grid[0, 1])
+
+def _depth_panel(axes: Any, rows: list[Row]) -> None:
+    """Queue depth: fill, peek, pop at each depth."""
     depth_rows = [r for r in rows if r.depth is not None]
     depths = sorted({r.depth for r in depth_rows if r.depth is not None})
-    series = {}
+    series: dict[str, dict[str, float]] = {}
     colours = {}
     hatches = {}
     for row in depth_rows:
@@ -452,10 +463,12 @@ def write_plot(result: BenchResult, path: str) -> None:
     axes.set_title("Queue depth: operations/s, shallow (plain) vs deep (hatched), log scale")
     axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
 
-    # Concurrent pops: aggregate pops/s by client count, threads plain, processes hatched.
-    axes = figure.add_subplot(grid[1, :])
-    clients = [str(count) for count in meta["clients"]]
-    series, colours, hatches = {}, {}, {}
+
+def _concurrent_panel(axes: Any, rows: list[Row], strategies: list[str], client_counts: list[int]) -> None:
+    """Concurrent pops: aggregate pops/s by client count, threads plain, processes hatched."""
+    clients = [str(count) for count in client_counts]
+    series: dict[str, dict[str, float]] = {}
+    colours, hatches = {}, {}
     for row in rows:
         if row.depth is None and row.operation == "pop":
             base = _series_name(row, strategies)
@@ -468,8 +481,9 @@ def write_plot(result: BenchResult, path: str) -> None:
     axes.set_title("Concurrent pops: aggregate pops/s of all clients (log scale; processes hatched)")
     axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
 
-    # Ratios: each of our rows divided by the same row on each reference.
-    axes = figure.add_subplot(grid[2, :])
+
+def _ratio_panel(axes: Any, rows: list[Row], strategies: list[str]) -> None:
+    """Ratios: each of our rows divided by the same row on each reference."""
     ours = sorted(
         (r for r in rows if r.target == OURS and any(getattr(r, f"vs_{ref}") for ref in REFERENCES)),
         key=lambda r: (
@@ -498,9 +512,6 @@ def write_plot(result: BenchResult, path: str) -> None:
         axes.axis("off")
         axes.text(0.5, 0.5, "No reference in this run (--recipe PATH and --compare redis,sqlite add them).",
                   ha="center", va="center", fontsize=11)
-    if has_tasks:
-        _tasks_panels(figure, grid, [r for r in rows if r.group == "tasks"])
-    figure.savefig(path, format="png", dpi=100)
 
 
 def _tasks_panels(figure: Any, grid: Any, rows: list[Row]) -> None:

@@ -184,27 +184,12 @@ def run_threads(target: Target, work: Work, clients: int, duration: float) -> Me
     results: list[ClientResult | None] = [None] * clients
     errors: list[BaseException] = []
 
-    def client_main(index: int) -> None:
-        client = None
-        try:
-            client = target.client(work.queue, work.strategy)
-            step = make_step(work, client, index, deadline)
-            ready.wait(READY_SECONDS)
-            if go.wait(READY_SECONDS):
-                results[index] = drive(step, deadline, work.max_ops)
-        except threading.BrokenBarrierError:
-            pass  # another client failed to get ready; its error is the one reported
-        except BaseException as error:  # handed to the bench's thread, which raises it
-            errors.append(error)
-            deadline[0] = 0.0  # stop the others: this row is lost anyway
-            ready.abort()
-        finally:
-            if client is not None:
-                client.close()
-
     threads = [
         threading.Thread(
-            target=client_main, args=(index,), name=f"fdbqueue-bench-client-{index}", daemon=True
+            target=_client_main,
+            args=(target, work, index, deadline, ready, go, results, errors),
+            name=f"fdbqueue-bench-client-{index}",
+            daemon=True,
         )
         for index in range(clients)
     ]
@@ -239,6 +224,35 @@ def run_threads(target: Target, work: Work, clients: int, duration: float) -> Me
         raise errors[0]
     retries = _delta(before, target.retry_counts())
     return _combine([result for result in results if result is not None], retries, peak_memory_mib())
+
+
+def _client_main(
+    target: Target,
+    work: Work,
+    index: int,
+    deadline: list[float],
+    ready: threading.Barrier,
+    go: threading.Event,
+    results: list[ClientResult | None],
+    errors: list[BaseException],
+) -> None:
+    """One client thread of ``run_threads``: get ready, wait for the start, drive until the deadline."""
+    client = None
+    try:
+        client = target.client(work.queue, work.strategy)
+        step = make_step(work, client, index, deadline)
+        ready.wait(READY_SECONDS)
+        if go.wait(READY_SECONDS):
+            results[index] = drive(step, deadline, work.max_ops)
+    except threading.BrokenBarrierError:
+        pass  # another client failed to get ready; its error is the one reported
+    except BaseException as error:  # handed to the bench's thread, which raises it
+        errors.append(error)
+        deadline[0] = 0.0  # stop the others: this row is lost anyway
+        ready.abort()
+    finally:
+        if client is not None:
+            client.close()
 
 
 # --- processes -------------------------------------------------------------------------------

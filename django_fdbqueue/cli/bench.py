@@ -5,7 +5,7 @@ It also measures Django Tasks through the app's backend, against the framework's
 (``--tasks``), when the Tasks framework is installed.
 
 The measuring lives in :mod:`django_fdbqueue.bench`; this module turns the command line into a
-:class:`~django_fdbqueue.bench.suite.BenchConfig`, shows progress on standard error, and writes
+:class:`~django_fdbqueue.bench.plan.BenchConfig`, shows progress on standard error, and writes
 the results: the table (or, with ``--json``, the full JSON document) on standard output, and
 optionally the same document to a file (``--json-file``) and a chart (``--plot``).
 
@@ -41,7 +41,8 @@ from django_fdbqueue.bench.report import (
 )
 from django_fdbqueue.bench.runner import BenchError
 from django_fdbqueue.bench.strategies import STRATEGIES
-from django_fdbqueue.bench.suite import (
+from django_fdbqueue.bench.plan import (
+    COMPARE_CHOICES,
     DEFAULT_CLIENTS,
     DEFAULT_DEEP_SIZE,
     DEFAULT_DURATION,
@@ -50,10 +51,10 @@ from django_fdbqueue.bench.suite import (
     QUICK_DEEP_SIZE,
     QUICK_DURATION,
     QUICK_TASKS,
-    COMPARE_CHOICES,
-    Bench,
     BenchConfig,
 )
+from django_fdbqueue.bench.results import BenchResult
+from django_fdbqueue.bench.suite import Bench
 
 from .arguments import positive_int, positive_seconds
 from .base import Context, add_subcommand
@@ -131,7 +132,10 @@ def _client_counts(text: str) -> list[int]:
 
 
 def register(subparsers: Any) -> None:
-    """Add ``bench`` to ``manage.py fdbqueue``."""
+    """Add ``bench`` to ``manage.py fdbqueue``.
+
+    Long: one flat argparse definition, an option after another, each with its help text.
+    """
     parser = add_subcommand(
         subparsers,
         "bench",
@@ -246,6 +250,30 @@ def _terminate_as_interrupt() -> Iterator[None]:
 
 def handle_bench(ctx: Context, options: dict[str, Any]) -> None:
     """Refuse what cannot run before measuring anything (a run takes minutes), then run and report."""
+    config = _config(options)
+    json_file, plot = options.get("json_file"), options.get("plot")
+    _check_can_run(config, json_file, plot)
+    result = _run(ctx, Bench(config, ctx.database()))
+    if json_file:
+        write_json(result, json_file)
+        ctx.stderr.write(f"Wrote the results to {json_file}.")
+    if plot:
+        write_plot(result, plot)
+        ctx.stderr.write(f"Drew the chart in {plot}.")
+    if ctx.as_json:
+        ctx.stdout.write(compact_json(to_document(result)))
+    else:
+        ctx.stdout.write(format_report(result))
+    if not result.exactly_once_passed:
+        more = len(result.failures) - 1
+        raise CommandError(
+            "Exactly-once check FAILED: " + result.failures[0] + (f" (and {more} more)" if more else ""),
+            returncode=EXIT_STORE,
+        )
+
+
+def _config(options: dict[str, Any]) -> BenchConfig:
+    """The run's configuration from the options; a bad option or recipe file is a usage error."""
     compare = _references(options.get("compare") or [])
     recipe = None
     if options.get("recipe"):
@@ -254,7 +282,7 @@ def handle_bench(ctx: Context, options: dict[str, Any]) -> None:
         except RecipeUnavailable as error:
             raise usage_error(str(error)) from None
     try:
-        config = BenchConfig.build(
+        return BenchConfig.build(
             duration=options.get("duration"),
             clients=options.get("clients"),
             strategies=options.get("strategies"),
@@ -268,7 +296,10 @@ def handle_bench(ctx: Context, options: dict[str, Any]) -> None:
         raise usage_error(error.args[0]) from None
     except ValueError as error:
         raise usage_error(str(error)) from None
-    json_file, plot = options.get("json_file"), options.get("plot")
+
+
+def _check_can_run(config: BenchConfig, json_file: str | None, plot: str | None) -> None:
+    """The output files can be written, matplotlib is there for --plot, redis-server for --compare redis."""
     _writable_target(json_file, "--json-file")
     _writable_target(plot, "--plot")
     if plot:
@@ -282,7 +313,9 @@ def handle_bench(ctx: Context, options: dict[str, Any]) -> None:
         except RedisUnavailable as error:
             raise usage_error(str(error)) from None
 
-    bench = Bench(config, ctx.database())
+
+def _run(ctx: Context, bench: Bench) -> BenchResult:
+    """Run the bench with progress on standard error; an interruption or failure is a CommandError."""
     progress = Progress(
         lambda text: ctx.stderr.write(text, style_func=lambda plain: plain, ending=""),
         len(bench.rows),
@@ -307,20 +340,4 @@ def handle_bench(ctx: Context, options: dict[str, Any]) -> None:
         progress.close()
         raise
     progress.close()
-
-    if json_file:
-        write_json(result, json_file)
-        ctx.stderr.write(f"Wrote the results to {json_file}.")
-    if plot:
-        write_plot(result, plot)
-        ctx.stderr.write(f"Drew the chart in {plot}.")
-    if ctx.as_json:
-        ctx.stdout.write(compact_json(to_document(result)))
-    else:
-        ctx.stdout.write(format_report(result))
-    if not result.exactly_once_passed:
-        more = len(result.failures) - 1
-        raise CommandError(
-            "Exactly-once check FAILED: " + result.failures[0] + (f" (and {more} more)" if more else ""),
-            returncode=EXIT_STORE,
-        )
+    return result

@@ -24,6 +24,12 @@ STDIN = "-"
 
 def register(subparsers: Any) -> None:
     """Add push, pop, peek and browse to ``manage.py fdbqueue``."""
+    _register_push(subparsers)
+    _register_reads(subparsers)
+
+
+def _register_push(subparsers: Any) -> None:
+    """push: one value, or one per line of a file."""
     parser = add_subcommand(
         subparsers,
         "push",
@@ -71,6 +77,9 @@ def register(subparsers: Any) -> None:
         ),
     )
 
+
+def _register_reads(subparsers: Any) -> None:
+    """pop, peek and browse: from one end of a queue, removing items or not."""
     parser = add_subcommand(
         subparsers, "pop", handle_pop, help="Remove and show the next item (or -n items) from one end."
     )

@@ -54,6 +54,12 @@ def _add_lease(parser: Any, help: str, default: float | None = None) -> None:
 
 def register(subparsers: Any) -> None:
     """Add claim, ack, release, extend, dead-letters, requeue, delete-dead-letter and set-max-attempts."""
+    _register_lease_commands(subparsers)
+    _register_dead_letter_commands(subparsers)
+
+
+def _register_lease_commands(subparsers: Any) -> None:
+    """claim, and what a receipt lets one do: ack, release, extend."""
     parser = add_subcommand(
         subparsers,
         "claim",
@@ -105,6 +111,9 @@ def register(subparsers: Any) -> None:
         help="Deprecated: the same as --lease, the way extend took it before. Give one of them, not both.",
     )
 
+
+def _register_dead_letter_commands(subparsers: Any) -> None:
+    """dead-letters, requeue, delete-dead-letter, and set-max-attempts that decides when items die."""
     parser = add_subcommand(
         subparsers,
         "dead-letters",

@@ -39,7 +39,10 @@ _LEVELS = {0: logging.WARNING, 1: logging.INFO}
 
 
 def register(subparsers: Any) -> None:
-    """Add ``worker`` to ``manage.py fdbqueue``."""
+    """Add ``worker`` to ``manage.py fdbqueue``.
+
+    Long: one flat argparse definition, an option after another, each with its help text.
+    """
     parser = add_subcommand(
         subparsers,
         "worker",

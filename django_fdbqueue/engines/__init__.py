@@ -33,5 +33,13 @@ def engine_module(name: str) -> ModuleType:
 
 
 def open_database(settings: QueueSettings) -> Any:
-    """Open a new database handle for ``settings`` with the engine they name."""
-    return engine_module(settings.engine).open_database(settings)
+    """Open a new database handle for ``settings`` with the engine they name.
+
+    The handle carries its ROOT (``fdbapi.attach_root``): the service reads it from the handle,
+    or from a transaction of it, and never from the settings of the moment.
+    """
+    from django_fdbqueue.fdbapi import attach_root
+
+    database = engine_module(settings.engine).open_database(settings)
+    attach_root(database, settings.root)
+    return database

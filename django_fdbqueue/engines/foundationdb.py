@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from django.core.exceptions import ImproperlyConfigured
 
 from django_fdbqueue.engines import wait_bound
-from django_fdbqueue.fdbapi import describe
+from django_fdbqueue.fdbapi import ErrorCode, describe
 
 if TYPE_CHECKING:
     from django_fdbqueue.conf import QueueSettings
@@ -83,8 +83,8 @@ def select_api_version(version: int) -> Any:
 def configure(database: Any, settings: QueueSettings) -> None:
     """Apply TIMEOUT and RETRY_LIMIT to every transaction the database creates.
 
-    The binding hands out one cached Database per cluster file, so "off" is set explicitly too:
-    otherwise a value from earlier settings would linger on the shared handle. TIMEOUT also sets
+    "Off" is set explicitly too, so a handle configured twice (the tests' shared one) keeps no
+    value from earlier settings. TIMEOUT also sets
     the handle's ``wait_bound``, the deadline the waiting thread keeps itself (``wait_bound``).
     """
     import fdb.impl
@@ -117,6 +117,21 @@ def _library_hint(settings: QueueSettings) -> str:
             "set it in the settings module, not later, and restart the process.")
 
 
+def _own_database(fdb: Any, cluster_file: str | None) -> Any:
+    """A handle of its own on the cluster, never the one ``fdb.open`` shares per cluster file.
+
+    The app attaches its ROOT and options to the handle it opens: on the shared handle, two
+    settings naming one cluster under different ROOTs (tests, scripts) would overwrite each
+    other's, and a project's own ``fdb.open()`` would inherit them.
+    """
+    try:
+        fdb.impl.init()  # the client's network thread, as fdb.open starts it: once per process
+    except fdb.FDBError as exc:
+        if exc.code != ErrorCode.CLIENT_INVALID_OPERATION:  # 2000: the network runs already
+            raise
+    return fdb.impl.create_database(cluster_file)
+
+
 def open_database(settings: QueueSettings) -> Any:
     """Open the cluster named by ``settings.cluster_file`` (None: the client's default)."""
     try:
@@ -124,7 +139,7 @@ def open_database(settings: QueueSettings) -> Any:
     except ImproperlyConfigured as exc:
         raise ImproperlyConfigured(f"{exc}{_library_hint(settings)}") from exc
     try:
-        database = fdb.open(settings.cluster_file)
+        database = _own_database(fdb, settings.cluster_file)
     except fdb.FDBError as exc:
         where = settings.cluster_file or "the client's default cluster file"
         raise ImproperlyConfigured(

@@ -8,9 +8,9 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable, TypeVar
 
-from django_fdbqueue import connection
+from django_fdbqueue.conf import get_settings
 from django_fdbqueue.exceptions import QueueAlreadyExists, QueueNotFound, WrongQueueKind
-from django_fdbqueue.fdbapi import fdb, transactional
+from django_fdbqueue.fdbapi import fdb, root_of, subspace_of, transactional
 
 from . import attempts, keys
 from .records import Page, QueueInfo, now_micros, to_datetime
@@ -43,9 +43,15 @@ class Entry:
         return cls(name, kind, created_us, queue_id, *extra)
 
 
-def root() -> Any:
-    """The app's root subspace, read at call time so settings overrides take effect."""
-    return connection.root_subspace()
+def root(db_or_tr: Any = None) -> Any:
+    """The root subspace of the store that ``db_or_tr`` (a database or a transaction) addresses.
+
+    The engines attach it to every handle they open (``fdbapi.root_of``). A handle opened
+    elsewhere (a project's own ``fdb.open()``), or none given, means the configured
+    FDBQUEUE['ROOT'], as it is now: such a handle addresses the keys the app's own handle would.
+    """
+    space = None if db_or_tr is None else root_of(db_or_tr)
+    return space if space is not None else subspace_of(get_settings().root)
 
 
 def counter_bytes(delta: int) -> bytes:
@@ -167,7 +173,7 @@ def guess(tr: Any, name: str, *, fifo_ok: bool = True) -> Guess | None:
     """The cached entry of ``name`` as a :class:`Guess`, or None when there is none to use."""
     if attempts.changed_catalog(tr):
         return None
-    root_space = root()
+    root_space = root(tr)
     cached = _cache.get((root_space.key(), name))
     if cached is None or (not fifo_ok and cached[1].kind == "fifo"):
         return None
@@ -195,7 +201,7 @@ def require_with(tr: Any, name: str, send: Callable[[keys.QueueKeys], R], *,
 
 def require(tr: Any, name: str, *, fifo_ok: bool = True) -> tuple[Entry, keys.QueueKeys]:
     """The queue's entry and key layout, or QueueNotFound."""
-    root_space = root()
+    root_space = root(tr)
     entry = lookup(tr, root_space, name)
     if entry is None:
         raise QueueNotFound(f"No queue is named {name!r}.", name=name)
@@ -256,7 +262,7 @@ def create_queue(db_or_tr: Any, name: str, kind: str, max_attempts: int | None =
 
 @transactional
 def _create(tr: Any, entry: Entry) -> QueueInfo:
-    root_space = root()
+    root_space = root(tr)
     existing = read_entry(tr, root_space, entry.name)
     if existing is not None and existing.queue_id != entry.queue_id:
         raise QueueAlreadyExists(f"A queue named {entry.name!r} already exists.", name=entry.name)
@@ -291,7 +297,7 @@ def get_queue(tr: Any, name: str) -> QueueInfo:
 
 @transactional
 def queue_exists(tr: Any, name: str) -> bool:
-    return read_entry(tr, root(), name) is not None
+    return read_entry(tr, root(tr), name) is not None
 
 
 def delete_queue(db_or_tr: Any, name: str) -> None:
@@ -305,7 +311,7 @@ def delete_queue(db_or_tr: Any, name: str) -> None:
 
 @transactional
 def _delete(tr: Any, name: str, marker: keys.DeletionMarker) -> None:
-    root_space = root()
+    root_space = root(tr)
     if tr[marker.key(root_space)].present():
         return  # an earlier attempt of this call committed
     entry, qk = require(tr, name)
@@ -323,7 +329,7 @@ def _delete(tr: Any, name: str, marker: keys.DeletionMarker) -> None:
 @transactional
 def list_queues(tr: Any, prefix: str, after: str | None, limit: int) -> Page[QueueInfo]:
     """One range read of the catalog (limit + 1 rows, to know whether a next page exists)."""
-    root_space = root()
+    root_space = root(tr)
     cat = keys.catalog(root_space)
     # Names are ASCII and tuple-encoded as b"\x02" + name + b"\x00": every name starting with
     # `prefix` lies in [b"\x02" + prefix, b"\x02" + prefix + b"\xff").

@@ -13,6 +13,8 @@ round", run by any popper, hands items to every waiting request in one transacti
 meet in batches instead of fighting over each item.
 
 ``pop(db, name, end)`` below is what ``service.pop(..., mode="high-contention")`` calls.
+Four modules share the work: this one has the caller's steps and the entry point, ``popper`` one
+pop's identity and what is in doubt, ``rounds`` the fulfil rounds, ``recovery`` the clean-up.
 
 Data model
 ==========
@@ -91,18 +93,10 @@ Protocol
 Abandonment
 ===========
 
-A popper may die at any point after registering. Requests and results therefore carry the
-owner's deadline. Fulfil rounds drop requests whose deadline passed more than
-:data:`GRACE_SECONDS` ago, and put the items of results unclaimed that long back into the queue,
-*at their original keys* (so they return to their old place in the order) with the counters
-corrected (size +1, popped -1) and the queue's wake-up key touched, so blocking pops (``wait=``)
-see them at once. An item waiting in a result is not yet consumed for its ``dedup_key``: like a
-leased item, it holds the key until its owner collects it, and an item put back holds it as
-any queued item does (see ``dedup.py``). The grace absorbs clock differences between clients: clocks of
-all popping machines must agree within it. A pop that reaches its own deadline withdraws: one
-transaction clears its request, or, if a result was already written for it, takes that result
-(an item is never dropped because its popper gave up) and then raises ``FDBError`` 1031
-(``transaction_timed_out``), the error a plain pop raises when the database's TIMEOUT expires.
+A popper may die at any point after registering, so requests and results carry the owner's
+deadline: rounds drop requests, and put back the items of results, whose deadline passed more
+than :data:`GRACE_SECONDS` ago (clocks of popping machines must agree within it), and a pop that
+reaches its own deadline withdraws and raises ``FDBError`` 1031. ``recovery.py`` has the details.
 
 Exactly once
 ============
@@ -134,7 +128,7 @@ Every item is returned to exactly one caller, or stays in (or returns to) the qu
 * What can still lose an item is what loses one in any FoundationDB application: a commit that
   fails with 1031 (``transaction_timed_out``) or 1025 (cancelled) has an unknown outcome too,
   without that guarantee, and is raised to the caller rather than retried. And a receipt is kept
-  for one to two hours (:data:`RECEIPT_EPOCH_SECONDS`) after its pop's deadline: a retry loop
+  for one to two hours (``recovery.RECEIPT_EPOCH_SECONDS``) after its pop's deadline: a retry loop
   lasting longer could not tell.
 
 Order
@@ -173,15 +167,11 @@ measures it on a given store; ``mode="plain"`` stays the default until it says o
 
 from __future__ import annotations
 
-import os
 import random
-import threading
 import time
-from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Any
 
-from django_fdbqueue.exceptions import InvalidArgument, QueueNotFound
+from django_fdbqueue.exceptions import InvalidArgument
 from django_fdbqueue.fdbapi import (
     RETRYABLE_CODES,
     ErrorCode,
@@ -193,223 +183,45 @@ from django_fdbqueue.fdbapi import (
     make_error,
 )
 
-from . import dedup, keys, visibility
-from .waiting import wait_on
-from .catalog import Entry, counter_bytes, first, require
-from .items import BATCH_BYTES, decode_item, take, walk
+from . import keys
+from .catalog import first, require
+from .items import take
+from .popper import EMPTY, GONE, STAGED, Outcome
+from .popper import Pop as _Pop
 from .records import Item, now_micros
+from .recovery import (
+    EXPIRE_RECEIPTS_EVERY,
+    GRACE_SECONDS,
+    RESULT_ITEM,
+    consumed,
+    expire_receipts,
+    item_from,
+    micros,
+    put_back,
+    returned,
+)
+from .rounds import ROUND_REQUESTS, Round, SnapshotReads, fulfil_in
+from .waiting import wait_on
 
-__all__ = ["DEFAULT_TIMEOUT", "Round", "SnapshotReads", "pop", "fulfil"]
+__all__ = ["DEFAULT_TIMEOUT", "GRACE_SECONDS", "Round", "SnapshotReads", "pop", "fulfil"]
 
 #: Seconds a high-contention pop may take before it withdraws (FoundationDB's transaction life).
 DEFAULT_TIMEOUT = 5.0
-#: Requests one fulfil round serves at most (and so items it takes, within ROUND_BYTES).
-ROUND_REQUESTS = 64
-#: Payload bytes one round moves at most: FoundationDB advises transactions near 1 MB.
-ROUND_BYTES = BATCH_BYTES
-#: Expired results one round puts back at most (the rest wait for the next round).
-RECOVER_BATCH = 16
-#: How long after a deadline others drop its request or put its result back: the allowed clock skew.
-GRACE_SECONDS = 5.0
-#: Receipts are grouped by the hour ("epoch") of their pop's deadline; epochs older than the
-#: previous one are cleared, so a receipt lives one to two hours after its pop's deadline.
-RECEIPT_EPOCH_SECONDS = 3600
 #: Bounds of one wait for a watch before running a round again (jittered, so waiters spread).
 WAIT_SECONDS = (0.05, 0.15)
-#: One fast-path pop in this many also clears old receipt epochs (rounds always do).
-EXPIRE_RECEIPTS_EVERY = 64
 #: Conflicting attempts after which an arriving pop registers a request instead of retrying.
 #: The recipe registers after the first. On the embedded engine (one writer, conflicts cheap)
 #: every staged pop costs more than the retries it saves, so fewer stagings are faster there;
 #: on a cluster a lost attempt costs a network round trip. See the module docstring's Costs.
 STAGE_AFTER_CONFLICTS = 2
-TOKEN_BYTES = 16
 
-_ITEM = 1
-_EMPTY = 0
 _Versionstamp = fdb.tuple.Versionstamp
-
-
-class _Outcome:
-    """Sentinels for what a step decided (distinct from an Item and from None)."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def __repr__(self) -> str:
-        return f"<{self.name}>"
-
-
-STAGED = _Outcome("staged")  # a request is registered: wait for a round to serve it
-EMPTY = _Outcome("empty")  # the pop was answered "the queue is empty"
-GONE = _Outcome("gone")  # neither request nor result: dropped after the deadline, or withdrawn
-
-
-def _micros(seconds: float) -> int:
-    return int(seconds * 1_000_000)
-
-
-_client = threading.local()
-
-
-def _client_id() -> bytes:
-    """Random and fixed per thread of a process: the name of this client's receipt slot.
-
-    A thread runs one pop at a time, so each pop can overwrite its thread's receipt instead of
-    writing a new key per pop (and clearing it later). Checked against the process id, so a
-    forked child never shares its parent's slot.
-    """
-    pid = os.getpid()
-    if getattr(_client, "pid", None) != pid:
-        _client.pid = pid
-        _client.id = os.urandom(8)
-    return _client.id
-
-
-# --- one caller's pop -----------------------------------------------------------------------
-
-
-@dataclass
-class _Pop:
-    """One call: its identity (token, deadline), its request, and what is in doubt after a 1021.
-
-    ``candidates`` are the items that attempts ending in ``commit_unknown_result`` would have
-    handed us, by item id; the receipt (whose value names the pop and the item) says which one,
-    if any, did. ``maybe_empty`` says an attempt that would have answered us "empty" may have
-    committed; it only decides what a request gone *without* a result means ("answered empty";
-    the other story, a request dropped after its deadline, loses nothing by returning None).
-    """
-
-    name: str
-    end: str
-    deadline_us: int
-    deadline: float  # the same deadline on this process's monotonic clock
-    token: bytes = field(default_factory=lambda: os.urandom(TOKEN_BYTES))
-    qk: keys.QueueKeys | None = None
-    entry: Entry | None = None
-    request_key: bytes | None = None
-    candidates: dict[str, Item] = field(default_factory=dict)
-    maybe_empty: bool = False
-    client: bytes = field(default_factory=_client_id)
-
-    def bind(self, tr: Any) -> keys.QueueKeys:
-        """Read the catalog entry (an ordinary read: a racing delete makes us retry)."""
-        entry, qk = require(tr, self.name, fifo_ok=self.end == "min")
-        self.entry = entry
-        if self.qk is None:
-            self.qk = qk
-        elif self.qk.queue_id != entry.queue_id:
-            raise QueueNotFound(f"The queue {self.name!r} was deleted while a pop waited.", name=self.name)
-        return qk
-
-    @cached_property
-    def receipt_key(self) -> bytes:
-        """This thread's receipt slot, in the epoch of this pop's deadline."""
-        assert self.qk is not None
-        return self.qk.receipts.pack((_epoch(self.deadline_us), self.client))
-
-    def receipt(self, item: Item) -> bytes:
-        """The receipt's value: whose pop took which item."""
-        return fdb.tuple.pack((self.token, item.id))
-
-    @property
-    def results(self) -> slice:
-        assert self.qk is not None
-        return self.qk.results.range((self.deadline_us, self.token))
-
-    @property
-    def in_doubt(self) -> bool:
-        return bool(self.candidates) or self.maybe_empty
-
-    def confirm(self, tr: Any) -> Item | None:
-        """If an earlier attempt's fate is unknown: the item it took, when its receipt says so.
-
-        A receipt naming another pop (an earlier pop of this thread) or none at all means the
-        attempts in doubt did not commit: after reporting 1021 they never will (see "Exactly once").
-        """
-        if not self.candidates:
-            return None
-        raw = tr[self.receipt_key]
-        present = raw.present()  # may raise (lazily, on a cluster): keep the candidates for the retry
-        candidates, self.candidates = self.candidates, {}  # resolved either way
-        if present:
-            token, item_id = fdb.tuple.unpack(bytes(raw))
-            if token == self.token:
-                return candidates.get(item_id)
-        return None
-
-    def doubt(self, got: Item | _Outcome | None) -> None:
-        """An attempt that would have given us `got` ended in 1021."""
-        if isinstance(got, Item):
-            self.candidates[got.id] = got
-        elif got is EMPTY:
-            self.maybe_empty = True
-
-    def left(self) -> float:
-        return self.deadline - time.monotonic()
 
 
 def _retry(tr: Any, error: Exception) -> None:
     """Count the error as ``transactional`` does, then back off (or re-raise) as ``on_error`` decides."""
     _count_retry(error.code)  # type: ignore[attr-defined]
     tr.on_error(error).wait()
-
-
-def _item_from(elements: tuple, payload: Any) -> Item:
-    priority, stamp, *rest = elements
-    return visibility.item_from(priority, stamp, keys.ItemMeta.from_elements(rest), payload)
-
-
-def _epoch(micros: int) -> int:
-    return micros // _micros(RECEIPT_EPOCH_SECONDS)
-
-
-def _expire_receipts(tr: Any, qk: keys.QueueKeys, now_us: int) -> None:
-    """Blind clear of the receipts of epochs before the previous one: no read, so no conflict."""
-    tr.clear_range(qk.receipts.range().start, qk.receipts.pack((_epoch(now_us) - 1,)))
-
-
-def _put_back(tr: Any, qk: keys.QueueKeys, elements: tuple, payload: Any) -> None:
-    """An item returns to its own key (and order index entry), so to its old place in the queue.
-
-    Its dedup key names it again: a push of that key must not store a second copy.
-    """
-    priority, stamp, *rest = elements
-    meta = keys.ItemMeta.from_elements(rest)
-    visibility.put_ready(tr, qk, priority, stamp, meta, bytes(payload))
-    dedup.restored(tr, qk, priority, stamp, meta)
-
-
-def _returned(tr: Any, qk: keys.QueueKeys, count: int) -> None:
-    """Count `count` put-back items as queued again, and wake blocking pops: items are ready."""
-    if count:
-        tr.add(qk.counter(keys.SIZE), counter_bytes(count))
-        tr.add(qk.counter(keys.POPPED), counter_bytes(-count))
-        visibility.wake(tr, qk)
-
-
-def _consumed(tr: Any, qk: keys.QueueKeys, elements: tuple) -> None:
-    """A result's item reached its owner: only now is it consumed for its dedup key."""
-    priority, stamp, *rest = elements
-    dedup.consumed(tr, qk, priority, stamp, keys.ItemMeta.from_elements(rest))
-
-
-class SnapshotReads:
-    """A transaction seen through snapshot reads only, for the service's walk functions.
-
-    ``walk_min`` / ``walk_max`` read with ordinary reads and ``walk_max`` narrows its conflicts
-    with ``add_read_conflict_range``. A caller that adds read conflicts on exactly the keys it
-    takes (a fulfil round, or the bench's random-k pop) walks through this view instead.
-    """
-
-    def __init__(self, tr: Any) -> None:
-        self.snapshot = tr.snapshot
-
-    def get_range(self, *args: Any, **kwargs: Any) -> Any:
-        return self.snapshot.get_range(*args, **kwargs)
-
-    def add_read_conflict_range(self, begin: bytes, end: bytes) -> None:
-        """Nothing: the round adds a read conflict on each key it takes."""
 
 
 # --- steps 1 and 2: the fast path, or registering a request ----------------------------------
@@ -434,7 +246,33 @@ def _find_request(tr: Any, p: _Pop, qk: keys.QueueKeys) -> bool:
     return False
 
 
-def _arrive(db: Any, p: _Pop, *, stage: bool = False) -> Item | _Outcome | None:
+
+def _register(tr: Any, p: _Pop, requests: Any) -> Any:
+    """Write our request, keyed by this commit's versionstamp; the stamp's future is returned."""
+    tr.set_versionstamped_key(
+        requests.pack_with_versionstamp((_Versionstamp(), p.token)),
+        fdb.tuple.pack((p.deadline_us,)),
+    )
+    return tr.get_versionstamp()
+
+
+def _take_or_serve(tr: Any, p: _Pop, qk: keys.QueueKeys, requests: Any) -> tuple[Item | None, Round | None]:
+    """Pop as a plain pop does when nobody waits; else serve the waiting, then us, in one round."""
+    r = requests.range()
+    waiting = list(tr.snapshot.get_range(r.start, r.stop, limit=ROUND_REQUESTS))
+    if waiting:
+        done = fulfil_in(tr, p.entry, qk, p.end, p, now_micros(), waiting=waiting, serve_self=True)
+        return (done.mine if isinstance(done.mine, Item) else None), done
+    popped, _cut = take(tr, p.entry, qk, p.end, 1)
+    if not popped:
+        return None, None
+    tr[p.receipt_key] = p.receipt(popped[0])
+    if random.randrange(EXPIRE_RECEIPTS_EVERY) == 0:
+        expire_receipts(tr, qk, now_micros())
+    return popped[0], None
+
+
+def _arrive(db: Any, p: _Pop, *, stage: bool = False) -> Item | Outcome | None:
     """Pop at once (an Item, or None when empty) or, under repeated conflicts, register: STAGED.
 
     One transaction per attempt. It snapshot-reads the requests waiting at ``end``. If there
@@ -450,7 +288,7 @@ def _arrive(db: Any, p: _Pop, *, stage: bool = False) -> Item | _Outcome | None:
     unsure_registration = False  # a registration attempt ended in 1021
     while True:
         took: Item | None = None
-        registering = False
+        registering = stage
         try:
             qk = p.bind(tr)
             confirmed = p.confirm(tr)
@@ -460,26 +298,10 @@ def _arrive(db: Any, p: _Pop, *, stage: bool = False) -> Item | _Outcome | None:
                 return STAGED
             requests = qk.requests(p.end)
             done: Round | None = None
-            if stage:
-                registering = True
-                tr.set_versionstamped_key(
-                    requests.pack_with_versionstamp((_Versionstamp(), p.token)),
-                    fdb.tuple.pack((p.deadline_us,)),
-                )
-                stamp = tr.get_versionstamp()
+            if registering:
+                stamp = _register(tr, p, requests)
             else:
-                r = requests.range()
-                waiting = list(tr.snapshot.get_range(r.start, r.stop, limit=ROUND_REQUESTS))
-                if waiting:
-                    done = _fulfil_in(tr, p.entry, qk, p.end, p, waiting=waiting, serve_self=True)
-                    took = done.mine if isinstance(done.mine, Item) else None
-                else:
-                    popped, _cut = take(tr, p.entry, qk, p.end, 1)
-                    if popped:
-                        took = popped[0]
-                        tr[p.receipt_key] = p.receipt(took)
-                        if random.randrange(EXPIRE_RECEIPTS_EVERY) == 0:
-                            _expire_receipts(tr, qk, now_micros())
+                took, done = _take_or_serve(tr, p, qk, requests)
             tr.commit().wait()
             if registering:
                 p.request_key = requests.pack((_Versionstamp(bytes(stamp.wait()), 0), p.token))
@@ -506,116 +328,7 @@ def _arrive(db: Any, p: _Pop, *, stage: bool = False) -> Item | _Outcome | None:
             _retry(tr, error)
 
 
-# --- step 3: fulfil rounds --------------------------------------------------------------------
-
-
-@dataclass
-class Round:
-    """What one fulfil round did; all zero when it did not commit."""
-
-    committed: bool = False
-    served: int = 0
-    answered_empty: int = 0
-    dropped: int = 0
-    restored: int = 0
-    #: It stopped at a limit: more requests or expired results may be waiting.
-    more: bool = False
-    #: What it gave the calling pop's own request: an Item, EMPTY, or None.
-    mine: Item | _Outcome | None = None
-
-
-def _recover(tr: Any, qk: keys.QueueKeys, cutoff_us: int) -> int:
-    """Put back the items of results whose owner's deadline passed before `cutoff_us`.
-
-    Snapshot-reads the oldest expired results (they sort by deadline) and adds a read conflict
-    on each one it clears, so its owner collecting it at the same moment and this recovery
-    cannot both succeed. Returns how many items went back.
-    """
-    results = qk.results
-    restored = 0
-    for kv in tr.snapshot.get_range(results.range().start, results.pack((cutoff_us,)), limit=RECOVER_BATCH):
-        key = bytes(kv.key)
-        tr.add_read_conflict_key(key)
-        del tr[key]
-        parts = results.unpack(key)
-        if parts[2] == _ITEM:
-            _put_back(tr, qk, parts[3:], kv.value)
-            restored += 1
-    _returned(tr, qk, restored)
-    return restored
-
-
-def _fulfil_in(tr: Any, entry: Entry, qk: keys.QueueKeys, end: str, p: _Pop | None, *,
-               waiting: list | None = None, serve_self: bool = False) -> Round:
-    """The body of a round (see the module docstring); ``committed`` is left to the caller.
-
-    ``waiting`` is the snapshot read of the requests when the caller already made it.
-    ``serve_self`` adds the calling pop, unregistered, as the last requester: it gets the item
-    after everyone waiting (with a receipt), or "empty" if none is left.
-    """
-    done = Round()
-    now_us = now_micros()
-    cutoff_us = now_us - _micros(GRACE_SECONDS)
-    requests = qk.requests(end)
-    visibility.promote(tr, qk, entry, now_us)
-    if waiting is None:
-        r = requests.range()
-        waiting = list(tr.snapshot.get_range(r.start, r.stop, limit=ROUND_REQUESTS))
-    done.more = len(waiting) == ROUND_REQUESTS
-    live: list[tuple[bytes | None, bytes, int]] = []
-    for kv in waiting:
-        key = bytes(kv.key)
-        (deadline_us,) = fdb.tuple.unpack(bytes(kv.value))
-        if deadline_us < cutoff_us:  # its owner gave up long ago, or died: drop it
-            tr.add_read_conflict_key(key)
-            del tr[key]
-            done.dropped += 1
-        else:
-            live.append((key, requests.unpack(key)[1], deadline_us))
-    if serve_self:
-        assert p is not None
-        live.append((None, p.token, p.deadline_us))  # no key: this pop never registered
-    kvs: list[Any] = []
-    cut = False
-    if live:
-        kvs, cut = walk(SnapshotReads(tr), qk, end, len(live), max_bytes=ROUND_BYTES)
-        done.more = done.more or cut
-    for (key, token, deadline_us), kv in zip(live, kvs):
-        item_key = bytes(kv.key)
-        elements = qk.items.unpack(item_key)
-        tr.add_read_conflict_key(item_key)
-        priority, stamp, meta = visibility.take_ready(tr, qk, item_key)
-        if key is not None:
-            tr.add_read_conflict_key(key)
-            del tr[key]
-        if p is not None and token == p.token:
-            done.mine = decode_item(qk, kv)
-            dedup.consumed(tr, qk, priority, stamp, meta)
-            tr[p.receipt_key] = p.receipt(done.mine)
-        else:  # its dedup key stays held until the owner collects it (or it goes back)
-            tr[qk.results.pack((deadline_us, token, _ITEM) + tuple(elements))] = bytes(kv.value)
-        done.served += 1
-    if done.served:
-        tr.add(qk.counter(keys.SIZE), counter_bytes(-done.served))
-        tr.add(qk.counter(keys.POPPED), counter_bytes(done.served))
-    if len(kvs) < len(live) and not cut:
-        # The queue ran out. "Empty" must still hold at commit: any item appearing conflicts.
-        items = qk.items.range()
-        tr.add_read_conflict_range(items.start, items.stop)
-        for key, token, deadline_us in live[len(kvs):]:
-            if key is not None:
-                tr.add_read_conflict_key(key)
-                del tr[key]
-            if p is not None and token == p.token:
-                done.mine = EMPTY
-            else:
-                tr[qk.results.pack((deadline_us, token, _EMPTY))] = b""
-            done.answered_empty += 1
-    done.restored = _recover(tr, qk, cutoff_us)
-    done.more = done.more or done.restored == RECOVER_BATCH
-    if done.dropped or done.served or done.answered_empty or done.restored:
-        _expire_receipts(tr, qk, now_us)
-    return done
+# --- step 3: fulfil rounds (the round itself is in rounds.py) ---------------------------------
 
 
 def _fulfil(db: Any, name: str, end: str, p: _Pop | None) -> Round:
@@ -628,7 +341,7 @@ def _fulfil(db: Any, name: str, end: str, p: _Pop | None) -> Round:
             entry = p.entry
         else:
             entry, qk = require(tr, name, fifo_ok=end == "min")
-        done = _fulfil_in(tr, entry, qk, end, p)
+        done = fulfil_in(tr, entry, qk, end, p, now_micros())
         tr.commit().wait()  # trivial when the round found nothing to do
         done.committed = True
         return done
@@ -659,7 +372,7 @@ def fulfil(db: Any, name: str, end: str = "min") -> Round:
 # --- steps 4 and 5: wait, collect, withdraw ---------------------------------------------------
 
 
-def _collect(tr: Any, p: _Pop, qk: keys.QueueKeys, rows: list) -> Item | _Outcome:
+def _collect(tr: Any, p: _Pop, qk: keys.QueueKeys, rows: list) -> Item | Outcome:
     """Clear our results; the item among them (EMPTY if only "empty"). Not committed here."""
     item: Item | None = None
     extra = 0
@@ -667,15 +380,15 @@ def _collect(tr: Any, p: _Pop, qk: keys.QueueKeys, rows: list) -> Item | _Outcom
         key = bytes(kv.key)
         parts = qk.results.unpack(key)
         del tr[key]
-        if parts[2] != _ITEM:
+        if parts[2] != RESULT_ITEM:
             continue
         if item is None:
-            item = _item_from(parts[3:], kv.value)
-            _consumed(tr, qk, parts[3:])
+            item = item_from(parts[3:], kv.value)
+            consumed(tr, qk, parts[3:])
         else:  # the protocol never gives one pop two items; if it did, the second goes back
-            _put_back(tr, qk, parts[3:], kv.value)
+            put_back(tr, qk, parts[3:], kv.value)
             extra += 1
-    _returned(tr, qk, extra)
+    returned(tr, qk, extra)
     if item is None:
         return EMPTY
     tr[p.receipt_key] = p.receipt(item)
@@ -689,7 +402,7 @@ def _settle(db: Any, p: _Pop, *, withdraw: bool) -> Any:
     """
     tr = db.create_transaction()
     while True:
-        got: Item | _Outcome | None = None
+        got: Item | Outcome | None = None
         try:
             qk = p.bind(tr)
             confirmed = p.confirm(tr)
@@ -716,7 +429,7 @@ def _settle(db: Any, p: _Pop, *, withdraw: bool) -> Any:
             _retry(tr, error)
 
 
-def _finish(got: Item | _Outcome | None) -> Item | None:
+def _finish(got: Item | Outcome | None) -> Item | None:
     if got is GONE:
         raise make_error(ErrorCode.TRANSACTION_TIMED_OUT)
     if got is EMPTY or got is None:
@@ -753,7 +466,7 @@ def pop(db: Any, name: str, end: str = "min", *, timeout: float | None = None) -
     keys.check_name(name)
     keys.check_end(end)
     seconds = _check_timeout(timeout)
-    p = _Pop(name, end, now_micros() + _micros(seconds), time.monotonic() + seconds)
+    p = _Pop(name, end, now_micros() + micros(seconds), time.monotonic() + seconds)
 
     got = _arrive(db, p)
     if got is not STAGED:

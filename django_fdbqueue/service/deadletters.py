@@ -2,7 +2,8 @@
 
 They keep their ``(priority, vs)``, so the dead-letter area lists them in queue order and a
 requeued item returns to its old place; its attempts start again from zero. Items get here
-through ``visibility.bury``, which moves items between all their places.
+through ``visibility.bury``, which moves items between all their places. The public operations
+(list, get, requeue, delete) are at the end.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from django_fdbqueue.fdbapi import transactional
 
 from . import keys, visibility
 from .catalog import counter_bytes, first, require
-from .records import DeadLetter, Item, Page, to_datetime
+from .observe import observed
+from .records import LIMIT_MAX, DeadLetter, Item, Page, to_datetime
 
 _ONE = counter_bytes(1)
 
@@ -83,3 +85,35 @@ def delete(tr: Any, name: str, priority: int, stamp: Any) -> None:
     del tr[bytes(kv.key)]
     tr.add(qk.counter(keys.DEAD_COUNT), counter_bytes(-1))
     dedup.consumed(tr, qk, priority, stamp, keys.ItemMeta.from_elements(rest))
+
+
+# --- public operations ---------------------------------------------------------------------------
+
+
+@observed
+def dead_letters(db_or_tr: Any, name: str, *, cursor: str | None = None, limit: int = 50) -> Page[DeadLetter]:
+    """The queue's dead letters, in queue order."""
+    keys.check_name(name)
+    limit = keys.check_count(limit, "limit", minimum=1, maximum=LIMIT_MAX)
+    after = None if cursor is None else keys.parse_position_cursor(cursor, keys.DEAD_CURSOR, 2)
+    return page(db_or_tr, name, after, limit)
+
+
+@observed(none_is_empty=True)
+def get_dead_letter(db_or_tr: Any, name: str, item_id: str) -> DeadLetter | None:
+    """The dead letter with this id, or None if the queue has none such."""
+    keys.check_name(name)
+    return get(db_or_tr, name, *keys.parse_item_id(item_id))
+
+
+@observed
+def requeue_dead_letter(db_or_tr: Any, name: str, item_id: str) -> Item:
+    """Put a dead letter back among the ready items, at its old place, attempts reset to 0."""
+    keys.check_name(name)
+    return requeue(db_or_tr, name, *keys.parse_item_id(item_id))
+
+
+@observed
+def delete_dead_letter(db_or_tr: Any, name: str, item_id: str) -> None:
+    keys.check_name(name)
+    delete(db_or_tr, name, *keys.parse_item_id(item_id))

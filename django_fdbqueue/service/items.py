@@ -12,7 +12,7 @@ from django_fdbqueue.fdbapi import ErrorCode, fdb, is_transaction, make_error, t
 
 from . import attempts, catalog, deadletters, dedup, keys, visibility
 from .attempts import Attempt
-from .catalog import QUEUE_ID_BYTES, Entry, counter_bytes, first, read_counter, require, require_with, root
+from .catalog import QUEUE_ID_BYTES, Entry, counter_bytes, first, read_counter, require, require_with
 from .records import Item, Page, PendingItem, now_micros, to_datetime
 
 MAX_VALUE_BYTES = 100_000
@@ -201,21 +201,9 @@ def _write(tr: Any, qk: keys.QueueKeys, batch: list[Prepared]) -> list[PendingIt
     ready = delayed = 0
     for offset, (position, p) in enumerate(fresh):
         stamp = Versionstamp(user_version=first + offset)
-        tail = p.meta.elements()
-        if p.visible_us is not None and p.visible_us > now_us:
-            tr.set_versionstamped_key(
-                qk.hidden.pack_with_versionstamp((p.visible_us, p.priority, stamp, b"", *tail)), p.payload
-            )
-            tr.set_versionstamped_key(
-                qk.hidden_index.pack_with_versionstamp((p.priority, stamp)),
-                fdb.tuple.pack((p.visible_us, b"", *tail)),
-            )
+        if _write_one(tr, qk, p, stamp, now_us):
             delayed += 1
         else:
-            tr.set_versionstamped_key(qk.items.pack_with_versionstamp((p.priority, stamp, *tail)), p.payload)
-            tr.set_versionstamped_key(
-                qk.order.pack_with_versionstamp((stamp,)), fdb.tuple.pack((p.priority, p.enqueued_us))
-            )
             ready += 1
         value = codecs.get(p.codec).decode(p.payload)  # what a pop will return (JSON: tuple -> list)
         pending = PendingItem(p.priority, value, to_datetime(p.enqueued_us), stamp.user_version, attempt.stamp)
@@ -230,6 +218,25 @@ def _write(tr: Any, qk: keys.QueueKeys, batch: list[Prepared]) -> list[PendingIt
     tr.add(qk.counter(keys.PUSHED), counter_bytes(ready + delayed))
     visibility.wake(tr, qk)
     return out  # type: ignore[return-value]
+
+
+def _write_one(tr: Any, qk: keys.QueueKeys, p: Prepared, stamp: Any, now_us: int) -> bool:
+    """Write one item's two versionstamped keys: hidden until later (True), or ready (False)."""
+    tail = p.meta.elements()
+    if p.visible_us is not None and p.visible_us > now_us:
+        tr.set_versionstamped_key(
+            qk.hidden.pack_with_versionstamp((p.visible_us, p.priority, stamp, b"", *tail)), p.payload
+        )
+        tr.set_versionstamped_key(
+            qk.hidden_index.pack_with_versionstamp((p.priority, stamp)),
+            fdb.tuple.pack((p.visible_us, b"", *tail)),
+        )
+        return True
+    tr.set_versionstamped_key(qk.items.pack_with_versionstamp((p.priority, stamp, *tail)), p.payload)
+    tr.set_versionstamped_key(
+        qk.order.pack_with_versionstamp((stamp,)), fdb.tuple.pack((p.priority, p.enqueued_us))
+    )
+    return False
 
 
 def as_stored(tr: Any, qk: keys.QueueKeys, known: Item) -> Item:
@@ -266,13 +273,13 @@ def _stored(tr: Any, qk: keys.QueueKeys, place: tuple, ready: Any, hidden: Any, 
     return None
 
 
-def push_batches(prepared: list[Prepared]) -> Iterable[list[Prepared]]:
+def push_batches(prepared: list[Prepared], root_space: Any) -> Iterable[list[Prepared]]:
     """Split into transactions of about BATCH_BYTES / PUSH_BATCH_ITEMS, keeping order.
 
-    Sized from the real key lengths under the configured ROOT, with a queue id of the longest
-    encoding, so a batch never underestimates what it will cost.
+    Sized from the real key lengths under ``root_space`` (the store's ROOT), with a queue id of
+    the longest encoding, so a batch never underestimates what it will cost.
     """
-    qk = keys.QueueKeys(root(), b"\x00" * QUEUE_ID_BYTES)
+    qk = keys.QueueKeys(root_space, b"\x00" * QUEUE_ID_BYTES)
     batch: list[Prepared] = []
     cost = 0
     for p in prepared:

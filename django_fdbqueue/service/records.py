@@ -60,7 +60,7 @@ class Lease:
 
     @property
     def expires_at(self) -> dt.datetime:
-        """Deprecated spelling of ``lease_expires_at``, still readable (see docs/names.md)."""
+        """Deprecated spelling of ``lease_expires_at``, still readable (see docs/reference/names.md)."""
         warnings.warn(
             "Lease.expires_at is deprecated: read Lease.lease_expires_at.", DeprecationWarning, stacklevel=2
         )
@@ -177,6 +177,10 @@ class QueueInfo:
             return None
         age = (dt.datetime.now(dt.timezone.utc) - self.oldest_enqueued_at).total_seconds()
         return max(age, 0.0)  # clocks of different clients may disagree a little
+
+
+#: Most rows one page of a listing holds (queues, items, scheduled items, dead letters).
+LIMIT_MAX = 1000
 
 
 @dataclass(frozen=True)

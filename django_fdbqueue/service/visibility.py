@@ -24,6 +24,8 @@ from . import keys
 from .catalog import Entry, counter_bytes
 from .records import Item, ScheduledItem, to_datetime
 
+#: Furthest into the future an item may be hidden: a push's delay, a release's delay.
+MAX_DELAY_SECONDS = 366 * 86_400.0
 #: Due items moved per operation: a backlog larger than this enters the ready order over
 #: the next operations, earliest-due first.
 PROMOTE_BATCH = 100

@@ -22,17 +22,43 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
-from django_fdbqueue.fdbapi import FDBError, _count_retry, bounded
+from django_fdbqueue.exceptions import InvalidArgument
+from django_fdbqueue.fdbapi import FDBError, _count_retry, bounded, is_transaction
 
 from . import keys, visibility
 from .catalog import first, require
 from .records import now_micros
 
+#: Longest a pop or claim may block with ``wait=``, in every face (Python, REST, CLI, worker).
+#: A wait holds what it runs in for its whole length: over HTTP a server worker, and the read
+#: timeout of every proxy on the way (often 30 or 60 s), so 20 s stays under them. A longer
+#: wait is a loop of these, which costs one read and one watch per 20 s. Longer is refused,
+#: never silently cut.
+MAX_WAIT_SECONDS = 20.0
 #: After a watch that failed at once (not a timeout), wait this long before setting another,
 #: so a failing watch cannot turn into a busy loop.
 WATCH_FAILURE_PAUSE = 0.05
+
+
+def blocking(db_or_tr: Any, name: str, end: str, wait: object, attempt: Callable[[], Any]) -> Any:
+    """Run ``attempt`` until it returns something or ``wait`` seconds pass (see above).
+
+    ``wait`` None runs it once. A wait spans several transactions, so it needs the database.
+    """
+    if wait is None:
+        return attempt()
+    seconds = keys.check_seconds(wait, "wait", minimum=0, maximum=MAX_WAIT_SECONDS)
+    if is_transaction(db_or_tr):
+        raise InvalidArgument(
+            "wait= blocks across several transactions, so it needs the database, not an open transaction."
+        )
+    deadline = time.monotonic() + seconds
+    while True:
+        got = attempt()
+        if got is not None or not until_visible(db_or_tr, name, end, deadline):
+            return got
 
 
 def wait_on(watch: Any, seconds: float) -> bool:

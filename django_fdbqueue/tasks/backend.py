@@ -128,7 +128,7 @@ class FDBQueueBackend(BaseTaskBackend):
         for message in self.option_errors:
             yield checks.Error(
                 f"TASKS[{self.alias!r}] ({type(self).__name__}): {message}.",
-                id="django_fdbqueue.E101",
+                id="fdbqueue.E101",
             )
 
     # --- the backend contract -----------------------------------------------------------------------

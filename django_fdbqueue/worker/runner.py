@@ -311,61 +311,72 @@ class Worker:
         try:
             while self._running():
                 seen = burst.claiming(member) if burst else 0
-                try:
-                    claimed_at = time.monotonic()
-                    # In a burst, a claim that finds nothing answers at once: not waiting is the point.
-                    wait = None if burst else self.poll_wait
-                    lease = service.claim(self.db, self.queue, lease=self.lease, end=self.end, wait=wait)
-                except FDBError as error:
-                    self._count(store_errors=1)
-                    pause = backoff.next()
-                    logger.warning(
-                        "Claim on queue %r failed: %s (FoundationDB error %s); retrying in %.1fs.",
-                        self.queue,
-                        describe(error),
-                        getattr(error, "code", None),
-                        pause,
-                    )
-                    self._stopping.wait(pause)
+                claimed_at = time.monotonic()
+                claimed, lease = self._claim(backoff)
+                if not claimed:
                     continue
-                except Exception as error:  # noqa: BLE001 - a deleted queue, a bug: log, never die
-                    pause = backoff.next()
-                    logger.error(
-                        "Claim on queue %r failed: %s; retrying in %.1fs.",
-                        self.queue,
-                        error,
-                        pause,
-                        exc_info=not isinstance(error, QueueError),  # a traceback only for the unexpected
-                    )
-                    self._stopping.wait(pause)
-                    continue
-                backoff.reset()
                 if lease is None:
                     if burst:
                         burst.found_nothing(member, seen, self.poll_wait)
                     continue
-                held = _Held(lease, claimed_at, self.lease)
-                with self._cond:
-                    self._slot_held[index] = held
-                    self._cond.notify_all()  # the heartbeat has a new lease to look after
-                try:
-                    if self._aborting.is_set():
-                        self._release_unfinished(held)  # claimed while aborting: hand it straight back
-                    else:
-                        self._handle(held)
-                except Exception:  # noqa: BLE001 - the worker's own mistake: keep the thread alive
-                    logger.exception("Unexpected error in the worker of queue %r.", self.queue)
-                finally:
-                    with self._cond:
-                        self._slot_held[index] = None
-                        self._cond.notify_all()
-                    if burst:
-                        burst.settled()
+                self._work_on(index, _Held(lease, claimed_at, self.lease))
         finally:
             if index == 0 and burst is not None and burst.over:
                 logger.info("Worker on queue %r: nothing ready and nothing in hand, burst over.", self.queue)
             with self._cond:
                 self._cond.notify_all()
+
+    def _claim(self, backoff: Backoff) -> tuple[bool, Any]:
+        """(True, the lease or None when nothing was ready), or (False, None) after a failed claim
+        and its back-off: failures are logged, never fatal."""
+        try:
+            # In a burst, a claim that finds nothing answers at once: not waiting is the point.
+            wait = None if self.burst else self.poll_wait
+            lease = service.claim(self.db, self.queue, lease=self.lease, end=self.end, wait=wait)
+        except FDBError as error:
+            self._count(store_errors=1)
+            pause = backoff.next()
+            logger.warning(
+                "Claim on queue %r failed: %s (FoundationDB error %s); retrying in %.1fs.",
+                self.queue,
+                describe(error),
+                getattr(error, "code", None),
+                pause,
+            )
+            self._stopping.wait(pause)
+            return False, None
+        except Exception as error:  # noqa: BLE001 - a deleted queue, a bug: log, never die
+            pause = backoff.next()
+            logger.error(
+                "Claim on queue %r failed: %s; retrying in %.1fs.",
+                self.queue,
+                error,
+                pause,
+                exc_info=not isinstance(error, QueueError),  # a traceback only for the unexpected
+            )
+            self._stopping.wait(pause)
+            return False, None
+        backoff.reset()
+        return True, lease
+
+    def _work_on(self, index: int, held: _Held) -> None:
+        """Handle one claimed item in slot `index`, where the heartbeat sees its lease meanwhile."""
+        with self._cond:
+            self._slot_held[index] = held
+            self._cond.notify_all()  # the heartbeat has a new lease to look after
+        try:
+            if self._aborting.is_set():
+                self._release_unfinished(held)  # claimed while aborting: hand it straight back
+            else:
+                self._handle(held)
+        except Exception:  # noqa: BLE001 - the worker's own mistake: keep the thread alive
+            logger.exception("Unexpected error in the worker of queue %r.", self.queue)
+        finally:
+            with self._cond:
+                self._slot_held[index] = None
+                self._cond.notify_all()
+            if self.burst:
+                self.burst.settled()
 
     def _handle(self, held: _Held) -> None:
         item = held.item
@@ -446,27 +457,9 @@ class Worker:
                 self._lost(held, action, error)
                 return None
             except FDBError as error:
-                self._count(store_errors=1)
-                pause = backoff.next()
-                if time.monotonic() + pause >= held.lease_end:
-                    logger.error(
-                        "Could not %s item %s of queue %r: %s (FoundationDB error %s). Giving up: the item "
-                        "comes back when its lease ends.",
-                        action,
-                        held.item.id,
-                        self.queue,
-                        describe(error),
-                        getattr(error, "code", None),
-                    )
+                pause = self._retry_pause(held, action, error, backoff)
+                if pause is None:
                     return None
-                logger.warning(
-                    "Could not %s item %s of queue %r: %s; retrying in %.2fs.",
-                    action,
-                    held.item.id,
-                    self.queue,
-                    describe(error),
-                    pause,
-                )
                 retried = True
                 time.sleep(pause)
             except Exception as error:  # noqa: BLE001 - a deleted queue, say: log, keep the worker alive
@@ -479,6 +472,32 @@ class Worker:
                     exc_info=not isinstance(error, QueueError),
                 )
                 return None
+
+    def _retry_pause(self, held: _Held, action: str, error: FDBError, backoff: Backoff) -> float | None:
+        """How long to wait before retrying a settle that hit a store error; None: give up, since
+        the lease would end first (the item then comes back by itself)."""
+        self._count(store_errors=1)
+        pause = backoff.next()
+        if time.monotonic() + pause >= held.lease_end:
+            logger.error(
+                "Could not %s item %s of queue %r: %s (FoundationDB error %s). Giving up: the item "
+                "comes back when its lease ends.",
+                action,
+                held.item.id,
+                self.queue,
+                describe(error),
+                getattr(error, "code", None),
+            )
+            return None
+        logger.warning(
+            "Could not %s item %s of queue %r: %s; retrying in %.2fs.",
+            action,
+            held.item.id,
+            self.queue,
+            describe(error),
+            pause,
+        )
+        return pause
 
     def _ack_applied(self, held: _Held) -> bool:
         """After a retried ack found the lease over: True if the item is gone for good (acked)."""

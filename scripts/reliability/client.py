@@ -9,7 +9,7 @@ touched: an intent without its answer is an operation in doubt, not a lost item.
 Every pushed value carries a unique ``uid``; with ``dedup_key`` the uid is the key, so retrying
 a push whose answer was lost cannot store it twice. In ``safe`` mode (fault and kill runs) every
 push has a key and items are consumed only with claim and ack, because a plain pop whose commit
-or answer is lost loses its item (at-most-once, as the README documents).
+or answer is lost loses its item (at-most-once, as docs/explanation/guarantees.md documents).
 """
 
 from __future__ import annotations

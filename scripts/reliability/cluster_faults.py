@@ -498,12 +498,12 @@ def drain(db: Any, seconds: float) -> dict[str, Any]:
 
 def tasks_of(journal_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
     """Every enqueued task's outcome (waiting, bounded, for the worker to finish them)."""
-    import load
+    from load_store import wait_for_tasks
 
     events = read_journals(journal_dir).get("tasks", [])
     ids = [event["id"] for event in events if "id" in event]
     errors = [event["error"] for event in events if "error" in event]
-    summary = load.wait_for_tasks(ids, 30.0 + 4 * args.timeout)["summary"]
+    summary = wait_for_tasks(ids, 30.0 + 4 * args.timeout)["summary"]
     summary["enqueue_errors"] = errors
     return summary
 
@@ -608,9 +608,9 @@ def stalls(journals: dict[str, list[dict[str, Any]]], killed_at: float) -> dict[
 
 
 def harness_checks(report: dict[str, Any], args: argparse.Namespace) -> list[dict[str, Any]]:
-    import load
+    from load_checks import Checks
 
-    checks = load.Checks()
+    checks = Checks()
     journals = report.pop("journals")
     ledger = Ledger.of(journals)
     drained = report["drain"]

@@ -17,24 +17,32 @@ Conflict ranges follow FoundationDB's client:
 - writes: the key, the cleared range, the atomic op's key; a versionstamped key the span
   between its stamp filled with the read version (zero when it has none) and with ``\\xff``.
 - ``snapshot`` reads add none; atomic operations read nothing, so they never conflict.
+
+This module is the ``Transaction`` API: its lifecycle, reads, writes, commit and retry. Its parts
+live beside it: ``keys`` (coercion and limits), ``reads`` (the read methods and the merge of
+stored rows with own writes), ``write_cache`` (own writes, and what the commit applies),
+``conflicts`` (coalescing ranges, the size limit) and ``versionstamps``.
 """
 
 from __future__ import annotations
 
-import bisect
-import itertools
 import random
 import time
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol
 
 from django_fdbqueue.fdbapi import RETRYABLE_CODES, ErrorCode, FDBError, make_error, strinc
 
 from . import atomic
+from .conflicts import merge_ranges, too_large, transaction_size
 from .faults import NOT_COMMITTED, UNKNOWN_APPLIED, UNKNOWN_NOT_APPLIED
-from .futures import DeferredFuture, Future, Key, KeyValue, RangeResult, Value
+from .futures import DeferredFuture, Future, KeyValue, RangeResult
+from .keys import LEGAL_KEY_END, MAX_KEY_SIZE, MAX_VALUE_SIZE, checked_range, is_selector, key_bytes, value_bytes
+from .reads import FIRST_BATCH_ROWS, ReadView, Snapshot, merged_rows, read_ahead
 from .storage import METADATA_VERSION_KEY, ConflictError, Storage, StoreBusyError, TooOldError
+from .versionstamps import VersionstampFuture, VersionstampSlot, landing_range, split_stamp_offset, stamp_of
 from .watches import WatchFuture
+from .write_cache import WriteCache
 
 if TYPE_CHECKING:
     import sqlite3
@@ -42,6 +50,8 @@ if TYPE_CHECKING:
     from .faults import FaultInjector
     from .wakeup import CommitSignal
     from .watches import Watcher
+
+__all__ = ["FIRST_BATCH_ROWS", "Host", "Snapshot", "Transaction", "TransactionOptions"]
 
 
 class Host(Protocol):
@@ -57,247 +67,6 @@ class Host(Protocol):
     _max_retry_delay: float
     _signal: "CommitSignal"
     _watcher: "Watcher"
-
-MAX_KEY_SIZE = 10_000
-MAX_VALUE_SIZE = 100_000
-MAX_TRANSACTION_SIZE = 10_000_000
-VERSIONSTAMP_SIZE = 10
-LEGAL_KEY_END = b"\xff"
-# Rows a range read fetches when get_range is called, before anyone iterates it.
-FIRST_BATCH_ROWS = 100
-
-
-def _key_bytes(key: Any) -> bytes:
-    if hasattr(key, "as_foundationdb_key"):
-        key = key.as_foundationdb_key()
-    if not isinstance(key, bytes):
-        raise TypeError("Key must be of type bytes, not %s" % type(key).__name__)
-    return bytes(key)
-
-
-def _value_bytes(value: Any) -> bytes:
-    if hasattr(value, "as_foundationdb_value"):
-        value = value.as_foundationdb_value()
-    if not isinstance(value, bytes):
-        raise TypeError("Value must be of type bytes, not %s" % type(value).__name__)
-    return bytes(value)
-
-
-def _checked_range(begin: Any, end: Any) -> tuple[bytes, bytes]:
-    """A conflict range's keys; an inverted range is an error, as in the binding (2005)."""
-    begin, end = _key_bytes(begin), _key_bytes(end)
-    if begin > end:
-        raise make_error(ErrorCode.INVERTED_RANGE)
-    return begin, end
-
-
-def _is_selector(obj: Any) -> bool:
-    return hasattr(obj, "or_equal") and hasattr(obj, "offset") and hasattr(obj, "key")
-
-
-class _WriteCache:
-    """What the transaction's own writes say about each key: read-your-writes, and the commit.
-
-    A key's entry is either a known value (set, cleared, or an atomic op on a known value),
-    a list of atomic ops awaiting the stored value, or a versionstamped value with the atomic ops
-    written after it (applied to the stamped value at commit, as FoundationDB does: none is
-    dropped). Cleared ranges hide stored rows; later writes inside them get entries of their own.
-    Unreadable ranges are where a versionstamped key may land, and unreadable keys those written
-    with a versionstamped value: as in FoundationDB, a read that reaches one fails with 1036
-    (accessed_unreadable), since its contents are unknown until the commit. A key stays
-    unreadable after a later set or atomic op, as on a cluster; only a clear ends that.
-
-    The cache is also what the commit applies, as FoundationDB's client does with its write
-    map: one final mutation per written key (a key set 10,000 times is written, and counted
-    against the 10 MB limit, once), after the range mutations (clears and versionstamped keys)
-    in the order they were made.
-    """
-
-    KNOWN, OPS, STAMPED = "known", "ops", "stamped"
-
-    def __init__(self) -> None:
-        self.keys: list[bytes] = []
-        self.entries: dict[bytes, tuple[str, Any]] = {}
-        self.clears: list[tuple[bytes, bytes]] = []
-        self.unreadable_ranges: list[tuple[bytes, bytes]] = []
-        self.unreadable_keys: set[bytes] = set()
-        # ("clear", begin, end) and ("stamped_key", body, offset, value), in call order.
-        self.range_mutations: list[tuple[Any, ...]] = []
-        self._costs: dict[bytes, int] = {}
-        self.size = 0  # bytes of the final mutations, as FoundationDB counts them
-
-    def _put(self, key: bytes, entry: tuple[str, Any], cost: int) -> None:
-        if key not in self.entries:
-            bisect.insort(self.keys, key)
-        self.entries[key] = entry
-        self.size += cost - self._costs.get(key, 0)
-        self._costs[key] = cost
-
-    def set(self, key: bytes, value: bytes | None) -> None:
-        """A value, or None for a cleared key (a clear of ``[key, key + b"\\x00")``).
-
-        A clear makes a key written with a versionstamped value readable again; a set does not.
-        """
-        if value is None:
-            self.unreadable_keys.discard(key)
-        self._known(key, value)
-
-    def _known(self, key: bytes, value: bytes | None) -> None:
-        cost = len(key) + (len(value) if value is not None else len(key) + 1)
-        self._put(key, (self.KNOWN, value), cost)
-
-    def clear_range(self, begin: bytes, end: bytes) -> None:
-        lo, hi = bisect.bisect_left(self.keys, begin), bisect.bisect_left(self.keys, end)
-        for key in self.keys[lo:hi]:
-            del self.entries[key]
-            self.size -= self._costs.pop(key)
-        del self.keys[lo:hi]
-        self.unreadable_keys = {key for key in self.unreadable_keys if not begin <= key < end}
-        self.clears.append((begin, end))
-        self.range_mutations.append(("clear", begin, end))
-        self.size += len(begin) + len(end)
-
-    def stamped_key(self, body: bytes, offset: int, value: bytes, landing: tuple[bytes, bytes]) -> None:
-        self.range_mutations.append(("stamped_key", body, offset, value))
-        self.size += len(body) + len(value)
-        self.unreadable_ranges.append(landing)
-
-    def atomic(self, key: bytes, op: Callable[[bytes | None, bytes], bytes | None], param: bytes) -> None:
-        kind, payload = self.lookup(key)
-        if kind == self.KNOWN:
-            self._known(key, op(payload, param))  # a result of None (compare_and_clear) is no clear
-            return
-        if kind == self.STAMPED:
-            body, offset, ops = payload
-            cost = self._costs[key] + len(key) + len(param)
-            self._put(key, (self.STAMPED, (body, offset, ops + ((op, param),))), cost)
-            return
-        ops = payload + [(op, param)] if kind == self.OPS else [(op, param)]
-        # FoundationDB's write map folds a repeated operation into one mutation.
-        folded = kind == self.OPS and payload[-1][0] is op
-        cost = self._costs.get(key, 0) + (0 if folded else len(key) + len(param))
-        self._put(key, (self.OPS, ops), cost)
-
-    def stamped_value(self, key: bytes, body: bytes, offset: int) -> None:
-        """A versionstamped value: `body` with its stamp placeholder at `offset` (no ops after it yet)."""
-        self._put(key, (self.STAMPED, (body, offset, ())), len(key) + len(body))
-        self.unreadable_keys.add(key)
-
-    def unreadable(self, key: bytes) -> bool:
-        """Is `key`'s value unknowable until the commit (a versionstamp may be part of it)?"""
-        return key in self.unreadable_keys or any(b <= key < e for b, e in self.unreadable_ranges)
-
-    def unreadable_boundary(self, begin: bytes, end: bytes, reverse: bool) -> bytes | None:
-        """Where a scan of [begin, end) first meets an unreadable range (None: it never does)."""
-        hits = [(b, e) for b, e in self.unreadable_ranges if b < end and e > begin]
-        if not hits:
-            return None
-        if reverse:
-            return max(min(e, end) for _b, e in hits)
-        return min(max(b, begin) for b, _e in hits)
-
-    def cleared(self, key: bytes) -> bool:
-        return any(b <= key < e for b, e in self.clears)
-
-    def lookup(self, key: bytes) -> tuple[str | None, Any]:
-        """(kind, payload) for `key`, or (None, None) when only the database can tell."""
-        if key in self.entries:
-            return self.entries[key]
-        if self.cleared(key):
-            return self.KNOWN, None
-        return None, None
-
-    def keys_between(self, begin: bytes, end: bytes) -> list[bytes]:
-        return self.keys[bisect.bisect_left(self.keys, begin) : bisect.bisect_left(self.keys, end)]
-
-    def resolve(self, key: bytes, stored: bytes | None) -> bytes | None:
-        """The value a read of `key` sees, given the stored value (None when absent)."""
-        kind, payload = self.lookup(key)
-        if kind is None:
-            return stored
-        if kind == self.KNOWN:
-            return payload
-        if kind == self.STAMPED:  # callers check unreadable() first; this is the last line of defence
-            raise make_error(ErrorCode.ACCESSED_UNREADABLE)
-        value = stored
-        for op, param in payload:
-            value = op(value, param)
-        return value
-
-    @property
-    def empty(self) -> bool:
-        return not self.entries and not self.range_mutations
-
-
-class _VersionstampSlot:
-    """Where a commit leaves its versionstamp for ``get_versionstamp()`` futures."""
-
-    def __init__(self) -> None:
-        self.stamp: bytes | None = None
-        self.error: int | None = None
-
-    def wait(self) -> Key:
-        if self.stamp is not None:
-            return Key(self.stamp)
-        if self.error is not None:
-            raise make_error(self.error)
-        raise make_error(ErrorCode.CLIENT_INVALID_OPERATION)
-
-
-class _VersionstampFuture(Future):
-    def __init__(self, slot: _VersionstampSlot) -> None:
-        super().__init__()
-        self._slot = slot
-
-    def wait(self) -> Key:
-        return self._slot.wait()
-
-    def is_ready(self) -> bool:
-        return self._slot.stamp is not None or self._slot.error is not None
-
-    # Key-like access, as the binding's Key future offers.
-    @property
-    def value(self) -> bytes:
-        return self.wait().value  # type: ignore[return-value]
-
-
-class _ReadView:
-    """The read methods, shared by a transaction and its ``snapshot`` view."""
-
-    _tr: "Transaction"
-    _snapshot: bool
-
-    def get(self, key: Any) -> Value:
-        return Value(self._tr._read_key(_key_bytes(key), self._snapshot))
-
-    def __getitem__(self, key: Any) -> Any:
-        if isinstance(key, slice):
-            return self.get_range(key.start, key.stop, reverse=(key.step == -1))
-        return self.get(key)
-
-    def get_key(self, key_selector: Any) -> Key:
-        return Key(self._tr._resolve_selector(key_selector, self._snapshot))
-
-    def get_range(
-        self, begin: Any, end: Any, limit: int = 0, reverse: bool = False, streaming_mode: Any = None
-    ) -> RangeResult:
-        return self._tr._range(begin, end, limit, reverse, self._snapshot)
-
-    def get_range_startswith(self, prefix: Any, *args: Any, **kwargs: Any) -> RangeResult:
-        prefix = _key_bytes(prefix)
-        return self.get_range(prefix, strinc(prefix), *args, **kwargs)
-
-    def get_read_version(self) -> Future:
-        return Future(self._tr._ensure_read_version())
-
-
-class Snapshot(_ReadView):
-    """``tr.snapshot``: the same reads (own writes included) with no read conflict ranges."""
-
-    def __init__(self, tr: "Transaction") -> None:
-        self._tr = tr
-        self._snapshot = True
-        self.db = tr.db
 
 
 class TransactionOptions:
@@ -320,7 +89,7 @@ def _release_connection(storage: Storage, conn: "sqlite3.Connection") -> None:
     storage.release(conn)
 
 
-class Transaction(_ReadView):
+class Transaction(ReadView):
     """A FoundationDB transaction on the embedded engine. Use it from one thread at a time."""
 
     def __init__(self, db: Host) -> None:
@@ -336,7 +105,7 @@ class Transaction(_ReadView):
         self.snapshot = Snapshot(self)
         self._conn: "sqlite3.Connection | None" = None
         self._conn_finalizer: weakref.finalize | None = None
-        self._slot = _VersionstampSlot()
+        self._slot = VersionstampSlot()
         self._watches: list[tuple[bytes, bytes | None, WatchFuture]] = []
         self._start_lifetime()
         self._clear_state()
@@ -352,7 +121,7 @@ class Transaction(_ReadView):
         self._read_version: int | None = None
         self._metadata_version: bytes | None = None
         self._read_version_at = 0.0
-        self._cache = _WriteCache()
+        self._cache = WriteCache()
         self._read_ranges: list[list[bytes]] = []
         self._write_ranges: list[tuple[bytes, bytes]] = []
         self._deferred_error: int | None = None
@@ -362,7 +131,7 @@ class Transaction(_ReadView):
         self._committed = False
         if self._slot.stamp is None and self._slot.error is None:
             self._slot.error = ErrorCode.TRANSACTION_CANCELLED
-        self._slot = _VersionstampSlot()
+        self._slot = VersionstampSlot()
         self._end_watches(make_error(ErrorCode.TRANSACTION_CANCELLED))
 
     def _release_snapshot(self) -> None:
@@ -435,7 +204,7 @@ class Transaction(_ReadView):
         if self._cache.unreadable(key):
             raise self._unreadable()
         kind, payload = self._cache.lookup(key)
-        if kind == _WriteCache.KNOWN:
+        if kind == WriteCache.KNOWN:
             return payload
         self._ensure_read_version()
         if key == METADATA_VERSION_KEY:
@@ -451,8 +220,8 @@ class Transaction(_ReadView):
             raise ValueError("limit must be a non-negative integer, not %r" % (limit,))
         begin = b"" if begin is None else begin
         end = LEGAL_KEY_END if end is None else end
-        begin = self._resolve_selector(begin, snapshot) if _is_selector(begin) else _key_bytes(begin)
-        end = self._resolve_selector(end, snapshot) if _is_selector(end) else _key_bytes(end)
+        begin = self._resolve_selector(begin, snapshot) if is_selector(begin) else key_bytes(begin)
+        end = self._resolve_selector(end, snapshot) if is_selector(end) else key_bytes(end)
         if end > LEGAL_KEY_END:
             raise make_error(ErrorCode.KEY_OUTSIDE_LEGAL_RANGE)
         # Like the binding, whose range read starts when get_range is called: the first batch is
@@ -468,7 +237,7 @@ class Transaction(_ReadView):
 
         return RangeResult(
             lambda: self._iterate(begin, end, limit, reverse, snapshot, snapshot_conn),
-            first=_read_ahead(first, min(limit or FIRST_BATCH_ROWS, FIRST_BATCH_ROWS), same_attempt),
+            first=read_ahead(first, min(limit or FIRST_BATCH_ROWS, FIRST_BATCH_ROWS), same_attempt),
         )
 
     def _iterate(
@@ -497,36 +266,18 @@ class Transaction(_ReadView):
         stored = self._storage.scan(
             snapshot_conn, begin, end, reverse, batch=max(1, min(limit or 100, 10_000))  # type: ignore[arg-type]
         )
-        ahead = lambda a, b: a > b if reverse else a < b  # noqa: E731
-        unreadable = self._cache.unreadable_boundary(begin, end, reverse)
-        row = next(stored, None)
-        index = count = 0
-        while row is not None or index < len(local):
+
+        def check() -> None:
             self._check_usable()
             self._check_age()
             if self._conn is not snapshot_conn:
                 # Committed, reset or retried since the read began: its snapshot is gone.
                 raise make_error(ErrorCode.TRANSACTION_CANCELLED)
-            mine = local[index] if index < len(local) else None
-            upcoming = mine if row is None or (mine is not None and ahead(mine, row[0])) else row[0]
-            if unreadable is not None and (upcoming < unreadable if reverse else upcoming >= unreadable):
-                raise self._unreadable()
-            if mine is None or (row is not None and ahead(row[0], mine)):
-                key, value = row  # type: ignore[misc]
-                row = next(stored, None)
-                if self._cache.cleared(key):
-                    value = None
-            else:
-                if mine in self._cache.unreadable_keys:
-                    raise self._unreadable()
-                key, base = mine, None
-                if row is not None and row[0] == mine:
-                    base = row[1]
-                    row = next(stored, None)
-                index += 1
-                value = self._cache.resolve(key, base)
-            if value is None:
-                continue
+
+        unreadable_at = self._cache.unreadable_boundary(begin, end, reverse)
+        rows = merged_rows(self._cache, stored, local, reverse, unreadable_at, check, self._unreadable)
+        count = 0
+        for key, value in rows:
             if reverse:
                 covered[0] = key
             else:
@@ -535,13 +286,11 @@ class Transaction(_ReadView):
             yield KeyValue(key, value)
             if limit and count >= limit:
                 return
-        if unreadable is not None:
-            raise self._unreadable()  # the rest of the range is unknowable
         covered[0], covered[1] = begin, end
 
     def _resolve_selector(self, selector: Any, snapshot: bool) -> bytes:
         """The key a KeySelector names: `offset` keys on from the last key < (or <=) its key."""
-        anchor = _key_bytes(selector.key)
+        anchor = key_bytes(selector.key)
         offset = selector.offset
         if offset >= 1:
             start = anchor + b"\x00" if selector.or_equal else anchor
@@ -574,23 +323,23 @@ class Transaction(_ReadView):
         return True
 
     def set(self, key: Any, value: Any) -> None:
-        key, value = _key_bytes(key), _value_bytes(value)
+        key, value = key_bytes(key), value_bytes(value)
         if self._write_point(key):
             self._check_value(value)
             self._cache.set(key, value)
 
     def clear(self, key: Any) -> None:
-        if _is_selector(key):
+        if is_selector(key):
             key = self._resolve_selector(key, False)
-        key = _key_bytes(key)
+        key = key_bytes(key)
         if self._write_point(key):
             self._cache.set(key, None)
 
     def clear_range(self, begin: Any, end: Any) -> None:
         begin = b"" if begin is None else begin
         end = LEGAL_KEY_END if end is None else end
-        begin = self._resolve_selector(begin, False) if _is_selector(begin) else _key_bytes(begin)
-        end = self._resolve_selector(end, False) if _is_selector(end) else _key_bytes(end)
+        begin = self._resolve_selector(begin, False) if is_selector(begin) else key_bytes(begin)
+        end = self._resolve_selector(end, False) if is_selector(end) else key_bytes(end)
         if begin > end:
             raise make_error(ErrorCode.INVERTED_RANGE)
         if end > LEGAL_KEY_END:
@@ -601,7 +350,7 @@ class Transaction(_ReadView):
         self._write_ranges.append((begin, end))
 
     def clear_range_startswith(self, prefix: Any) -> None:
-        prefix = _key_bytes(prefix)
+        prefix = key_bytes(prefix)
         self.clear_range(prefix, strinc(prefix))
 
     def __setitem__(self, key: Any, value: Any) -> None:
@@ -614,7 +363,7 @@ class Transaction(_ReadView):
             self.clear(key)
 
     def _atomic(self, name: str, key: Any, param: Any) -> None:
-        key, param = _key_bytes(key), _value_bytes(param)
+        key, param = key_bytes(key), value_bytes(param)
         if self._write_point(key):
             self._check_value(param)
             self._cache.atomic(key, atomic.OPERATIONS[name], param)
@@ -650,36 +399,22 @@ class Transaction(_ReadView):
     def append_if_fits(self, key: Any, param: Any) -> None:
         self._atomic("append_if_fits", key, param)
 
-    @staticmethod
-    def _split_stamp_offset(data: bytes) -> tuple[bytes, int]:
-        """Strip the 4-byte little-endian offset that ends a versionstamped key or value."""
-        if len(data) < 4:
-            raise make_error(ErrorCode.CLIENT_INVALID_OPERATION)
-        body, offset = data[:-4], int.from_bytes(data[-4:], "little")
-        if offset + VERSIONSTAMP_SIZE > len(body):
-            raise make_error(ErrorCode.CLIENT_INVALID_OPERATION)
-        return body, offset
-
     def set_versionstamped_key(self, key: Any, value: Any) -> None:
         """Write `value` at `key` with its 10-byte placeholder replaced by the commit's stamp."""
-        key, value = _key_bytes(key), _value_bytes(value)
-        body, offset = self._split_stamp_offset(key)
+        key, value = key_bytes(key), value_bytes(value)
+        body, offset = split_stamp_offset(key)
         if not self._write_allowed():
             return
         self._check_key(body)
         self._check_value(value)
-        # Like the binding, use the read version only if the transaction already has one: a
-        # blind insert takes none (and so can never be too old).
-        floor = (self._read_version or 0).to_bytes(8, "big") + b"\x00\x00"
-        lowest = body[:offset] + floor + body[offset + 10 :]
-        highest = body[:offset] + b"\xff" * VERSIONSTAMP_SIZE + body[offset + 10 :]
-        self._write_ranges.append((lowest, highest + b"\x00"))
-        self._cache.stamped_key(body, offset, value, (lowest, highest + b"\x00"))
+        landing = landing_range(body, offset, self._read_version)
+        self._write_ranges.append(landing)
+        self._cache.stamped_key(body, offset, value, landing)
 
     def set_versionstamped_value(self, key: Any, value: Any) -> None:
         """Write `value` with its placeholder replaced by the commit's stamp; unreadable until then."""
-        key, value = _key_bytes(key), _value_bytes(value)
-        body, offset = self._split_stamp_offset(value)
+        key, value = key_bytes(key), value_bytes(value)
+        body, offset = split_stamp_offset(value)
         # The one system key a versionstamped value may be written to without special options.
         if self._write_point(key, system_ok=True):
             self._check_value(body)
@@ -687,21 +422,21 @@ class Transaction(_ReadView):
 
     # -- conflict ranges by hand -----------------------------------------------------
     def add_read_conflict_range(self, begin: Any, end: Any) -> None:
-        begin, end = _checked_range(begin, end)
+        begin, end = checked_range(begin, end)
         self._ensure_read_version()
         self._read_ranges.append([begin, end])
 
     def add_read_conflict_key(self, key: Any) -> None:
-        key = _key_bytes(key)
+        key = key_bytes(key)
         self.add_read_conflict_range(key, key + b"\x00")
 
     def add_write_conflict_range(self, begin: Any, end: Any) -> None:
-        begin, end = _checked_range(begin, end)
+        begin, end = checked_range(begin, end)
         if self._write_allowed():
             self._write_ranges.append((begin, end))
 
     def add_write_conflict_key(self, key: Any) -> None:
-        key = _key_bytes(key)
+        key = key_bytes(key)
         self.add_write_conflict_range(key, key + b"\x00")
 
     # -- watches ---------------------------------------------------------------------
@@ -713,7 +448,7 @@ class Transaction(_ReadView):
         against the value this transaction sees at that point, its own writes included. It stays
         idle until the commit succeeds, and fails with the commit's error if it does not.
         """
-        key = _key_bytes(key)
+        key = key_bytes(key)
         self._check_readable()
         if len(key) > MAX_KEY_SIZE:
             raise make_error(ErrorCode.KEY_TOO_LARGE)
@@ -736,9 +471,9 @@ class Transaction(_ReadView):
             self.db._watcher.add(key, baseline, future)
 
     # -- commit and retry ------------------------------------------------------------
-    def get_versionstamp(self) -> _VersionstampFuture:
+    def get_versionstamp(self) -> VersionstampFuture:
         """A future of this attempt's 10-byte versionstamp, ready once commit succeeds."""
-        return _VersionstampFuture(self._slot)
+        return VersionstampFuture(self._slot)
 
     def get_committed_version(self) -> int:
         if self._committed_version is None:
@@ -750,15 +485,10 @@ class Transaction(_ReadView):
 
     def _size(self) -> int:
         """Bytes as FoundationDB counts them: final mutations plus coalesced conflict ranges."""
-        ranges = [*_merge_ranges(self._read_ranges), *_merge_ranges(self._write_ranges)]
-        return self._cache.size + sum(len(b) + len(e) for b, e in ranges)
+        return transaction_size(self._cache.size, self._read_ranges, self._write_ranges)
 
     def _too_large(self) -> bool:
-        """Over the 10 MB limit? Coalescing ranges only shrinks them, so the unmerged sum (no
-        sorting) settles nearly every transaction; only one near the limit pays for the merge."""
-        ranges = itertools.chain(self._read_ranges, self._write_ranges)
-        upper_bound = self._cache.size + sum(len(b) + len(e) for b, e in ranges)
-        return upper_bound > MAX_TRANSACTION_SIZE and self._size() > MAX_TRANSACTION_SIZE
+        return too_large(self._cache.size, self._read_ranges, self._write_ranges)
 
     def commit(self) -> Future:
         """Commit; the returned future raises FDBError (1020, 1021, 1007, limits...) on wait()."""
@@ -812,7 +542,7 @@ class Transaction(_ReadView):
             slot.error = ErrorCode.COMMIT_UNKNOWN_RESULT
             raise make_error(ErrorCode.COMMIT_UNKNOWN_RESULT)
         self._committed_version = version
-        slot.stamp = version.to_bytes(8, "big") + b"\x00\x00"
+        slot.stamp = stamp_of(version)
         self._start_watches()
         self._announce(version)
 
@@ -822,44 +552,9 @@ class Transaction(_ReadView):
         self.db._watcher.notify()
 
     def _apply(self, conn: "sqlite3.Connection", version: int) -> list[tuple[bytes, bytes]]:
-        """Write the final mutations at `version` (inside the storage's commit).
-
-        Range mutations first, in the order they were made; then one write per key from the
-        write cache, which already folds every later write over earlier ones.
-        """
-        stamp = version.to_bytes(8, "big") + b"\x00\x00"
-        storage = self._storage
-        cache = self._cache
-        for mutation in cache.range_mutations:
-            if mutation[0] == "clear":
-                storage.delete_range(conn, mutation[1], mutation[2])
-            else:
-                _, body, offset, value = mutation
-                storage.put(conn, body[:offset] + stamp + body[offset + 10 :], value)
-        puts: list[tuple[bytes, bytes]] = []
-        deletes: list[bytes] = []
-        # Atomic operations apply to the stored values: all of them are read in one statement.
-        stored = storage.get_many(conn, [k for k in cache.keys if cache.entries[k][0] == _WriteCache.OPS])
-        for key in cache.keys:
-            kind, payload = cache.entries[key]
-            if kind == _WriteCache.KNOWN:
-                value = payload
-            elif kind == _WriteCache.OPS:
-                value = stored.get(key)
-                for op, param in payload:
-                    value = op(value, param)
-            else:  # a versionstamped value, then the atomic ops written after it
-                body, offset, ops = payload
-                value = body[:offset] + stamp + body[offset + 10 :]
-                for op, param in ops:
-                    value = op(value, param)
-            if value is None:
-                deletes.append(key)
-            else:
-                puts.append((key, value))
-        storage.put_many(conn, puts)
-        storage.delete_many(conn, deletes)
-        return _merge_ranges(self._write_ranges)
+        """Write the final mutations at `version` (inside the storage's commit); its write ranges."""
+        self._cache.apply(self._storage, conn, stamp_of(version))
+        return merge_ranges(self._write_ranges)
 
     def on_error(self, error: Any) -> DeferredFuture:
         """Decide on an error: for retryable codes back off, reset and return; else re-raise.
@@ -891,41 +586,3 @@ class Transaction(_ReadView):
 
         return DeferredFuture(decide)
 
-
-def _read_ahead(rows: Iterator[KeyValue], count: int, check: Callable[[], None]) -> Iterator[KeyValue]:
-    """Read up to `count` rows of a range now; hand them out (or the read's error) when iterated.
-
-    `check` runs before each row is handed out, so rows read ahead are not served once their
-    transaction attempt has ended, just as rows still to be read are not.
-    """
-    buffered: list[KeyValue] = []
-    failure: BaseException | None = None
-    try:
-        for row in rows:
-            buffered.append(row)
-            if len(buffered) >= count:
-                break
-    except FDBError as error:
-        failure = error
-
-    def serve() -> Iterator[KeyValue]:
-        for row in buffered:
-            check()
-            yield row
-        if failure is not None:
-            raise failure
-        yield from rows
-
-    return serve()
-
-
-def _merge_ranges(ranges: Iterable[Sequence[bytes]]) -> list[tuple[bytes, bytes]]:
-    """Sort and coalesce overlapping or touching ranges (fewer rows of conflict history)."""
-    merged: list[tuple[bytes, bytes]] = []
-    for begin, end in sorted(r for r in ranges if r[0] < r[1]):
-        if merged and begin <= merged[-1][1]:
-            if end > merged[-1][1]:
-                merged[-1] = (merged[-1][0], end)
-        else:
-            merged.append((begin, end))
-    return merged

@@ -1,0 +1,97 @@
+"""Public reliable consumption: ``claim`` an item under a lease, then ``ack``, ``release`` or ``extend`` it.
+
+The argument checks live here; ``leases`` keeps the leases themselves (receipts, settling, and
+what a retry after ``commit_unknown_result`` finds).
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+from django_fdbqueue.exceptions import InvalidArgument
+
+from . import keys, leases
+from .leases import DEFAULT_LEASE_SECONDS, MAX_LEASE_SECONDS
+from .observe import observed
+from .records import Lease
+from .visibility import MAX_DELAY_SECONDS
+from .waiting import blocking
+
+
+def _check_lease(seconds: object, what: str = "lease") -> float:
+    return keys.check_seconds(seconds, what, minimum=0, maximum=MAX_LEASE_SECONDS, inclusive_minimum=False)
+
+
+@observed(none_is_empty=True)
+def claim(
+    db_or_tr: Any,
+    name: str,
+    *,
+    lease: float = DEFAULT_LEASE_SECONDS,
+    end: str = "min",
+    wait: float | None = None,
+) -> Lease | None:
+    """Take the next visible item for ``lease`` seconds (at-least-once delivery); None if none.
+
+    The item stays stored but hidden; ack it with the Lease's receipt when done, or it comes
+    back at its place in queue order when the lease ends. ``item.attempts`` counts this claim.
+    ``wait`` blocks as for ``pop`` (and then needs the database).
+    """
+    keys.check_name(name)
+    keys.check_end(end)
+    seconds = _check_lease(lease)
+    return blocking(db_or_tr, name, end, wait, lambda: leases.claim_once(db_or_tr, name, seconds, end))
+
+
+@observed
+def ack(db_or_tr: Any, receipt: str, *, name: str | None = None) -> None:
+    """The claimed item is done: remove it for good.
+
+    Raises LeaseExpired once the lease's time is up, LeaseNotFound when the lease is over
+    (acked, released, or expired and moved on), InvalidReceipt for anything not a receipt (or,
+    with ``name``, a receipt of another queue). A retry after ``commit_unknown_result`` that
+    finds its own earlier ack reports success.
+    """
+    leases.ack(db_or_tr, receipt, name)
+
+
+@observed
+def release(db_or_tr: Any, receipt: str, *, delay: float = 0, name: str | None = None) -> str:
+    """Give the item back: visible again at once, or after ``delay`` seconds.
+
+    Returns "ready", "delayed", or "dead" when the item had its queue's ``max_attempts`` claims
+    and moved to the dead letters. Errors as for ``ack``.
+    """
+    seconds = keys.check_seconds(delay, "delay", minimum=0, maximum=MAX_DELAY_SECONDS)
+    return leases.release(db_or_tr, receipt, seconds, name)
+
+
+@observed
+def extend(
+    db_or_tr: Any, receipt: str, lease: float | None = None, *, name: str | None = None, seconds: float | None = None
+) -> Lease:
+    """Make the lease end ``lease`` seconds from now (the receipt stays the same).
+
+    ``lease`` means what it means for ``claim``: seconds from now until the lease ends, with
+    the same bounds. ``seconds=`` is its deprecated spelling, still accepted. Errors as for
+    ``ack``.
+    """
+    return leases.extend(db_or_tr, receipt, _check_lease(_renamed(lease, seconds)), name)
+
+
+def _renamed(lease: object, seconds: object) -> object:
+    """extend's ``lease``, given under its old name ``seconds`` or its own (not both)."""
+    if seconds is None:
+        if lease is None:
+            raise InvalidArgument("extend needs lease: the seconds from now until the lease ends.", field="lease")
+        return lease
+    if lease is not None:
+        raise InvalidArgument("Pass lease (or its old name seconds), not both.", field="lease")
+    warnings.warn("extend(seconds=...) is deprecated: pass lease=... instead.", DeprecationWarning, stacklevel=4)
+    return seconds
+
+
+def receipt_queue(receipt: str) -> str:
+    """The name of the queue a receipt belongs to (InvalidReceipt if it is not a receipt)."""
+    return keys.parse_receipt(receipt).name

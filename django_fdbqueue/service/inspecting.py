@@ -1,0 +1,52 @@
+"""Public read-only views of what a queue holds: ``browse``, ``get_item`` and ``scheduled``.
+
+Nothing here removes or moves an item. Pages end in opaque cursors (``keys``) that hold a
+position, so they stay valid while the items they passed are popped.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django_fdbqueue.fdbapi import transactional
+
+from . import catalog, items, keys, visibility
+from .observe import observed
+from .records import LIMIT_MAX, Item, Page, ScheduledItem
+
+
+@observed
+def browse(
+    db_or_tr: Any, name: str, *, end: str = "min", cursor: str | None = None, limit: int = 50
+) -> Page[Item]:
+    """A page of items in the order they would be popped from ``end``; nothing is removed."""
+    keys.check_name(name)
+    keys.check_end(end)
+    limit = keys.check_count(limit, "limit", minimum=1, maximum=LIMIT_MAX)
+    after = keys.parse_browse_cursor(cursor, end) if cursor is not None else None
+    return items.browse_page(db_or_tr, name, end, after, limit)
+
+
+@observed(none_is_empty=True)
+def get_item(db_or_tr: Any, name: str, item_id: str) -> Item | None:
+    """The item with this id if it is still queued (None once popped or cleared)."""
+    keys.check_name(name)
+    priority, stamp = keys.parse_item_id(item_id)
+    return items.get_item(db_or_tr, name, priority, stamp)
+
+
+@transactional
+def _scheduled(tr: Any, name: str, after: tuple | None, limit: int) -> Page[ScheduledItem]:
+    _entry, qk = catalog.require(tr, name)
+    rows, last = visibility.scheduled_page(tr, qk, after, limit)
+    cursor = None if last is None else keys.position_cursor(keys.SCHEDULE_CURSOR, *last)
+    return Page(rows, cursor)
+
+
+@observed
+def scheduled(db_or_tr: Any, name: str, *, cursor: str | None = None, limit: int = 50) -> Page[ScheduledItem]:
+    """Leased and delayed items, in the order they become visible."""
+    keys.check_name(name)
+    limit = keys.check_count(limit, "limit", minimum=1, maximum=LIMIT_MAX)
+    after = None if cursor is None else keys.parse_position_cursor(cursor, keys.SCHEDULE_CURSOR, 4)
+    return _scheduled(db_or_tr, name, after, limit)

@@ -1,0 +1,92 @@
+"""Public operations on whole queues: create, look up, list, delete, count and clear them.
+
+Each checks its arguments and hands over to ``catalog`` (the named queues) or ``items`` (what a
+queue holds); see ``keys`` for where both live.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import catalog, items, keys
+from .observe import observed
+from .records import LIMIT_MAX, Page, QueueInfo
+
+#: Most claims without an ack ``max_attempts`` may allow before an item becomes a dead letter.
+MAX_ATTEMPTS_LIMIT = 1000
+
+
+def _check_max_attempts(max_attempts: object) -> int | None:
+    if max_attempts is None:
+        return None
+    return keys.check_count(max_attempts, "max_attempts", minimum=1, maximum=MAX_ATTEMPTS_LIMIT)
+
+
+@observed
+def create_queue(db_or_tr: Any, name: str, kind: str = "fifo", *, max_attempts: int | None = None) -> QueueInfo:
+    """Create an empty queue; an existing name raises QueueAlreadyExists (never an overwrite).
+
+    ``max_attempts`` (1 to 1000, or None for no limit): claims an item may have without an
+    ack before it moves to the dead letters.
+    """
+    keys.check_name(name)
+    keys.check_kind(kind)
+    return catalog.create_queue(db_or_tr, name, kind, _check_max_attempts(max_attempts))
+
+
+@observed
+def set_max_attempts(db_or_tr: Any, name: str, max_attempts: int | None) -> QueueInfo:
+    """Change the queue's ``max_attempts`` (None: no limit); applies to leases ending from now on."""
+    keys.check_name(name)
+    return catalog.set_max_attempts(db_or_tr, name, _check_max_attempts(max_attempts))
+
+
+@observed
+def get_queue(db_or_tr: Any, name: str) -> QueueInfo:
+    """The queue's kind and statistics (constant time); QueueNotFound if there is none."""
+    keys.check_name(name)
+    return catalog.get_queue(db_or_tr, name)
+
+
+@observed
+def queue_exists(db_or_tr: Any, name: str) -> bool:
+    keys.check_name(name)
+    return catalog.queue_exists(db_or_tr, name)
+
+
+@observed
+def delete_queue(db_or_tr: Any, name: str) -> None:
+    """Delete the queue and all its items in one transaction."""
+    keys.check_name(name)
+    catalog.delete_queue(db_or_tr, name)
+
+
+@observed
+def list_queues(
+    db_or_tr: Any, *, prefix: str = "", cursor: str | None = None, limit: int = 50
+) -> Page[QueueInfo]:
+    """Queues ordered by name (byte order), ``limit`` per page, optionally those starting with ``prefix``."""
+    keys.check_prefix(prefix)
+    limit = keys.check_count(limit, "limit", minimum=1, maximum=LIMIT_MAX)
+    after = keys.parse_list_cursor(cursor) if cursor is not None else None
+    return catalog.list_queues(db_or_tr, prefix, after, limit)
+
+
+@observed
+def size(db_or_tr: Any, name: str) -> int:
+    """Number of items (an atomic counter: one read)."""
+    keys.check_name(name)
+    return items.size(db_or_tr, name)
+
+
+@observed
+def empty(db_or_tr: Any, name: str) -> bool:
+    keys.check_name(name)
+    return items.empty(db_or_tr, name)
+
+
+@observed
+def clear(db_or_tr: Any, name: str) -> None:
+    """Remove every item (the queue itself stays)."""
+    keys.check_name(name)
+    items.clear(db_or_tr, name)

@@ -1,0 +1,106 @@
+"""What high-contention pops leave behind, cleared up: abandoned requests and results, old receipts.
+
+A popper may die at any point after registering. Requests and results therefore carry the
+owner's deadline. Fulfil rounds drop requests whose deadline passed more than
+:data:`GRACE_SECONDS` ago, and put the items of results unclaimed that long back into the queue,
+*at their original keys* (so they return to their old place in the order) with the counters
+corrected (size +1, popped -1) and the queue's wake-up key touched, so blocking pops (``wait=``)
+see them at once. An item waiting in a result is not yet consumed for its ``dedup_key``: like a
+leased item, it holds the key until its owner collects it, and an item put back holds it as
+any queued item does (see ``dedup.py``). The grace absorbs clock differences between clients: clocks of
+all popping machines must agree within it. A pop that reaches its own deadline withdraws: one
+transaction clears its request, or, if a result was already written for it, takes that result
+(an item is never dropped because its popper gave up) and then raises ``FDBError`` 1031
+(``transaction_timed_out``), the error a plain pop raises when the database's TIMEOUT expires.
+
+Receipts are grouped by the hour ("epoch") of their pop's deadline, and a blind ``clear_range``
+of the epochs before the previous one (no read, so it conflicts with nothing) rides along in
+rounds and in some plain pops. The protocol itself is in ``contention.py``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import dedup, keys, visibility
+from .catalog import counter_bytes
+from .records import Item
+
+#: Expired results one round puts back at most (the rest wait for the next round).
+RECOVER_BATCH = 16
+#: How long after a deadline others drop its request or put its result back: the allowed clock skew.
+GRACE_SECONDS = 5.0
+#: Receipts are grouped by the hour ("epoch") of their pop's deadline; epochs older than the
+#: previous one are cleared, so a receipt lives one to two hours after its pop's deadline.
+RECEIPT_EPOCH_SECONDS = 3600
+#: One fast-path pop in this many also clears old receipt epochs (rounds always do).
+EXPIRE_RECEIPTS_EVERY = 64
+#: The marker after a result's owner and token: an item follows, or the queue was empty.
+RESULT_ITEM = 1
+RESULT_EMPTY = 0
+
+
+def micros(seconds: float) -> int:
+    return int(seconds * 1_000_000)
+
+
+def epoch(at_us: int) -> int:
+    """The receipt epoch (hour) of a time in microseconds."""
+    return at_us // micros(RECEIPT_EPOCH_SECONDS)
+
+
+def expire_receipts(tr: Any, qk: keys.QueueKeys, now_us: int) -> None:
+    """Blind clear of the receipts of epochs before the previous one: no read, so no conflict."""
+    tr.clear_range(qk.receipts.range().start, qk.receipts.pack((epoch(now_us) - 1,)))
+
+
+def item_from(elements: tuple, payload: Any) -> Item:
+    """The item a result holds, from the item key elements it carries."""
+    priority, stamp, *rest = elements
+    return visibility.item_from(priority, stamp, keys.ItemMeta.from_elements(rest), payload)
+
+
+def put_back(tr: Any, qk: keys.QueueKeys, elements: tuple, payload: Any) -> None:
+    """An item returns to its own key (and order index entry), so to its old place in the queue.
+
+    Its dedup key names it again: a push of that key must not store a second copy.
+    """
+    priority, stamp, *rest = elements
+    meta = keys.ItemMeta.from_elements(rest)
+    visibility.put_ready(tr, qk, priority, stamp, meta, bytes(payload))
+    dedup.restored(tr, qk, priority, stamp, meta)
+
+
+def returned(tr: Any, qk: keys.QueueKeys, count: int) -> None:
+    """Count `count` put-back items as queued again, and wake blocking pops: items are ready."""
+    if count:
+        tr.add(qk.counter(keys.SIZE), counter_bytes(count))
+        tr.add(qk.counter(keys.POPPED), counter_bytes(-count))
+        visibility.wake(tr, qk)
+
+
+def consumed(tr: Any, qk: keys.QueueKeys, elements: tuple) -> None:
+    """A result's item reached its owner: only now is it consumed for its dedup key."""
+    priority, stamp, *rest = elements
+    dedup.consumed(tr, qk, priority, stamp, keys.ItemMeta.from_elements(rest))
+
+
+def recover(tr: Any, qk: keys.QueueKeys, cutoff_us: int) -> int:
+    """Put back the items of results whose owner's deadline passed before `cutoff_us`.
+
+    Snapshot-reads the oldest expired results (they sort by deadline) and adds a read conflict
+    on each one it clears, so its owner collecting it at the same moment and this recovery
+    cannot both succeed. Returns how many items went back.
+    """
+    results = qk.results
+    restored = 0
+    for kv in tr.snapshot.get_range(results.range().start, results.pack((cutoff_us,)), limit=RECOVER_BATCH):
+        key = bytes(kv.key)
+        tr.add_read_conflict_key(key)
+        del tr[key]
+        parts = results.unpack(key)
+        if parts[2] == RESULT_ITEM:
+            put_back(tr, qk, parts[3:], kv.value)
+            restored += 1
+    returned(tr, qk, restored)
+    return restored
