@@ -2,9 +2,9 @@
 
 A page marks such a block with a comment line just above its fence, ``<!-- tutorial-test: NAME -->``
 (the tutorial) or ``<!-- docs-test: NAME -->`` (a how-to guide whose block a test of its own runs,
-beside the generic snippet runner). ``console`` blocks are transcripts: ``$ `` lines are
-commands (a trailing backslash continues one), the lines after them their expected output, where
-``...`` stands for any text within a line, or, alone on a line, for any number of lines.
+beside the generic snippet runner). ``console`` blocks are transcripts, read and compared by the
+snippet runner's rules (``tests/docsnippets/console.py``): ``$ `` lines are commands, the lines
+after them their expected output, where ``...`` stands for any text.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+
+from tests.docsnippets import console
 
 REPO = Path(__file__).resolve().parents[1]
 _MARKED = r"<!-- {marker}: ([\w-]+) -->\n```(\w+)\n(.*?)\n```"
@@ -41,45 +43,16 @@ def marked_blocks(page: Path, marker: str = "docs-test") -> dict[str, Block]:
 def commands(block: Block) -> list[Command]:
     """The commands of a ``console`` block, each with the output shown after it."""
     assert block.language == "console", f"block {block.name!r} is {block.language}, not console"
-    found: list[Command] = []
-    lines = block.body.splitlines()
-    index = 0
-    while index < len(lines):
-        assert lines[index].startswith("$ "), f"block {block.name!r}: output before any command: {lines[index]!r}"
-        command = lines[index][2:]
-        while command.endswith("\\") and index + 1 < len(lines):
-            index += 1
-            command = command[:-1] + " " + lines[index].strip()
-        index += 1
-        output: list[str] = []
-        while index < len(lines) and not lines[index].startswith("$ "):
-            output.append(lines[index])
-            index += 1
-        found.append(Command(command, "\n".join(output)))
-    return found
-
-
-def _normal(text: str) -> list[str]:
-    """Lines with runs of blanks squeezed to one and no blanks at their ends; no blank lines
-    at the start or end. (A table's column widths follow its longest cell, which ``...`` hides.)"""
-    lines = [re.sub(r"[ \t]+", " ", line).strip() for line in text.splitlines()]
-    while lines and not lines[0]:
-        lines.pop(0)
-    while lines and not lines[-1]:
-        lines.pop()
-    return lines
+    try:
+        found = console.split_transcript(block.body.splitlines())
+    except ValueError as error:
+        raise AssertionError(f"block {block.name!r}: output before any command, line {error.args[0] + 1}") from None
+    return [Command(text, expected.rstrip("\n")) for _index, text, expected in found]
 
 
 def output_matches(expected: str, actual: str) -> bool:
     """Whether ``actual`` is what the page shows as ``expected``, ``...`` matching anything."""
-    pattern = ""
-    for line in _normal(expected):
-        if line == "...":
-            pattern += r"(?:[^\n]*\n)*?"
-        else:
-            pattern += r"[^\n]*?".join(re.escape(part) for part in line.split("...")) + r"\n"
-    lines = _normal(actual)
-    return re.fullmatch(pattern, "".join(line + "\n" for line in lines)) is not None
+    return console.matches(expected, actual)
 
 
 def assert_output(command: str, expected: str, actual: str) -> None:

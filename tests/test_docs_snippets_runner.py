@@ -204,8 +204,12 @@ def test_a_failing_command_fails_unless_the_page_shows_its_error(fdbqueue_store,
     ("start\n...\nend", "start\nline 1\nline 2\nend", True),
     ('{"id": "...", "n": 1}', '{"id": "FQczAAZ", "n": 1}', True),
     ("trailing   \n\n", "trailing", True),
+    ("start\n...\nend", "start\nend", True),  # a line of its own: any number of lines, none too
+    ("a ...\nz", "a b\nc\nz", True),  # within a line: any text, across lines too
+    ("NAME   SIZE\njobs   2", "NAME  SIZE\njobs  2", True),  # column widths follow hidden cells
     ("a ... c", "a b d", False),
     ("exact", "exact and more", False),
+    ("start\n...\nend", "start\nmiddle", False),
 ])
 def test_ellipsis_matches_any_text_within_or_across_lines(expected, actual, same):
     assert matches(expected, actual) is same

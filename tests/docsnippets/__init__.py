@@ -11,7 +11,7 @@ module below states the part of those rules it implements:
 - ``python``: ``python`` blocks, including ``# settings.py``, ``# urls.py`` and ``# pkg/mod.py``;
 - ``settings_check``: a settings snippet's app settings, validated by the app's own checks;
 - ``console`` and ``shell``: ``console`` transcripts, their ``python manage.py`` and ``curl``
-  lines run in-process, their output compared with doctest's ELLIPSIS;
+  lines run in-process, their output compared with ``...`` as a wildcard;
 - ``collect``: pytest collection of the pages, one item per page and engine.
 """
 

@@ -92,17 +92,30 @@ def tasks_rows() -> list[list[str]]:
     return rows
 
 
+def _entries(rows: list[list[str]], facts: list[str], prefix: str) -> str:
+    """One subsection per key: its name as the heading (a stable anchor), a line of short facts
+    (type, default, checks), then its meaning. Narrow screens read it; a wide table they cannot."""
+    out = []
+    for key, *values in rows:  # values: type, default, meaning, then the checks if any
+        name = key.strip("`")
+        out.append(f"({prefix}-{md.slug(name)})=\n### {key}\n")
+        cells = [values[0], values[1]] + values[3:]
+        out.append(" · ".join(f"{label}: {cell}" for label, cell in zip(facts, cells)) + "\n")
+        out.append(values[2] + "\n")
+    return "\n".join(out)
+
+
 def render() -> str:
     out = [
         "## `FDBQUEUE`\n",
         "One dict in the project's settings; every key is optional. Values that cannot work are "
         "reported by the {doc}`system checks <checks>` and refused with `ImproperlyConfigured` when "
         "the app first reads its settings.\n",
-        md.table(["Key", "Type", "Default", "Meaning", "Checks"], fdbqueue_rows()),
+        _entries(fdbqueue_rows(), ["Type", "Default", "Checks"], "setting"),
         "(settings-tasks-options)=\n## Tasks backend `OPTIONS`\n",
         "The `OPTIONS` of a `TASKS` entry whose `BACKEND` is "
         "`django_fdbqueue.tasks.FDBQueueBackend`. Invalid values are reported by check "
         f"{{ref}}`fdbqueue.E101 <{checks_ref.label('fdbqueue.E101')}>`.\n",
-        md.table(["Option", "Type", "Default", "Meaning"], tasks_rows()),
+        _entries(tasks_rows(), ["Type", "Default"], "tasks-option"),
     ]
     return "\n".join(out)
