@@ -138,6 +138,23 @@ class DeadLetterNotFound(QueueError):
     default_message = "The queue has no dead letter with this id."
 
 
+class InvalidSchedule(InvalidArgument):
+    """A schedule's definition is refused: a malformed cron expression, an unknown time zone, ..."""
+
+    code = "invalid_schedule"
+    default_message = "The schedule's definition is invalid."
+
+
+class ScheduleNotFound(QueueError):
+    code = "schedule_not_found"
+    default_message = "No schedule has this name."
+
+
+class ScheduleAlreadyExists(QueueError):
+    code = "schedule_already_exists"
+    default_message = "A schedule with this name already exists."
+
+
 __all__ = [
     "QueueError",
     "InvalidArgument",
@@ -155,4 +172,7 @@ __all__ = [
     "LeaseNotFound",
     "LeaseExpired",
     "DeadLetterNotFound",
+    "InvalidSchedule",
+    "ScheduleNotFound",
+    "ScheduleAlreadyExists",
 ]

@@ -38,6 +38,7 @@ QUEUE_FIELDS = {
     "name", "kind", "size", "pushed", "popped", "min_priority", "max_priority", "oldest_age_seconds", "url",
     "leased", "delayed", "dead", "max_attempts",
     "oldest_enqueued_at", "created_at",  # issue 17: the fields (and names) Python and the CLI show
+    "key_concurrency", "key_rate",  # issue 20: per-key limits
 }
 
 
@@ -124,6 +125,8 @@ def test_create_queue(api):
         "delayed": 0,
         "dead": 0,
         "max_attempts": None,
+        "key_concurrency": None,
+        "key_rate": None,
         "url": "http://testserver/api/queues/jobs/",
     }
 

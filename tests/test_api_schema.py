@@ -31,6 +31,16 @@ EXPECTED = {
     ("/api/queues/{name}/dead-letters/", "get"): {"200", "400", "404"},
     ("/api/queues/{name}/dead-letters/{item_id}/", "delete"): {"204", "400", "404"},
     ("/api/queues/{name}/dead-letters/{item_id}/requeue/", "post"): {"200", "400", "404"},
+    ("/api/queues/{name}/key-limits/", "get"): {"200", "400", "404"},  # per-key limits
+    # Periodic schedules (api/schedules.py).
+    ("/api/schedules/", "get"): {"200"},
+    ("/api/schedules/", "post"): {"201", "400", "409"},
+    ("/api/schedules/{name}/", "get"): {"200", "400", "404"},
+    ("/api/schedules/{name}/", "patch"): {"200", "400", "404"},
+    ("/api/schedules/{name}/", "delete"): {"204", "400", "404"},
+    ("/api/schedules/{name}/pause/", "post"): {"200", "400", "404"},
+    ("/api/schedules/{name}/resume/", "post"): {"200", "400", "404"},
+    ("/api/schedules/{name}/run-now/", "post"): {"200", "400", "404"},
 }
 QUERY = {
     ("/api/queues/", "get"): {"cursor", "limit", "prefix"},
@@ -39,6 +49,7 @@ QUERY = {
     ("/api/queues/{name}/items/", "get"): {"end", "cursor", "limit"},
     ("/api/queues/{name}/scheduled/", "get"): {"cursor", "limit"},
     ("/api/queues/{name}/dead-letters/", "get"): {"cursor", "limit"},
+    ("/api/queues/{name}/key-limits/", "get"): {"top"},
 }
 
 
@@ -82,7 +93,7 @@ def test_schema_endpoint_serves_the_same_valid_schema(client):
     assert response.status_code == 200
     served = response.json()
     validate(served)
-    assert {p for p in served["paths"] if p.startswith("/api/queues")} == {p for p, _ in EXPECTED}
+    assert {p for p in served["paths"] if p.startswith(("/api/queues", "/api/schedules"))} == {p for p, _ in EXPECTED}
 
 
 def test_operations_match_the_routes(schema):
@@ -153,6 +164,7 @@ def test_response_bodies(schema):
     assert set(queue["properties"]) == {
         "name", "kind", "size", "pushed", "popped", "min_priority", "max_priority", "oldest_age_seconds", "url",
         "leased", "delayed", "dead", "max_attempts", "oldest_enqueued_at", "created_at",
+        "key_concurrency", "key_rate",
     }
     item = body("/api/queues/{name}/peek/", "get", "200")
     assert set(item["properties"]) == {"id", "priority", "value", "enqueued_at", "attempts"}
@@ -199,7 +211,7 @@ def test_reliable_consumption_bodies(schema):
     extend_forms = [resolve(schema, form) for form in component("/api/queues/{name}/extend/", "post")["oneOf"]]
     assert [set(form["properties"]) for form in extend_forms] == [{"receipt", "lease"}, {"receipt", "seconds"}]
     assert set(component("/api/queues/{name}/extend/", "post", "200")["properties"]) == {"receipt", "lease_expires_at"}
-    assert set(component("/api/queues/{name}/", "patch")["properties"]) == {"max_attempts"}
+    assert set(component("/api/queues/{name}/", "patch")["properties"]) == {"max_attempts", "key_concurrency", "key_rate"}
     single = resolve(schema, resolve(schema, component("/api/queues/{name}/push/", "post"))["oneOf"][0])
     assert {"dedup_key", "delay", "not_before"} <= set(single["properties"])
     assert single["properties"]["not_before"]["format"] == "date-time"
@@ -248,7 +260,7 @@ def test_every_body_documents_that_unknown_fields_are_a_400(schema):
         for method, operation in methods.items()
         if "requestBody" in operation
     ]
-    assert len(with_body) == 7  # create, patch, push, claim, ack, release, extend
+    assert len(with_body) == 9  # create, patch, push, claim, ack, release, extend; a schedule's create, patch
     for path, method in with_body:
         description = _operation_of(schema, path, method)["responses"]["400"]["description"]
         assert "Unknown field." in description and "never ignored" in description, (path, method)

@@ -11,6 +11,7 @@ the task pages of ``tasks`` join them under ``tasks/``; without it the app works
 with no task pages. Likewise, when django-rest-knox is in INSTALLED_APPS, the API token pages
 of ``tokens`` join them under ``tokens/``, and knox's own admin entry ("Knox › Auth tokens") is
 replaced by one that leads to them (``knox``), so the admin has one place to manage tokens.
+The periodic schedules page of ``schedules`` is under ``schedules/``.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ class QueueAdmin(admin.ModelAdmin):
                  name=f"{prefix}_dead_delete"),
             *self._task_urls(prefix),
             *self._token_urls(prefix),
+            *self._schedule_urls(prefix),
             # Like the admin: a bare object address leads to its change page.
             path("<fdbqueue_name:name>/", wrap(self._to_change), name=f"{prefix}_redirect"),
         ]
@@ -102,6 +104,18 @@ class QueueAdmin(admin.ModelAdmin):
             path("tokens/user/<str:user_id>/revoke-all/", wrap(views.token_revoke_all),
                  name=f"{prefix}_token_revoke_all"),
             path("tokens/<str:prefix>/revoke/", wrap(views.token_revoke), name=f"{prefix}_token_revoke"),
+        ]
+
+    def _schedule_urls(self, prefix: str) -> list[URLPattern]:
+        """The periodic schedules page (``schedules``); like the task pages, after the queue pages."""
+        from .schedules import ScheduleAdminViews
+
+        views = ScheduleAdminViews(self)
+        wrap = self.admin_site.admin_view
+        return [
+            path("schedules/", wrap(views.schedule_list), name=f"{prefix}_schedules"),
+            path("schedules/<str:name>/edit/", wrap(views.schedule_edit), name=f"{prefix}_schedule_edit"),
+            path("schedules/<str:name>/action/", wrap(views.schedule_action), name=f"{prefix}_schedule_action"),
         ]
 
     def _to_change(self, request: HttpRequest, name: str) -> HttpResponse:

@@ -65,6 +65,29 @@ def _read_queue_page(tr: Any, name: str, view: str, end: str, cursor: str | None
     return info, page, end
 
 
+#: Keys the queue page lists by leases held, and at their limit.
+KEY_LIMIT_ROWS = 10
+
+
+def _key_limits(database: Any, info: Any) -> dict[str, str] | None:
+    """The per-key limits and where the keys stand, in words; None for a queue without limits
+    (then nothing more is read)."""
+    if info.key_concurrency is None and info.key_rate is None:
+        return None
+    state = service.key_limit_state(database, info.name, top=KEY_LIMIT_ROWS)
+    parts = []
+    if state.concurrency is not None:
+        parts.append(f"{state.concurrency} leased at once")
+    if state.rate is not None:
+        parts.append(f"{state.rate:g} claims per second")
+    return {
+        "limits": ", ".join(parts) + " per key",
+        "keys_leased": str(state.keys_leased),
+        "busiest": ", ".join(f"{key} ({count})" for key, count in state.leased) or "—",
+        "at_limit": ", ".join(state.at_limit) or "—",
+    }
+
+
 @transactional
 def _clear_counting(tr: Any, name: str) -> int:
     """Clear the queue and say how many items that removed (one transaction, so exact).
@@ -194,6 +217,7 @@ class QueueAdminViews(AdminPages):
             clear_url=self.url("clear", name),
             delete_url=self.url("delete", name),
             max_attempts_url=self.url("max_attempts", name),
+            key_limits=_key_limits(database, info),
         )
         return self.render(request, "queue_detail.html", context, status=status)
 

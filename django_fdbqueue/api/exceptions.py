@@ -5,7 +5,8 @@ even when a project keeps DRF's default EXCEPTION_HANDLER; a project may also na
 ``django_fdbqueue.api.exceptions.exception_handler`` there to get the same bodies everywhere.
 
 Mapping:
-  QueueNotFound and DeadLetterNotFound -> 404; QueueAlreadyExists -> 409; LeaseGone (LeaseNotFound,
+  QueueNotFound, DeadLetterNotFound and ScheduleNotFound -> 404; QueueAlreadyExists and
+  ScheduleAlreadyExists -> 409; LeaseGone (LeaseNotFound,
   LeaseExpired: the receipt's lease is over, the item may already be someone else's) -> 409 with
   ``"lease_gone": true`` and a ``"reason"``, so clients need not know both codes;
   ValueTooLarge -> 413; InvalidReceipt and every other QueueError -> 400;
@@ -37,6 +38,8 @@ from django_fdbqueue.exceptions import (
     QueueAlreadyExists,
     QueueError,
     QueueNotFound,
+    ScheduleAlreadyExists,
+    ScheduleNotFound,
     ValueTooLarge,
 )
 from django_fdbqueue.fdbapi import FDBError, describe
@@ -57,6 +60,8 @@ QUEUE_ERROR_STATUS: tuple[tuple[type[QueueError], int], ...] = (
     (LeaseGone, status.HTTP_409_CONFLICT),
     (ValueTooLarge, status.HTTP_413_REQUEST_ENTITY_TOO_LARGE),
     (InvalidReceipt, status.HTTP_400_BAD_REQUEST),
+    (ScheduleNotFound, status.HTTP_404_NOT_FOUND),
+    (ScheduleAlreadyExists, status.HTTP_409_CONFLICT),
 )
 
 

@@ -3,8 +3,9 @@
 Routes (relative to the mount point): queues/, queues/{name}/, the item actions
 queues/{name}/push/, pop/, peek/, items/, clear/, the lease actions claim/, ack/, release/,
 extend/, the listings scheduled/ and dead-letters/, and one dead letter's
-dead-letters/{item_id}/ (DELETE) and dead-letters/{item_id}/requeue/; plus DRF's browsable API
-root. All are actions of the one viewset, so the router builds every pattern.
+dead-letters/{item_id}/ (DELETE) and dead-letters/{item_id}/requeue/; schedules/ and schedules/{name}/ with pause/,
+resume/ and run-now/ (``api.schedules``); plus DRF's browsable API
+root. All are actions of the two viewsets, so the router builds every pattern.
 """
 
 from typing import Any, Callable
@@ -15,6 +16,7 @@ from rest_framework.routers import APIRootView, DefaultRouter
 
 from . import permissions
 from .exceptions import exception_handler
+from .schedules import ScheduleViewSet
 from .views import QueueViewSet
 
 app_name = "fdbqueue-api"
@@ -44,5 +46,6 @@ class QueueRouter(DefaultRouter):
 
 router = QueueRouter()
 router.register("queues", QueueViewSet, basename="queue")
+router.register("schedules", ScheduleViewSet, basename="schedule")
 
 urlpatterns = router.urls

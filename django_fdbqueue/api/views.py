@@ -31,6 +31,7 @@ from django_fdbqueue.paths import segment_to_name
 from . import openapi, permissions  # openapi also registers the serializers' schema extensions
 from .exceptions import DatabaseUnavailable, exception_handler
 from .parsers import BoundedJSONParser
+from .serializers.queues import KeyLimitQuerySerializer, KeyLimitStateSerializer
 from .serializers import (
     DEDUP_WINDOW_SECONDS,
     MAX_WAIT_SECONDS,
@@ -207,6 +208,24 @@ def _schedule(data: dict[str, Any]) -> dict[str, Any]:
     return {key: data[key] for key in ("delay", "not_before") if key in data}
 
 
+def _limit_key(data: dict[str, Any]) -> dict[str, Any]:
+    """The push body's limit key, if any, as a service keyword argument."""
+    return {"key": data["key"]} if "key" in data else {}
+
+
+_KEY_LIMIT_FIELDS = (("concurrency", "key_concurrency"), ("rate", "key_rate"))
+_KEEP = object()
+
+
+@transactional
+def _set_options(tr: Any, name: str, max_attempts: Any, limits: dict[str, Any]) -> Any:
+    """A PATCH's changes in one transaction: all of them or (on an error) none."""
+    info = service.set_key_limits(tr, name, **limits)
+    if max_attempts is not _KEEP:
+        info = service.set_max_attempts(tr, name, max_attempts)
+    return info
+
+
 def _wait(seconds: float) -> float | None:
     """The API's wait=0 ("answer at once") is the service's wait=None."""
     return seconds if seconds > 0 else None
@@ -235,13 +254,13 @@ def _wait(seconds: float) -> float | None:
         notes=_BAD_NAME,
     ),
     partial_update=_operation(
-        "Change a queue's max_attempts",
+        "Change a queue's max_attempts or per-key limits",
         {200: OpenApiResponse(QueueSerializer, description="The queue, changed.")},
         (400, 404, 413),
         notes=_BODY_TOO_LARGE,
         request=QueueUpdateSerializer,
-        description="`max_attempts` is the only setting a queue may change; null removes the limit. "
-        "Items already dead stay dead. An empty body changes nothing.",
+        description="`max_attempts`, `key_concurrency` and `key_rate` are the settings a queue may change; "
+        "null removes a limit. Items already dead stay dead. An empty body changes nothing.",
     ),
     destroy=_operation(
         "Delete a queue and all its items",
@@ -331,7 +350,10 @@ class QueueViewSet(viewsets.ViewSet):
 
     def create(self, request: Request) -> Response:
         data = self._body(QueueCreateSerializer, request).validated_data
-        info = service.create_queue(self.db, data["name"], data["kind"], max_attempts=data["max_attempts"])
+        info = service.create_queue(
+            self.db, data["name"], data["kind"], max_attempts=data["max_attempts"],
+            key_concurrency=data["key_concurrency"], key_rate=data["key_rate"],
+        )
         return Response(self._queue(info), status=status.HTTP_201_CREATED)
 
     def retrieve(self, request: Request, name: str) -> Response:
@@ -339,6 +361,10 @@ class QueueViewSet(viewsets.ViewSet):
 
     def partial_update(self, request: Request, name: str) -> Response:
         data = self._body(QueueUpdateSerializer, request).validated_data
+        limits = {option: data[field] for option, field in _KEY_LIMIT_FIELDS if field in data}
+        if limits:
+            info = _set_options(self.db, name, data.get("max_attempts", _KEEP), limits)
+            return Response(self._queue(info))
         if "max_attempts" not in data:
             return Response(self._queue(service.get_queue(self.db, name)))
         return Response(self._queue(service.set_max_attempts(self.db, name, data["max_attempts"])))
@@ -377,11 +403,12 @@ class QueueViewSet(viewsets.ViewSet):
         data = serializer.validated_data
         if serializer.is_batch:
             pairs = [(entry["value"], entry["priority"]) for entry in data["items"]]
-            pending = _push_batch(self.db, name, pairs, _schedule(data))
+            pending = _push_batch(self.db, name, pairs, {**_schedule(data), **_limit_key(data)})
             items = [entry.result(wait=True) for entry in pending]
             body = {"items": PushedItemSerializer(items, many=True).data}
             return Response(body, status=status.HTTP_201_CREATED)
         dedup = {"dedup_key": data["dedup_key"]} if "dedup_key" in data else {}
+        dedup.update(_limit_key(data))
         item = service.push(self.db, name, data["value"], data["priority"], **_schedule(data), **dedup)
         code = status.HTTP_200_OK if item.duplicate else status.HTTP_201_CREATED
         return Response(PushedItemSerializer(item).data, status=code)
@@ -539,6 +566,21 @@ class QueueViewSet(viewsets.ViewSet):
     def delete_dead_letter(self, request: Request, name: str, item_id: str) -> Response:
         service.delete_dead_letter(self.db, name, item_id)
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+    # -- per-key limits
+
+    @_operation(
+        "Per-key limits and where the keys stand",
+        {200: OpenApiResponse(KeyLimitStateSerializer, description="The limits, the busiest keys, those at the limit.")},
+        (400, 404),
+        query=KeyLimitQuerySerializer,
+        description="Items pushed with a `key` are limited by the queue's `key_concurrency` (leases at once) "
+        "and `key_rate` (claims per second) per key. `leased` lists the `top` keys by leases held.",
+    )
+    @action(detail=True, methods=["get"], url_path="key-limits")
+    def key_limits(self, request: Request, name: str) -> Response:
+        query = self._query(KeyLimitQuerySerializer, request)
+        return Response(KeyLimitStateSerializer(service.key_limit_state(self.db, name, top=query["top"])).data)
 
     # -- clearing
 

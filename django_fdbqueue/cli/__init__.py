@@ -50,6 +50,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "django_fdbqueue.cli.worker",
     "django_fdbqueue.cli.bench",
     "django_fdbqueue.cli.tokens",
+    "django_fdbqueue.cli.schedules",
 )
 
 __all__ = ["SUBCOMMAND_MODULES", "Context", "add_subcommands", "run"]

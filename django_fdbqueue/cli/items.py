@@ -76,6 +76,12 @@ def _register_push(subparsers: Any) -> None:
             "consumed less than 5 minutes ago, nothing is added and that item is shown. Single VALUE only."
         ),
     )
+    parser.add_argument(
+        "--key",
+        metavar="K",
+        help="The item's limit key (a customer id, an API host; 1 to 100 bytes of UTF-8): the queue's "
+        "key limits count it. Applies to every line of --file too.",
+    )
 
 
 def _register_reads(subparsers: Any) -> None:
@@ -187,14 +193,18 @@ def handle_push(ctx: Context, options: dict[str, Any]) -> None:
         raise usage_error("--dedup-key applies to a single VALUE, not to --file (each line would need its own key).")
     schedule = {"delay": options["delay"], "not_before": options["not_before"]}
     if text is not None:
-        item = service.push(ctx.database(), name, parse_value(text), priority, dedup_key=dedup_key, **schedule)
+        item = service.push(
+            ctx.database(), name, parse_value(text), priority, dedup_key=dedup_key, key=options.get("key"), **schedule
+        )
         emit(ctx, pushed_item_data(item), lambda: _pushed_text(item))
         return
     values = _read_values(ctx, path)
     database = ctx.database()
     if not values:
         service.get_queue(database, name)  # nothing to push, but an unknown queue is still an error
-    items = service.push_many(database, name, [(value, priority) for value in values], **schedule)
+    items = service.push_many(
+        database, name, [(value, priority) for value in values], key=options.get("key"), **schedule
+    )
     count = "1 item" if len(items) == 1 else f"{len(items)} items"
     emit(ctx, [pushed_item_data(item) for item in items], f"Pushed {count} to queue {name!r}.", success=True)
 

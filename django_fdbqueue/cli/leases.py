@@ -7,6 +7,7 @@ A receipt names its queue, so giving the wrong QUEUE is refused rather than acti
 
 from __future__ import annotations
 
+import argparse
 from typing import Any
 
 from django_fdbqueue import service
@@ -22,11 +23,12 @@ from .output import (
     item_data,
     items_table,
     lease_data,
+    fields,
     lease_text,
     page_text,
     queue_data,
 )
-from .queues import attempts_text
+from .queues import attempts_text, key_limits_text
 
 __all__ = [
     "register",
@@ -38,6 +40,8 @@ __all__ = [
     "handle_requeue",
     "handle_delete_dead_letter",
     "handle_set_max_attempts",
+    "handle_set_key_limits",
+    "handle_key_limits",
 ]
 
 DEFAULT_LEASE = 30.0
@@ -53,9 +57,84 @@ def _add_lease(parser: Any, help: str, default: float | None = None) -> None:
 
 
 def register(subparsers: Any) -> None:
-    """Add claim, ack, release, extend, dead-letters, requeue, delete-dead-letter and set-max-attempts."""
+    """Add claim, ack, release, extend, dead-letters, requeue, delete-dead-letter, set-max-attempts,
+    set-key-limits and key-limits."""
     _register_lease_commands(subparsers)
     _register_dead_letter_commands(subparsers)
+    _register_key_limit_commands(subparsers)
+
+
+def _limit(kind: Any) -> Any:
+    """argparse type: a number, or ``none`` to remove the limit (the service checks the range)."""
+
+    def parse(text: str) -> Any:
+        if text.strip().lower() in ("none", "unlimited"):
+            return None
+        try:
+            return kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number or 'none', got {text!r}") from None
+
+    return parse
+
+
+def _register_key_limit_commands(subparsers: Any) -> None:
+    """set-key-limits and key-limits: per-key concurrency and rate limits."""
+    parser = add_subcommand(
+        subparsers, "set-key-limits", handle_set_key_limits,
+        help="Set how many items of one key may be leased at once, and claimed per second.",
+    )
+    add_queue_name(parser)
+    parser.add_argument(
+        "--concurrency", metavar="N", type=_limit(int), default=_LEAVE,
+        help="1 to 1,000,000 leases at once per key, or 'none' for no limit. Left out: unchanged.",
+    )
+    parser.add_argument(
+        "--rate", metavar="R", type=_limit(float), default=_LEAVE,
+        help="Claims per second per key (above 0), or 'none' for no limit. Left out: unchanged.",
+    )
+    parser = add_subcommand(
+        subparsers, "key-limits", handle_key_limits,
+        help="Show a queue's per-key limits, the keys holding the most leases, and those at the limit.",
+    )
+    add_queue_name(parser)
+    parser.add_argument("--top", metavar="N", type=int, default=20, help="Keys shown (1 to 500). Default: 20.")
+
+
+_LEAVE = object()
+
+
+def handle_set_key_limits(ctx: Context, options: dict[str, Any]) -> None:
+    """Change the queue's per-key limits; prints the queue (its JSON has ``key_concurrency``, ``key_rate``)."""
+    changes = {k: options[k] for k in ("concurrency", "rate") if options[k] is not _LEAVE}
+    info = service.set_key_limits(ctx.database(), options["name"], **changes)
+    text = f"Queue {info.name!r}: key limits {key_limits_text(info.key_concurrency, info.key_rate)}."
+    emit(ctx, queue_data(info), text, success=True)
+
+
+def handle_key_limits(ctx: Context, options: dict[str, Any]) -> None:
+    """The queue's per-key limits and where its keys stand."""
+    state = service.key_limit_state(ctx.database(), options["name"], top=options["top"])
+    data = {
+        "name": state.name, "concurrency": state.concurrency, "rate": state.rate,
+        "keys_leased": state.keys_leased,
+        "leased": [{"key": key, "leased": count} for key, count in state.leased],
+        "at_limit": list(state.at_limit),
+    }
+
+    def text() -> str:
+        lines = [
+            fields([
+                ("Queue", state.name),
+                ("Key limits", key_limits_text(state.concurrency, state.rate)),
+                ("Keys leased", state.keys_leased),
+                ("At the limit", ", ".join(state.at_limit) or None),
+            ])
+        ]
+        lines += [f"  {count:>6}  {key}" for key, count in state.leased]
+        return "\n".join(lines)
+
+    emit(ctx, data, text)
 
 
 def _register_lease_commands(subparsers: Any) -> None:

@@ -106,6 +106,8 @@ def queue_data(info: QueueInfo) -> dict[str, Any]:
         "delayed": info.delayed,
         "dead": info.dead,
         "max_attempts": info.max_attempts,
+        "key_concurrency": info.key_concurrency,
+        "key_rate": info.key_rate,
     }
 
 

@@ -47,6 +47,20 @@ def register(subparsers: Any) -> None:
             "Default: none (no limit); change it later with set-max-attempts."
         ),
     )
+    parser.add_argument(
+        "--key-concurrency",
+        metavar="N",
+        type=int,
+        help="At most N items pushed with the same --key leased at once (1 to 1,000,000). Default: no limit; "
+        "change it later with set-key-limits.",
+    )
+    parser.add_argument(
+        "--key-rate",
+        metavar="R",
+        type=float,
+        help="At most R claims per second of items with the same --key (above 0; a token bucket of max(1, R) "
+        "tokens). Default: no limit.",
+    )
 
     parser = add_subcommand(subparsers, "stats", handle_stats, help="Show one queue's statistics.")
     add_queue_name(parser)
@@ -109,7 +123,8 @@ def handle_list(ctx: Context, options: dict[str, Any]) -> None:
 def handle_create(ctx: Context, options: dict[str, Any]) -> None:
     """Create the queue; an existing name is refused (exit 2), never overwritten."""
     info = service.create_queue(
-        ctx.database(), options["name"], kind=options["kind"], max_attempts=options["max_attempts"]
+        ctx.database(), options["name"], kind=options["kind"], max_attempts=options["max_attempts"],
+        key_concurrency=options.get("key_concurrency"), key_rate=options.get("key_rate"),
     )
     limit = "" if info.max_attempts is None else f", at most {_claims(info.max_attempts)} per item"
     emit(ctx, queue_data(info), f"Created {info.kind} queue {info.name!r}{limit}.", success=True)
@@ -122,6 +137,16 @@ def _claims(count: int) -> str:
 def attempts_text(max_attempts: int | None) -> str:
     """The queue's attempt limit in words, for stats and set-max-attempts."""
     return "unlimited" if max_attempts is None else f"at most {_claims(max_attempts)} per item"
+
+
+def key_limits_text(concurrency: int | None, rate: float | None) -> str:
+    """A queue's per-key limits in words, for stats and set-key-limits."""
+    parts = []
+    if concurrency is not None:
+        parts.append(f"{concurrency} leased at once")
+    if rate is not None:
+        parts.append(f"{rate:g} claims per second")
+    return "none" if not parts else ", ".join(parts) + " per key"
 
 
 def _stats_text(info: QueueInfo) -> str:
@@ -137,6 +162,7 @@ def _stats_text(info: QueueInfo) -> str:
             ("Delayed", info.delayed),
             ("Dead", info.dead),
             ("Attempts", attempts_text(info.max_attempts)),
+            ("Key limits", key_limits_text(info.key_concurrency, info.key_rate)),
             ("Priorities", _priorities(info)),
             ("Oldest item", oldest),
             ("Pushed", info.pushed),

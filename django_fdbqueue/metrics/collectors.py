@@ -25,6 +25,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from django_fdbqueue import service
 from django_fdbqueue.connection import get_database
+from django_fdbqueue.exceptions import QueueNotFound
 from django_fdbqueue.service import QueueInfo
 
 from . import DEFAULT_MAX_QUEUES
@@ -76,7 +77,9 @@ class QueueCollector:
         else:
             up = 1
         families = self._families()
-        items, oldest, pushed, popped, count, cut, store_up, duration = families
+        items, oldest, pushed, popped, count, cut, store_up, duration, *by_key = families
+        if up:
+            up = _key_limit_samples(self.database(), infos, by_key)
         for info in infos:
             for state, value in (("ready", info.size), ("leased", info.leased), ("delayed", info.delayed),
                                  ("dead", info.dead)):
@@ -124,4 +127,52 @@ class QueueCollector:
             GaugeMetricFamily(
                 "fdbqueue_store_scrape_duration_seconds", "Seconds this scrape spent reading the queue store."
             ),
+            *_key_limit_families(),
         ]
+
+
+#: Keys per limited queue whose leases the metrics show (the busiest): keeps the labels bounded.
+TOP_KEYS = 10
+
+
+def _key_limit_families() -> list[Metric]:
+    return [
+        GaugeMetricFamily(
+            "fdbqueue_queue_keys_leased",
+            "Keys holding at least one lease, in a queue with per-key limits (key_concurrency, key_rate).",
+            labels=["queue"],
+        ),
+        GaugeMetricFamily(
+            "fdbqueue_queue_keys_at_limit",
+            f"Keys with as many leases as the queue's key_concurrency allows (at most {TOP_KEYS} counted).",
+            labels=["queue"],
+        ),
+        GaugeMetricFamily(
+            "fdbqueue_queue_key_leases",
+            f"Leases held by the items of one key, for the {TOP_KEYS} busiest keys of a queue with per-key limits.",
+            labels=["queue", "key"],
+        ),
+    ]
+
+
+def _key_limit_samples(db: Any, infos: list[QueueInfo], families: list[Metric]) -> int:
+    """Add the per-key limit state of the queues that have limits (the others cost nothing).
+    Returns 0 when the store could not be read (the families then stay empty), else 1."""
+    keys_leased, at_limit, key_leases = families
+    try:
+        states = []
+        for info in infos:
+            if info.key_concurrency is not None or info.key_rate is not None:
+                try:
+                    states.append(service.key_limit_state(db, info.name, top=TOP_KEYS))
+                except QueueNotFound:  # deleted since it was listed
+                    continue
+    except Exception as exc:  # noqa: BLE001 - an unreachable store must not fail the scrape
+        logger.warning("Metrics could not read the key limits: %s", exc)
+        return 0
+    for state in states:
+        keys_leased.add_metric([state.name], state.keys_leased)
+        at_limit.add_metric([state.name], len(state.at_limit))
+        for key, count in state.leased:
+            key_leases.add_metric([state.name, key], count)
+    return 1

@@ -35,6 +35,7 @@ from .deadletters import dead_letters, delete_dead_letter, get_dead_letter, requ
 from .dedup import DEDUP_WINDOW_SECONDS
 from .inspecting import browse, get_item, scheduled
 from .items import MAX_PUSHES_PER_TRANSACTION, MAX_VALUE_BYTES
+from .keylimits import KEY_MAX_BYTES, KeyLimitState
 from .leases import DEFAULT_LEASE_SECONDS, MAX_LEASE_SECONDS
 from .popping import (
     HIGH_CONTENTION,
@@ -59,8 +60,10 @@ from .queues import (
     delete_queue,
     empty,
     get_queue,
+    key_limit_state,
     list_queues,
     queue_exists,
+    set_key_limits,
     set_max_attempts,
     size,
 )
@@ -90,6 +93,10 @@ __all__ = [
     "POP_MODES",
     "create_queue",
     "set_max_attempts",
+    "set_key_limits",
+    "key_limit_state",
+    "KeyLimitState",
+    "KEY_MAX_BYTES",
     "get_queue",
     "queue_exists",
     "delete_queue",

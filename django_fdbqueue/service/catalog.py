@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import struct
 import threading
@@ -32,10 +33,20 @@ class Entry:
     queue_id: bytes
     #: Claims an item may have without an ack before it becomes a dead letter (None: no limit).
     max_attempts: int | None = None
+    #: Most leases held at once by items of one limit key (None: no limit); see ``keylimits``.
+    key_concurrency: int | None = None
+    #: Claims per second per limit key, a token bucket (None: no limit); see ``keylimits``.
+    key_rate: float | None = None
 
     def pack(self) -> bytes:
-        extra = () if self.max_attempts is None else (self.max_attempts,)
+        extra: tuple = () if self.max_attempts is None else (self.max_attempts,)
+        if self.key_concurrency is not None or self.key_rate is not None:
+            extra = (self.max_attempts, self.key_concurrency, self.key_rate)
         return fdb.tuple.pack((self.kind, self.created_us, self.queue_id, *extra))
+
+    def with_options(self, **changes: Any) -> "Entry":
+        """The same queue with some options changed (max_attempts, key_concurrency, key_rate)."""
+        return dataclasses.replace(self, **changes)
 
     @classmethod
     def unpack(cls, name: str, raw: bytes) -> "Entry":
@@ -182,6 +193,12 @@ def guess(tr: Any, name: str, *, fifo_ok: bool = True) -> Guess | None:
 
 def require_with(tr: Any, name: str, send: Callable[[keys.QueueKeys], R], *,
                  fifo_ok: bool = True) -> tuple[Entry, keys.QueueKeys, R]:
+    """:func:`require_with_entry` for reads that depend only on the queue's keys."""
+    return require_with_entry(tr, name, lambda _entry, qk: send(qk), fifo_ok=fifo_ok)
+
+
+def require_with_entry(tr: Any, name: str, send: Callable[[Entry, keys.QueueKeys], R], *,
+                       fifo_ok: bool = True) -> tuple[Entry, keys.QueueKeys, R]:
     """:func:`require`, with the caller's first reads (``send(qk)``, not waited for) sent alongside.
 
     With the entry cached, ``send`` runs at once, so its reads travel with the metadata version
@@ -192,11 +209,11 @@ def require_with(tr: Any, name: str, send: Callable[[keys.QueueKeys], R], *,
     """
     cached = guess(tr, name, fifo_ok=fifo_ok)
     if cached is not None:
-        sent = send(cached.qk)
+        sent = send(cached.entry, cached.qk)
         if cached.holds(tr):
             return cached.entry, cached.qk, sent
     entry, qk = require(tr, name, fifo_ok=fifo_ok)
-    return entry, qk, send(qk)
+    return entry, qk, send(entry, qk)
 
 
 def require(tr: Any, name: str, *, fifo_ok: bool = True) -> tuple[Entry, keys.QueueKeys]:
@@ -242,13 +259,16 @@ def info(tr: Any, entry: Entry, qk: keys.QueueKeys) -> QueueInfo:
         delayed=read_counter(counters[keys.DELAYED]),
         dead=read_counter(counters[keys.DEAD_COUNT]),
         max_attempts=entry.max_attempts,
+        key_concurrency=entry.key_concurrency,
+        key_rate=entry.key_rate,
     )
 
 
 # --- public operations (wrapped by the package) ------------------------------------------------
 
 
-def create_queue(db_or_tr: Any, name: str, kind: str, max_attempts: int | None = None) -> QueueInfo:
+def create_queue(db_or_tr: Any, name: str, kind: str, max_attempts: int | None = None,
+                 key_concurrency: int | None = None, key_rate: float | None = None) -> QueueInfo:
     """Create the queue, choosing its id once for every attempt.
 
     A fresh random id per queue means its data never meets the data of an earlier queue of this
@@ -256,7 +276,7 @@ def create_queue(db_or_tr: Any, name: str, kind: str, max_attempts: int | None =
     (1021) that finds an entry with *this* id knows that its own earlier attempt committed, and
     reports success instead of QueueAlreadyExists.
     """
-    entry = Entry(name, kind, now_micros(), os.urandom(QUEUE_ID_BYTES), max_attempts)
+    entry = Entry(name, kind, now_micros(), os.urandom(QUEUE_ID_BYTES), max_attempts, key_concurrency, key_rate)
     return _create(db_or_tr, entry)
 
 
@@ -271,7 +291,7 @@ def _create(tr: Any, entry: Entry) -> QueueInfo:
         _catalog_changed(tr)
     return QueueInfo(
         entry.name, entry.kind, 0, 0, 0, None, None, None, to_datetime(entry.created_us),
-        max_attempts=entry.max_attempts,
+        max_attempts=entry.max_attempts, key_concurrency=entry.key_concurrency, key_rate=entry.key_rate,
     )
 
 
@@ -282,10 +302,23 @@ def set_max_attempts(tr: Any, name: str, max_attempts: int | None) -> QueueInfo:
     Takes effect for leases that run out or are released from now on; items already dead stay.
     """
     entry, qk = require(tr, name)
-    changed = Entry(entry.name, entry.kind, entry.created_us, entry.queue_id, max_attempts)
+    changed = entry.with_options(max_attempts=max_attempts)
     if changed != entry:
         tr[keys.catalog_key(qk.root, name)] = changed.pack()
         _catalog_changed(tr)
+    return info(tr, changed, qk)
+
+
+@transactional
+def set_options(tr: Any, name: str, changes: dict[str, Any], on_change: Callable[[Any, keys.QueueKeys], None]) -> QueueInfo:
+    """Rewrite the entry with ``changes`` (checked by the caller), and bump the metadata version;
+    ``on_change(tr, qk)`` runs when anything changed (say, to reset state kept under old options)."""
+    entry, qk = require(tr, name)
+    changed = entry.with_options(**changes)
+    if changed != entry:
+        tr[keys.catalog_key(qk.root, name)] = changed.pack()
+        _catalog_changed(tr)
+        on_change(tr, qk)
     return info(tr, changed, qk)
 
 

@@ -6,12 +6,14 @@ what a retry after ``commit_unknown_result`` finds).
 
 from __future__ import annotations
 
+import time
 import warnings
 from typing import Any
 
 from django_fdbqueue.exceptions import InvalidArgument
+from django_fdbqueue.fdbapi import is_transaction
 
-from . import keys, leases
+from . import keyclaims, keys, leases
 from .leases import DEFAULT_LEASE_SECONDS, MAX_LEASE_SECONDS
 from .observe import observed
 from .records import Lease
@@ -36,12 +38,23 @@ def claim(
 
     The item stays stored but hidden; ack it with the Lease's receipt when done, or it comes
     back at its place in queue order when the lease ends. ``item.attempts`` counts this claim.
-    ``wait`` blocks as for ``pop`` (and then needs the database).
+    ``wait`` blocks as for ``pop`` (and then needs the database). On a queue with per-key
+    limits, items whose key is at its limit are skipped (``keyclaims``).
     """
     keys.check_name(name)
     keys.check_end(end)
     seconds = _check_lease(lease)
-    return blocking(db_or_tr, name, end, wait, lambda: leases.claim_once(db_or_tr, name, seconds, end))
+    deadline = time.monotonic() + (wait if isinstance(wait, (int, float)) else 0)
+
+    def attempt() -> Lease | None:
+        got = leases.claim_once(db_or_tr, name, seconds, end)
+        if isinstance(got, keyclaims.Blocked):  # items, but every candidate's key at its limit
+            if wait is not None and not is_transaction(db_or_tr):
+                keyclaims.pause(db_or_tr, got, deadline)
+            return None
+        return got
+
+    return blocking(db_or_tr, name, end, wait, attempt)
 
 
 @observed

@@ -10,7 +10,7 @@ from django_fdbqueue import codecs
 from django_fdbqueue.exceptions import InvalidArgument, ValueTooLarge, WrongQueueKind
 from django_fdbqueue.fdbapi import ErrorCode, fdb, is_transaction, make_error, transactional
 
-from . import attempts, catalog, deadletters, dedup, keys, visibility
+from . import attempts, catalog, deadletters, dedup, keylimits, keys, visibility
 from .attempts import Attempt
 from .catalog import QUEUE_ID_BYTES, Entry, counter_bytes, first, read_counter, require, require_with
 from .records import Item, Page, PendingItem, now_micros, to_datetime
@@ -54,10 +54,11 @@ class Prepared:
     enqueued_us: int
     visible_us: int | None = None  # set: delayed until then
     dedup: str | None = None
+    key: str | None = None  # the limit key (keylimits)
 
     @property
     def meta(self) -> keys.ItemMeta:
-        return keys.ItemMeta(self.enqueued_us, self.codec, 0, self.dedup)
+        return keys.ItemMeta(self.enqueued_us, self.codec, 0, self.dedup, self.key)
 
     def cost(self, qk: keys.QueueKeys) -> int:
         """Bytes this push adds to a transaction, as FoundationDB counts them.
@@ -79,7 +80,7 @@ class Prepared:
 
 def prepare(
     value: Any, priority: Any, codec: codecs.Codec | str | None, *,
-    visible_us: int | None = None, dedup_key: str | None = None,
+    visible_us: int | None = None, dedup_key: str | None = None, key: str | None = None,
 ) -> Prepared:
     priority = keys.check_priority(priority)
     chosen = codecs.choose(value, codec)
@@ -91,7 +92,7 @@ def prepare(
             size=len(payload),
             limit=MAX_VALUE_BYTES,
         )
-    return Prepared(priority, chosen.name, payload, now_micros(), visible_us, dedup_key)
+    return Prepared(priority, chosen.name, payload, now_micros(), visible_us, dedup_key, key)
 
 
 def decode_item(qk: keys.QueueKeys, kv: Any) -> Item:
@@ -511,5 +512,6 @@ def clear(tr: Any, name: str) -> None:
         r = space.range()
         tr.clear_range(r.start, r.stop)
     dedup.forget_all(tr, qk)
+    keylimits.reset(tr, qk, counts=True)  # the leases are gone, and their keys' slots with them
     for which in (keys.SIZE, keys.LEASED, keys.DELAYED):
         tr[qk.counter(which)] = counter_bytes(0)

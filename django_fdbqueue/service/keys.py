@@ -21,8 +21,11 @@ Everything the service writes lives under the app's root subspace (``FDBQUEUE["R
     root / "q" / queue_id / "k" / "t" / kept_until_us / dedup_key -> b""   when to forget a key
     root / "q" / queue_id / "s" / epoch / lease_token -> outcome   settled leases (for 1021 retries)
     root / "q" / queue_id / "w"                    -> 8-byte counter      wake-up key for watches
+    root / "q" / queue_id / "y" / "n" / key       -> 8-byte counter   leases held by items of a key
+    root / "q" / queue_id / "y" / "f" / key       -> b""         the key is at its concurrency limit
+    root / "q" / queue_id / "y" / "b" / key       -> (tokens, refilled_at_us)   a key's token bucket
 
-``meta...`` is ``enqueued_at_us, codec[, attempts[, dedup_key]]`` (see :class:`ItemMeta`): what
+``meta...`` is ``enqueued_at_us, codec[, attempts[, dedup_key[, key]]]`` (see :class:`ItemMeta`): what
 an item carries with it from state to state, trailing defaults left out, so the keys of items
 that were never claimed nor deduplicated are exactly the short ones of earlier releases.
 
@@ -112,6 +115,7 @@ DEDUP_RECORDS = "k"
 DEDUP_EXPIRY = "t"
 SETTLED = "s"
 WAKE = "w"
+KEY_LIMITS = "y"
 RESERVED = ("m",)
 
 SIZE = "size"
@@ -242,8 +246,12 @@ class ItemMeta:
     codec: str
     attempts: int = 0
     dedup: str | None = None
+    #: The item's limit key (``push(..., key=...)``): see ``keylimits``.
+    key: str | None = None
 
     def elements(self) -> tuple:
+        if self.key is not None:
+            return (self.enqueued_us, self.codec, self.attempts, self.dedup, self.key)
         if self.dedup is not None:
             return (self.enqueued_us, self.codec, self.attempts, self.dedup)
         if self.attempts:
@@ -255,11 +263,11 @@ class ItemMeta:
         return cls(*rest)
 
     def claimed(self) -> "ItemMeta":
-        return ItemMeta(self.enqueued_us, self.codec, self.attempts + 1, self.dedup)
+        return ItemMeta(self.enqueued_us, self.codec, self.attempts + 1, self.dedup, self.key)
 
     def fresh(self) -> "ItemMeta":
         """Attempts forgotten: a dead letter requeued by hand starts over."""
-        return ItemMeta(self.enqueued_us, self.codec, 0, self.dedup)
+        return ItemMeta(self.enqueued_us, self.codec, 0, self.dedup, self.key)
 
 
 @dataclass(frozen=True)
@@ -342,6 +350,26 @@ class QueueKeys:
     @cached_property
     def settled(self) -> fdb.Subspace:
         return self.space[SETTLED]
+
+    @cached_property
+    def key_counts(self) -> fdb.Subspace:
+        """Per limit key: how many of its items are leased now (atomic adds)."""
+        return self.space[KEY_LIMITS]["n"]
+
+    @cached_property
+    def key_full(self) -> fdb.Subspace:
+        """Per limit key at its concurrency limit: a marker a limited claim reads in one range."""
+        return self.space[KEY_LIMITS]["f"]
+
+    @cached_property
+    def key_buckets(self) -> fdb.Subspace:
+        """Per limit key: its token bucket (tokens left, when they were counted)."""
+        return self.space[KEY_LIMITS]["b"]
+
+    @cached_property
+    def key_limits(self) -> fdb.Subspace:
+        """All the per-key limit state of the queue."""
+        return self.space[KEY_LIMITS]
 
     @cached_property
     def wake_key(self) -> bytes:

@@ -28,9 +28,9 @@ from typing import Any, Callable
 from django_fdbqueue.exceptions import InvalidReceipt, LeaseExpired, LeaseNotFound
 from django_fdbqueue.fdbapi import ErrorCode, FDBError, _count_retry, bounded, is_transaction, transactional
 
-from . import dedup, keys, visibility
-from .catalog import counter_bytes, require, require_with
-from .items import first_reads, promote_and_walk
+from . import dedup, keyclaims, keylimits, keys, visibility
+from .catalog import counter_bytes, require, require_with_entry
+from .items import promote_and_walk
 from .records import Lease, now_micros, to_datetime
 
 DEFAULT_LEASE_SECONDS = 30.0
@@ -57,16 +57,27 @@ def _epoch(micros: int) -> int:
 # --- claim -----------------------------------------------------------------------------------------
 
 
-@transactional(trusts=lambda lease: lease is not None)  # "none ready" needs a fresh read version
-def claim_once(tr: Any, name: str, lease: float, end: str) -> Lease | None:
-    """Take the next ready item under a lease of ``lease`` seconds; None when none is ready."""
-    entry, qk, sent = require_with(tr, name, lambda qk: first_reads(tr, qk, end, 1), fifo_ok=end == "min")
-    now_us = sent[0]
-    kvs, _cut = promote_and_walk(tr, entry, qk, end, 1, sent=sent)
-    if not kvs:
-        return None
-    kv = kvs[0]
+@transactional(trusts=lambda lease: isinstance(lease, Lease))  # "none ready" needs a fresh read version
+def claim_once(tr: Any, name: str, lease: float, end: str) -> Lease | keyclaims.Blocked | None:
+    """Take the next ready item under a lease of ``lease`` seconds; None when none is ready.
+
+    On a queue with per-key limits, the next item whose key is under its limits (``keyclaims``),
+    or ``Blocked`` when there are items but none may be claimed now.
+    """
+    entry, qk, (limits, sent) = require_with_entry(
+        tr, name, lambda entry, qk: keyclaims.first_reads(tr, entry, qk, end), fifo_ok=end == "min"
+    )
+    if limits is None:
+        now_us = sent[0]
+        kvs, _cut = promote_and_walk(tr, entry, qk, end, 1, sent=sent)
+        kv = kvs[0] if kvs else None
+    else:
+        now_us = sent[0][0]
+        kv = keyclaims.choose(tr, entry, qk, end, limits, sent)
+    if kv is None or isinstance(kv, keyclaims.Blocked):
+        return kv
     priority, stamp, meta = visibility.take_ready(tr, qk, bytes(kv.key))
+    keylimits.taken(tr, qk, meta)
     tr.add(qk.counter(keys.SIZE), counter_bytes(-1))
     hidden = visibility.Hidden(now_us + _micros(lease), priority, stamp, os.urandom(keys.LEASE_TOKEN_BYTES), meta.claimed())
     visibility.hide(tr, qk, hidden, bytes(kv.value))
@@ -175,6 +186,7 @@ def ack(db_or_tr: Any, receipt: str, name: str | None = None) -> None:
     def body(tr: Any, held: Held) -> str:
         hidden, qk = held.hidden, held.qk
         visibility.unhide(tr, qk, hidden)
+        keylimits.give_back(tr, qk, held.entry, hidden.meta)
         tr.add(qk.counter(keys.POPPED), counter_bytes(1))
         dedup.consumed(tr, qk, hidden.priority, hidden.stamp, hidden.meta)
         _mark(tr, held, r.token, ACKED)
@@ -194,6 +206,7 @@ def release(db_or_tr: Any, receipt: str, delay: float, name: str | None = None) 
             raise LeaseNotFound(name=r.name)
         payload = bytes(payload)
         visibility.unhide(tr, qk, hidden)
+        keylimits.give_back(tr, qk, held.entry, hidden.meta)
         if visibility.exhausted(held.entry, hidden.meta):
             visibility.bury(tr, qk, hidden.priority, hidden.stamp, hidden.meta, payload, held.now_us)
             outcome = DEAD

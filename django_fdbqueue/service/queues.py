@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import catalog, items, keys
+from . import catalog, items, keylimits, keys
 from .observe import observed
 from .records import LIMIT_MAX, Page, QueueInfo
 
@@ -23,15 +23,52 @@ def _check_max_attempts(max_attempts: object) -> int | None:
 
 
 @observed
-def create_queue(db_or_tr: Any, name: str, kind: str = "fifo", *, max_attempts: int | None = None) -> QueueInfo:
+def create_queue(
+    db_or_tr: Any, name: str, kind: str = "fifo", *, max_attempts: int | None = None,
+    key_concurrency: int | None = None, key_rate: float | None = None,
+) -> QueueInfo:
     """Create an empty queue; an existing name raises QueueAlreadyExists (never an overwrite).
 
     ``max_attempts`` (1 to 1000, or None for no limit): claims an item may have without an
-    ack before it moves to the dead letters.
+    ack before it moves to the dead letters. ``key_concurrency`` and ``key_rate``: per-key
+    limits (see ``set_key_limits``).
     """
     keys.check_name(name)
     keys.check_kind(kind)
-    return catalog.create_queue(db_or_tr, name, kind, _check_max_attempts(max_attempts))
+    return catalog.create_queue(
+        db_or_tr, name, kind, _check_max_attempts(max_attempts),
+        keylimits.check_concurrency(key_concurrency), keylimits.check_rate(key_rate),
+    )
+
+
+_UNCHANGED: Any = object()
+
+
+@observed
+def set_key_limits(db_or_tr: Any, name: str, *, concurrency: Any = _UNCHANGED, rate: Any = _UNCHANGED) -> QueueInfo:
+    """Change the queue's per-key limits; an argument left out stays as it is, None removes it.
+
+    ``concurrency``: at most this many items of one key leased at once (1 to 1,000,000).
+    ``rate``: at most this many claims per second per key (above 0), a token bucket holding
+    ``max(1, rate)`` tokens. Items pushed with ``key=`` are limited; items without are not.
+    Leases held now keep counting; the keys' markers and buckets start afresh.
+    """
+    keys.check_name(name)
+    changes = {}
+    if concurrency is not _UNCHANGED:
+        changes["key_concurrency"] = keylimits.check_concurrency(concurrency)
+    if rate is not _UNCHANGED:
+        changes["key_rate"] = keylimits.check_rate(rate)
+    return catalog.set_options(db_or_tr, name, changes, lambda tr, qk: keylimits.reset(tr, qk, counts=False))
+
+
+@observed
+def key_limit_state(db_or_tr: Any, name: str, *, top: int = 20) -> keylimits.KeyLimitState:
+    """The queue's per-key limits and where its keys stand: the ``top`` keys by leases held, and
+    those at their concurrency limit (snapshot reads: never conflicts)."""
+    keys.check_name(name)
+    top = keys.check_count(top, "top", minimum=1, maximum=LIMIT_MAX)
+    return keylimits.state(db_or_tr, name, top)
 
 
 @observed

@@ -169,6 +169,9 @@ class QueueInfo:
     delayed: int = 0
     dead: int = 0
     max_attempts: int | None = None
+    #: Per-key limits (see ``service.keylimits``): leases at once, and claims per second, per key.
+    key_concurrency: int | None = None
+    key_rate: float | None = None
 
     @property
     def oldest_age_seconds(self) -> float | None:

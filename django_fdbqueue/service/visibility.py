@@ -20,7 +20,7 @@ from typing import Any, Iterable, Iterator
 from django_fdbqueue import codecs
 from django_fdbqueue.fdbapi import fdb
 
-from . import keys
+from . import keylimits, keys
 from .catalog import Entry, counter_bytes
 from .records import Item, ScheduledItem, to_datetime
 
@@ -153,6 +153,8 @@ def promote(tr: Any, qk: keys.QueueKeys, entry: Entry, now_us: int, rows: Iterab
         hidden = Hidden.from_key(qk, key)
         tr.add_read_conflict_key(key)  # two clients moving the same item: one retries
         unhide(tr, qk, hidden)
+        if hidden.leased:
+            keylimits.give_back(tr, qk, entry, hidden.meta)  # a lease ran out: its key's slot too
         if hidden.leased and exhausted(entry, hidden.meta):
             bury(tr, qk, hidden.priority, hidden.stamp, hidden.meta, bytes(kv.value), now_us)
         else:

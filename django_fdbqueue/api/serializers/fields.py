@@ -18,6 +18,7 @@ from django_fdbqueue.exceptions import InvalidCursor
 from .limits import (
     INT64_MAX,
     INT64_MIN,
+    KEY_MAX_BYTES,
     MAX_DELAY_SECONDS,
     MAX_LEASE_SECONDS,
     MAX_WAIT_SECONDS,
@@ -215,6 +216,34 @@ class SecondsField(serializers.FloatField):
         if self.positive and number <= 0:
             self.fail("not_positive")
         return number
+
+
+class RateField(SecondsField):
+    """Claims per second (a queue's ``key_rate``): a JSON number above 0, or null."""
+
+    default_error_messages = {
+        "invalid": "A number of claims per second is required.",
+        "not_positive": "Must be greater than 0.",
+    }
+
+
+class LimitKeyField(StrictCharField):
+    """A push's limit ``key``: 1 to KEY_MAX_BYTES bytes of UTF-8 (the service counts the bytes)."""
+
+    def to_internal_value(self, data: Any) -> str:
+        value = super().to_internal_value(data)
+        if len(value.encode("utf-8")) > KEY_MAX_BYTES:
+            raise serializers.ValidationError(f"At most {KEY_MAX_BYTES} bytes of UTF-8.")
+        return value
+
+
+def key_field() -> LimitKeyField:
+    return LimitKeyField(
+        required=False,
+        min_length=1,
+        help_text=f"The item's limit key (a customer id, an API host): 1 to {KEY_MAX_BYTES} bytes of UTF-8. "
+        "The queue's key_concurrency and key_rate limit claims per key; items without a key are not limited.",
+    )
 
 
 # An ISO 8601 / RFC 3339 date and time as clients write them, ASCII digits only: Django's

@@ -17,6 +17,7 @@ from .fields import (
     StrictFieldsMixin,
     ValueField,
     delay_field,
+    key_field,
 )
 from .limits import (
     DEDUP_KEY_MAX_LENGTH,
@@ -128,6 +129,7 @@ class PushItemSerializer(StrictFieldsMixin, serializers.Serializer):
     value = ValueField(required=True)
     priority = PriorityField(default=0)
     dedup_key = _dedup_key_field()
+    key = key_field()
     delay = delay_field(_PUSH_DELAY_HELP, required=False)
     not_before = _not_before_field()
 
@@ -150,6 +152,7 @@ class PushBatchSerializer(StrictFieldsMixin, serializers.Serializer):
     """
 
     items = PushBatchEntrySerializer(many=True, allow_empty=False, max_length=MAX_BATCH_ITEMS)
+    key = key_field()
     delay = delay_field(_PUSH_DELAY_HELP, required=False)
     not_before = _not_before_field()
 
@@ -160,6 +163,7 @@ class PushSerializer(StrictFieldsMixin, serializers.Serializer):
     value = ValueField(required=False)
     priority = PriorityField(required=False)
     dedup_key = _dedup_key_field()
+    key = key_field()
     delay = delay_field(_PUSH_DELAY_HELP, required=False)
     not_before = _not_before_field()
     items = PushBatchEntrySerializer(many=True, required=False, allow_empty=False, max_length=MAX_BATCH_ITEMS)

@@ -30,3 +30,7 @@ RECEIPT_MAX_LENGTH = 2_000
 STATES_SCHEDULED = ("leased", "delayed")
 STATES_RELEASED = ("ready", "delayed", "dead")
 LEASE_GONE_REASONS = (LeaseExpired.reason, LeaseNotFound.reason)
+# Per-key limits (service.keylimits): a push's key, and a queue's key_concurrency and key_rate.
+KEY_MAX_BYTES = service.KEY_MAX_BYTES
+KEY_CONCURRENCY_MAX = 1_000_000
+KEY_RATE_MAX = 1_000_000.0

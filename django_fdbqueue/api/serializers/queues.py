@@ -12,8 +12,16 @@ from rest_framework.reverse import reverse
 
 from django_fdbqueue.paths import name_to_segment
 
-from .fields import CursorField, QueryIntegerField, QueueNameField, QueuePrefixField, StrictFieldsMixin, StrictIntegerField
-from .limits import DEFAULT_LIMIT, KINDS, MAX_ATTEMPTS_LIMIT, MAX_LIMIT
+from .fields import (
+    CursorField,
+    QueryIntegerField,
+    QueueNameField,
+    QueuePrefixField,
+    RateField,
+    StrictFieldsMixin,
+    StrictIntegerField,
+)
+from .limits import DEFAULT_LIMIT, KEY_CONCURRENCY_MAX, KEY_RATE_MAX, KINDS, MAX_ATTEMPTS_LIMIT, MAX_LIMIT
 from .pages import PageSerializer
 
 
@@ -43,6 +51,10 @@ class QueueSerializer(serializers.Serializer):
     max_attempts = serializers.IntegerField(
         allow_null=True, help_text="Claims without an ack after which an item becomes a dead letter; null: no limit."
     )
+    key_concurrency = serializers.IntegerField(
+        allow_null=True, help_text="Most items of one key leased at once; null: no limit."
+    )
+    key_rate = serializers.FloatField(allow_null=True, help_text="Most claims per second per key; null: no limit.")
     url = serializers.SerializerMethodField()
 
     @extend_schema_field(OpenApiTypes.URI)
@@ -73,19 +85,80 @@ def _max_attempts_field(**kwargs: Any) -> StrictIntegerField:
     )
 
 
+def _key_concurrency_field(**kwargs: Any) -> StrictIntegerField:
+    return StrictIntegerField(
+        min_value=1,
+        max_value=KEY_CONCURRENCY_MAX,
+        allow_null=True,
+        help_text=f"1 to {KEY_CONCURRENCY_MAX:,}: most items pushed with the same key leased at once; null: no limit.",
+        **kwargs,
+    )
+
+
+def _key_rate_field(**kwargs: Any) -> RateField:
+    return RateField(
+        positive=True,
+        max_value=KEY_RATE_MAX,
+        allow_null=True,
+        help_text="Most claims per second of items with the same key (a token bucket of max(1, rate) tokens), "
+        "above 0; null: no limit.",
+        **kwargs,
+    )
+
+
 class QueueCreateSerializer(StrictFieldsMixin, serializers.Serializer):
     """POST queues/."""
 
     name = QueueNameField()
     kind = serializers.ChoiceField(choices=KINDS, default="fifo")
     max_attempts = _max_attempts_field(default=None)
+    key_concurrency = _key_concurrency_field(default=None)
+    key_rate = _key_rate_field(default=None)
 
 
 class QueueUpdateSerializer(StrictFieldsMixin, serializers.Serializer):
-    """PATCH queues/{name}/: the one setting a queue may change. Absent, nothing changes (as
+    """PATCH queues/{name}/: the settings a queue may change. Absent, nothing changes (as
     PATCH goes, and as the schema, which documents PATCH bodies as partial, says)."""
 
     max_attempts = _max_attempts_field(required=False)
+    key_concurrency = _key_concurrency_field(required=False)
+    key_rate = _key_rate_field(required=False)
+
+
+class KeyCountSerializer(serializers.Serializer):
+    """One key and the leases its items hold."""
+
+    key = serializers.CharField()
+    leased = serializers.IntegerField()
+
+
+class KeyLimitStateSerializer(serializers.Serializer):
+    """GET queues/{name}/key-limits/: the queue's per-key limits and where its keys stand."""
+
+    name = serializers.CharField()
+    concurrency = serializers.IntegerField(allow_null=True, help_text="key_concurrency; null: no limit.")
+    rate = serializers.FloatField(allow_null=True, help_text="key_rate; null: no limit.")
+    keys_leased = serializers.IntegerField(help_text="How many keys hold at least one lease.")
+    leased = KeyCountSerializer(many=True, help_text="The keys holding the most leases, most first.")
+    at_limit = serializers.ListField(
+        child=serializers.CharField(), help_text="Keys with as many leases as key_concurrency allows."
+    )
+
+    def to_representation(self, state: Any) -> dict[str, Any]:
+        return {
+            "name": state.name,
+            "concurrency": state.concurrency,
+            "rate": state.rate,
+            "keys_leased": state.keys_leased,
+            "leased": [{"key": key, "leased": count} for key, count in state.leased],
+            "at_limit": list(state.at_limit),
+        }
+
+
+class KeyLimitQuerySerializer(serializers.Serializer):
+    """Query of GET queues/{name}/key-limits/."""
+
+    top = QueryIntegerField(required=False, default=20, min_value=1, max_value=MAX_LIMIT, help_text="Keys shown.")
 
 
 class QueueListQuerySerializer(serializers.Serializer):

@@ -19,7 +19,7 @@ class Command(BaseCommand):
     help = (
         "Operate FDB queues: list, create, stats, push, pop, peek, browse, clear, delete; token; "
         "claim, ack, release, extend, dead-letters, requeue, delete-dead-letter, set-max-attempts; "
-        "worker; bench. Add --json to any subcommand for JSON output. Exit codes: 0 done, 1 nothing to pop "
+        "worker; scheduler, schedules; bench. Add --json to any subcommand for JSON output. Exit codes: 0 done, 1 nothing to pop "
         "or peek, 2 bad input, 3 the queue store failed."
     )
     # The settings are read when the store is opened, and a failure there is exit code 3 with

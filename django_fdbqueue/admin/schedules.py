@@ -1,0 +1,172 @@
+"""The admin's schedules page: every periodic schedule with its next and last run and last result,
+a form to add one, and per schedule: edit, pause or resume, run now, delete.
+
+It sits under the queues (``admin/__init__`` adds ``schedules/`` to the ``Queue`` admin's
+addresses), behind the admin's login and staff check, with the queue model's permissions: view
+to see the list, add to create, change to edit, pause, resume and run now, delete to delete.
+The work is ``django_fdbqueue.schedules``'; the form's checks are the schedule model's own.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django import forms
+from django.contrib import messages
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
+
+from django_fdbqueue import schedules
+from django_fdbqueue.connection import get_database
+from django_fdbqueue.exceptions import InvalidArgument, ScheduleAlreadyExists, ScheduleNotFound
+from django_fdbqueue.schedules import model
+
+from .pages import AdminPages, store_guard
+
+KINDS = (("push", "Push an item to a queue"), ("task", "Enqueue a Django task"))
+
+
+class ScheduleForm(forms.Form):
+    """A schedule's definition, checked by ``schedules.model`` (errors land on their field)."""
+
+    name = forms.CharField(max_length=model.NAME_MAX_LENGTH, help_text="Letters, digits, '.', '_' and '-'.")
+    kind = forms.ChoiceField(choices=KINDS, label="What to do")
+    queue = forms.CharField(required=False, help_text="For a push: the queue.")
+    value = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}), initial="null",
+                            help_text="For a push: the item's value, as JSON.")
+    priority = forms.IntegerField(required=False, initial=0, help_text="For a push: the item's priority.")
+    task = forms.CharField(required=False, help_text="For a task: its dotted path, e.g. myapp.tasks.report.")
+    backend = forms.CharField(required=False, initial="default", help_text="For a task: the TASKS alias.")
+    kwargs = forms.CharField(required=False, initial="{}", help_text="For a task: keyword arguments, as JSON.")
+    cron = forms.CharField(required=False, help_text="A cron expression, e.g. */5 * * * * (or give an interval).")
+    interval = forms.FloatField(required=False, help_text="Or: seconds between runs.")
+    tz = forms.CharField(initial="UTC", label="Time zone", help_text="An IANA name, e.g. Europe/Paris.")
+    catch_up = forms.ChoiceField(choices=[(p, p) for p in model.CATCH_UP_POLICIES], initial="last",
+                                 help_text="Missed runs: fire the last once, all (at most "
+                                           f"{model.MAX_CATCH_UP}), or none.")
+
+    def _json(self, field: str) -> Any:
+        try:
+            return json.loads(self.cleaned_data.get(field) or "null")
+        except ValueError as error:
+            self.add_error(field, f"Not JSON: {error}")
+            return None
+
+    def target(self) -> dict:
+        data = self.cleaned_data
+        if data.get("kind") == "task":
+            return {"kind": "task", "task": data.get("task"), "backend": data.get("backend") or "default",
+                    "args": [], "kwargs": self._json("kwargs") or {}}
+        priority = data.get("priority")
+        return {"kind": "push", "queue": data.get("queue"), "value": self._json("value"),
+                "priority": 0 if priority is None else priority}
+
+    def clean(self) -> dict:
+        data = super().clean()
+        if self.errors:
+            return data
+        data["definition"] = {"target": self.target(), "cron": data.get("cron") or None,
+                              "interval": data.get("interval"), "tz": data.get("tz"), "catch_up": data.get("catch_up")}
+        try:
+            model.make(data.get("name"), **data["definition"])
+        except InvalidArgument as error:
+            self._place(error)
+        return data
+
+    def _place(self, error: InvalidArgument) -> None:
+        """Put the model's refusal on the field it is about."""
+        field = error.context.get("field") or {"invalid_queue_name": "queue", "invalid_priority": "priority"}.get(
+            error.code)
+        field = {"target": "kind", "args": "kwargs"}.get(field, field)
+        self.add_error(field if field in self.fields else None, error.message)
+
+    @classmethod
+    def initial_of(cls, schedule: model.Schedule) -> dict:
+        target = schedule.target
+        return {"name": schedule.name, "kind": target["kind"], "queue": target.get("queue", ""),
+                "value": json.dumps(target.get("value")), "priority": target.get("priority", 0),
+                "task": target.get("task", ""), "backend": target.get("backend", "default"),
+                "kwargs": json.dumps(target.get("kwargs", {})), "cron": schedule.cron or "",
+                "interval": schedule.interval, "tz": schedule.tz, "catch_up": schedule.catch_up}
+
+
+class ScheduleAdminViews(AdminPages):
+    """The schedules page and its actions."""
+
+    ACTIONS = {"pause": "change", "resume": "change", "run-now": "change", "delete": "delete"}
+
+    def _rows(self) -> list[dict]:
+        return [{"schedule": s, "data": model.as_data(s), "edit_url": self.url("schedule_edit", s.name),
+                 "action_url": self.url("schedule_action", s.name)} for s in schedules.list_schedules(get_database())]
+
+    def _list(self, request: HttpRequest, form: ScheduleForm, status: int = 200) -> HttpResponse:
+        context = self.context(request, "Schedules", rows=self._rows(), form=form,
+                               schedules_url=self.url("schedules"))
+        return self.render(request, "schedule_list.html", context, status=status)
+
+    @store_guard
+    def schedule_list(self, request: HttpRequest) -> HttpResponse:
+        """GET: the list and the add form; POST: create from the form."""
+        self.require(request, "view")
+        if request.method != "POST":
+            return self._list(request, ScheduleForm())
+        self.require(request, "add")
+        form = ScheduleForm(request.POST)
+        if not form.is_valid():
+            return self._list(request, form, status=400)
+        try:
+            schedules.create(get_database(), form.cleaned_data["name"], **form.cleaned_data["definition"])
+        except ScheduleAlreadyExists as error:
+            form.add_error("name", str(error))
+            return self._list(request, form, status=400)
+        messages.success(request, f"Schedule {form.cleaned_data['name']!r} created.")
+        return HttpResponseRedirect(self.url("schedules"))
+
+    @store_guard
+    def schedule_edit(self, request: HttpRequest, name: str) -> HttpResponse:
+        """GET: the schedule's form; POST: save its new definition (its name stays)."""
+        self.require(request, "change")
+        schedule = self._get(name)
+        form = ScheduleForm(request.POST or None, initial=ScheduleForm.initial_of(schedule))
+        form.fields["name"].disabled = True
+        if request.method == "POST" and form.is_valid():
+            schedules.update(get_database(), name, **form.cleaned_data["definition"])
+            messages.success(request, f"Schedule {name!r} saved.")
+            return HttpResponseRedirect(self.url("schedules"))
+        context = self.context(request, f"Edit schedule {name}", form=form, schedule=schedule,
+                               schedules_url=self.url("schedules"))
+        return self.render(request, "schedule_edit.html", context, status=400 if form.errors else 200)
+
+    @store_guard
+    def schedule_action(self, request: HttpRequest, name: str) -> HttpResponse:
+        """POST ``action`` = pause, resume, run-now or delete."""
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        action = request.POST.get("action", "")
+        if action not in self.ACTIONS:
+            messages.error(request, f"Unknown action {action!r}.")
+            return HttpResponseRedirect(self.url("schedules"))
+        self.require(request, self.ACTIONS[action])
+        self._get(name)
+        messages.success(request, self._act(action, name))
+        return HttpResponseRedirect(self.url("schedules"))
+
+    def _act(self, action: str, name: str) -> str:
+        db = get_database()
+        if action == "pause":
+            schedules.pause(db, name)
+            return f"Schedule {name!r} paused."
+        if action == "resume":
+            schedules.resume(db, name)
+            return f"Schedule {name!r} resumed."
+        if action == "delete":
+            schedules.delete(db, name)
+            return f"Schedule {name!r} deleted."
+        fired = schedules.run_now(db, name)
+        return f"Schedule {name!r} ran now: {fired.result['status']} ({fired.result['detail']})."
+
+    def _get(self, name: str) -> model.Schedule:
+        try:
+            return schedules.get(get_database(), name)
+        except (ScheduleNotFound, InvalidArgument) as error:
+            raise Http404(str(error)) from error

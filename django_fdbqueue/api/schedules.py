@@ -1,0 +1,123 @@
+"""The schedules routes: list, create, retrieve, update (PATCH), delete, pause, resume, run-now.
+
+Thin over ``django_fdbqueue.schedules``: a serializer checks the request, the schedules module does
+the work, errors go through the API's one exception handler (``api.exceptions``). Mounted at
+``schedules/`` by ``api.urls``, with the queues' permissions.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import status, viewsets
+from rest_framework.decorators import action
+from rest_framework.permissions import BasePermission
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from django_fdbqueue import schedules
+from django_fdbqueue.connection import get_database
+from django_fdbqueue.schedules.model import as_data, iso
+
+from . import openapi, permissions
+from .exceptions import exception_handler
+from .parsers import BoundedJSONParser
+from .serializers import ErrorSerializer, UnavailableErrorSerializer, ValidationErrorSerializer
+from .serializers.schedules import (
+    NAME_REGEX,
+    FiredSerializer,
+    ScheduleCreateSerializer,
+    ScheduleSerializer,
+    ScheduleUpdateSerializer,
+)
+
+_ERRORS = {
+    400: (ValidationErrorSerializer, "Invalid request: a malformed cron expression, an unknown time zone, "
+          "a bad catch-up policy, an interval of zero or less, a bad target or name, or an unknown field."),
+    401: (ErrorSerializer, "Not authenticated."),
+    403: (ErrorSerializer, "Not allowed (or not authenticated, with session authentication)."),
+    404: (ErrorSerializer, "No schedule of that name."),
+    409: (ErrorSerializer, "A schedule of that name already exists."),
+    503: (UnavailableErrorSerializer, "The database is unavailable or timed out; retry later."),
+}
+_UNKNOWN_FIELDS = (
+    " A field the body does not define is refused too, never ignored: code invalid, and `errors` names it "
+    "with \"Unknown field.\"."
+)
+_RETRY_AFTER = OpenApiParameter(
+    "Retry-After", int, OpenApiParameter.HEADER, response=[503], description="Seconds to wait before retrying."
+)
+_NAME = OpenApiParameter("name", str, OpenApiParameter.PATH, required=True, pattern=rf"^{NAME_REGEX}$",
+                         description="The schedule's name.")
+
+
+def _schema(summary: str, success: dict[int, Any], errors: tuple[int, ...], *, named: bool = True, **kwargs: Any) -> Any:
+    body = kwargs.get("request") is not None
+    responses = {code: OpenApiResponse(_ERRORS[code][0], description=_ERRORS[code][1] + (
+                     _UNKNOWN_FIELDS if body and code == 400 else ""))
+                 for code in sorted({*errors, 401, 403, 503})}
+    return extend_schema(summary=summary, responses={**success, **responses},
+                         parameters=[*([_NAME] if named else []), _RETRY_AFTER], tags=["schedules"], **kwargs)
+
+
+class ScheduleViewSet(viewsets.ViewSet):
+    """Periodic schedules: push an item or enqueue a task on a cron expression or an interval."""
+
+    schema = openapi.QueueAutoSchema()
+    lookup_field = "name"
+    lookup_value_regex = r"[^/]+"
+    parser_classes = [BoundedJSONParser]
+
+    def get_permissions(self) -> list[BasePermission]:
+        return permissions.get_permissions()
+
+    def get_exception_handler(self) -> Callable[[Exception, dict[str, Any]], Response | None]:
+        return exception_handler
+
+    def _body(self, serializer_class: type, request: Request) -> dict:
+        serializer = serializer_class(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        return dict(serializer.validated_data)
+
+    @_schema("List schedules", {200: ScheduleSerializer(many=True)}, (), named=False)
+    def list(self, request: Request) -> Response:
+        return Response([as_data(s) for s in schedules.list_schedules(get_database())])
+
+    @_schema("Create a schedule", {201: ScheduleSerializer}, (400, 409), named=False, request=ScheduleCreateSerializer)
+    def create(self, request: Request) -> Response:
+        data = self._body(ScheduleCreateSerializer, request)
+        created = schedules.create(get_database(), data.pop("name"), data.pop("target"), **data)
+        return Response(as_data(created), status=status.HTTP_201_CREATED)
+
+    @_schema("Show a schedule", {200: ScheduleSerializer}, (400, 404))
+    def retrieve(self, request: Request, name: str) -> Response:
+        return Response(as_data(schedules.get(get_database(), name)))
+
+    @_schema("Change a schedule's definition", {200: ScheduleSerializer}, (400, 404), request=ScheduleUpdateSerializer)
+    def partial_update(self, request: Request, name: str) -> Response:
+        changes = self._body(ScheduleUpdateSerializer, request)
+        return Response(as_data(schedules.update(get_database(), name, **changes)))
+
+    @_schema("Delete a schedule", {204: None}, (400, 404))
+    def destroy(self, request: Request, name: str) -> Response:
+        schedules.get(get_database(), name)  # 404 for a name that is not there
+        schedules.delete(get_database(), name)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    @_schema("Pause a schedule", {200: ScheduleSerializer}, (400, 404), request=None)
+    @action(detail=True, methods=["post"])
+    def pause(self, request: Request, name: str) -> Response:
+        return Response(as_data(schedules.pause(get_database(), name)))
+
+    @_schema("Resume a schedule from its next occurrence", {200: ScheduleSerializer}, (400, 404), request=None)
+    @action(detail=True, methods=["post"])
+    def resume(self, request: Request, name: str) -> Response:
+        return Response(as_data(schedules.resume(get_database(), name)))
+
+    @_schema("Fire a schedule once now", {200: FiredSerializer}, (400, 404), request=None)
+    @action(detail=True, methods=["post"], url_path="run-now")
+    def run_now(self, request: Request, name: str) -> Response:
+        fired = schedules.run_now(get_database(), name)
+        result = {k: v for k, v in fired.result.items() if k != "at_us"}
+        return Response({"name": fired.name, "result": {**result, "at": iso(fired.result.get("at_us"))}})

@@ -1,0 +1,104 @@
+"""Serializers of the schedules routes: the checks are the schedule model's own (``schedules.model``),
+run here so that a malformed cron expression, an unknown time zone, a bad catch-up policy or an
+interval of zero is a field-level 400 before any transaction starts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from django_fdbqueue.exceptions import InvalidArgument
+from django_fdbqueue.schedules import model
+
+from .fields import StrictFieldsMixin
+
+NAME_REGEX = r"[A-Za-z0-9._-]{1,%d}" % model.NAME_MAX_LENGTH
+TARGET_HELP = (
+    'What to fire: {"kind": "push", "queue": NAME, "value": JSON, "priority": INT} or '
+    '{"kind": "task", "task": "dotted.path", "backend": ALIAS, "args": [...], "kwargs": {...}}.'
+)
+
+
+def _checked(check: Any, *args: Any) -> Any:
+    """Run a model check; its refusal becomes the field's 400."""
+    try:
+        return check(*args)
+    except InvalidArgument as error:
+        raise serializers.ValidationError(error.message, code=error.code) from None
+
+
+class _DefinitionFields(StrictFieldsMixin, serializers.Serializer):
+    target = serializers.JSONField(help_text=TARGET_HELP)
+    cron = serializers.CharField(required=False, allow_null=True, trim_whitespace=False, max_length=200,
+                                 help_text="A cron expression (five fields, or six with seconds), e.g. */5 * * * *.")
+    interval = serializers.FloatField(required=False, allow_null=True,
+                                      help_text=f"Seconds between runs, {model.MIN_INTERVAL} to {model.MAX_INTERVAL}.")
+    tz = serializers.CharField(required=False, trim_whitespace=False, help_text="IANA time zone; default UTC.")
+    catch_up = serializers.ChoiceField(choices=model.CATCH_UP_POLICIES, required=False,
+                                       help_text="Missed occurrences: last (default), all (bounded) or none.")
+
+    def validate_target(self, value: Any) -> dict:
+        return _checked(model.check_target, value)
+
+    def validate_cron(self, value: Any) -> Any:
+        return value if value is None else _checked(model.check_trigger, value, None)[0]
+
+    def validate_interval(self, value: Any) -> Any:
+        return value if value is None else _checked(model.check_trigger, None, value)[1]
+
+    def validate_tz(self, value: Any) -> str:
+        return _checked(model.check_tz, value)
+
+
+class ScheduleCreateSerializer(_DefinitionFields):
+    """POST schedules/."""
+
+    name = serializers.RegexField(rf"^{NAME_REGEX}\Z", trim_whitespace=False,
+                                  help_text=f"1 to {model.NAME_MAX_LENGTH} letters, digits, '.', '_' or '-'.")
+    paused = serializers.BooleanField(required=False, default=False)
+
+    def validate(self, data: dict) -> dict:
+        if (data.get("cron") is None) == (data.get("interval") is None):
+            raise serializers.ValidationError({"cron": ["Give a cron expression or an interval (exactly one)."]})
+        return data
+
+
+class ScheduleUpdateSerializer(_DefinitionFields):
+    """PATCH schedules/{name}/: the definition fields to change; the others stay."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, partial=True, **kwargs)
+
+
+class LastResultSerializer(serializers.Serializer):
+    status = serializers.ChoiceField(choices=("ok", "error", "skipped"))
+    detail = serializers.CharField()
+    item = serializers.CharField(allow_null=True, help_text="The pushed item's id.")
+    task_result = serializers.CharField(allow_null=True, help_text="The enqueued task's result id.")
+    fired = serializers.IntegerField(help_text="Occurrences fired.")
+    skipped = serializers.BooleanField(help_text="Whether due occurrences were skipped (catch-up policy).")
+    at = serializers.DateTimeField()
+
+
+class ScheduleSerializer(serializers.Serializer):
+    """A schedule as the API shows it."""
+
+    name = serializers.CharField()
+    target = serializers.JSONField(help_text=TARGET_HELP)
+    cron = serializers.CharField(allow_null=True)
+    interval = serializers.FloatField(allow_null=True)
+    tz = serializers.CharField()
+    catch_up = serializers.ChoiceField(choices=model.CATCH_UP_POLICIES)
+    paused = serializers.BooleanField()
+    declared = serializers.BooleanField(help_text="Declared in code (synced by the scheduler).")
+    next_run = serializers.DateTimeField(allow_null=True, help_text="Null while paused.")
+    last_run = serializers.DateTimeField(allow_null=True)
+    last_result = LastResultSerializer(allow_null=True)
+
+
+class FiredSerializer(serializers.Serializer):
+    """What run-now did."""
+
+    name = serializers.CharField()
+    result = LastResultSerializer()

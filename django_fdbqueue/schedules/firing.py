@@ -1,0 +1,178 @@
+"""Firing schedules exactly once, however many schedulers run.
+
+One transaction reads the schedule (an ordinary read), checks that it is due, pushes its item
+(``service.push`` joined to the same transaction) or enqueues its task (the Tasks backend's
+``_enqueue``, which joins it too: the result record and the queue item), and advances
+``next_run``, moving the due entry. So:
+
+* Two schedulers firing one schedule at once both read its record and both write it: the second
+  to commit conflicts (1020), retries, reads the advanced ``next_run`` and fires nothing.
+* A firing commit that ends in ``commit_unknown_result`` (1021) is retried by ``transactional``;
+  if the first attempt did commit, the retry reads the advanced record and fires nothing.
+  Each push also carries the dedup key ``schedule:<name>:<occurrence_us>``, a second marker
+  written in the same transaction, so even a retry that found the schedule due again (it cannot,
+  the record is read first) would store no second item for that occurrence.
+* ``run_now`` does not advance ``next_run``; its occurrence is the time it was called, fixed
+  before its transaction starts, so its retry after 1021 finds ``last_run`` equal to it (and its
+  push's dedup key, or its task's result record with the same id) and fires nothing again.
+
+A target that cannot be fired (its queue does not exist, its task cannot be imported) does not
+block the schedule: the occurrence is used up, ``next_run`` advances, and the last result says
+``"error"`` with the reason.
+
+The id of a pushed item is made of its commit's versionstamp, so it exists only once the
+transaction committed: ``fire``/``run_now`` then write it into the last result in a second small
+transaction (only if the last result is still that firing's). A task's result id is chosen
+before the commit and is in the last result at once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from django_fdbqueue import service
+from django_fdbqueue.exceptions import ScheduleNotFound
+from django_fdbqueue.fdbapi import FDBError, transactional
+from django_fdbqueue.service.records import now_micros
+
+from . import model, store
+from .model import Schedule
+
+#: Due schedules one ``fire_due`` pass handles at most (it is called again at once while some remain).
+FIRE_BATCH = 100
+
+
+@dataclasses.dataclass
+class Fired:
+    """What one firing did: the occurrences fired (microseconds), and the last result it stored."""
+
+    name: str
+    occurrences: list[int]
+    result: dict
+    pending: list[Any] = dataclasses.field(default_factory=list, repr=False)
+
+
+def dedup_key(name: str, occurrence_us: int) -> str:
+    return f"schedule:{name}:{occurrence_us}"
+
+
+def _push(tr: Any, schedule: Schedule, occurrence_us: int) -> Any:
+    target = schedule.target
+    return service.push(tr, target["queue"], target["value"], target["priority"],
+                        dedup_key=dedup_key(schedule.name, occurrence_us))
+
+
+def _task(tr: Any, schedule: Schedule, result_id: str | None) -> str:
+    from .tasks_target import enqueue_in
+
+    return enqueue_in(tr, schedule.target, result_id)
+
+
+def _fire_targets(tr: Any, schedule: Schedule, occurrences: list[int], result_id: str | None = None) -> tuple[dict, list]:
+    """Push or enqueue once per occurrence; the result to store and the pending pushes."""
+    pending: list[Any] = []
+    task_ids: list[str] = []
+    try:
+        for occurrence in occurrences:
+            if schedule.target["kind"] == "push":
+                pending.append(_push(tr, schedule, occurrence))
+            else:
+                task_ids.append(_task(tr, schedule, result_id))
+    except FDBError:
+        raise
+    except Exception as error:  # noqa: BLE001 - any reason the target cannot fire is the result
+        return {"status": "error", "detail": f"{type(error).__name__}: {error}", "item": None,
+                "task_result": None}, []
+    detail = f"fired {len(occurrences)} occurrence(s)"
+    return {"status": "ok", "detail": detail, "item": None, "task_result": task_ids[-1] if task_ids else None}, pending
+
+
+def _result(base: dict, now_us: int, fired: int, skipped: bool) -> dict:
+    return {**base, "at_us": now_us, "fired": fired, "skipped": skipped}
+
+
+@transactional
+def _fire(tr: Any, name: str, now_us: int) -> Fired | None:
+    schedule = store.read(tr, name)
+    if schedule is None or schedule.paused or schedule.next_run_us is None or schedule.next_run_us > now_us:
+        return None  # not due (any more): another scheduler, or our own first attempt, fired it
+    occurrences, skipped = model.due_occurrences(schedule, now_us)
+    if occurrences:
+        base, pending = _fire_targets(tr, schedule, occurrences)
+    else:
+        base, pending = {"status": "skipped", "detail": "missed occurrences skipped (catch_up=none)",
+                         "item": None, "task_result": None}, []
+    result = _result(base, now_us, len(occurrences) if base["status"] == "ok" else 0, skipped)
+    store.write(tr, schedule.replace(
+        next_run_us=model.next_after(schedule, now_us),
+        last_run_us=occurrences[-1] if occurrences else schedule.last_run_us,
+        last_result=result,
+    ), schedule)
+    return Fired(name, occurrences, result, pending)
+
+
+def fire(db: Any, name: str, now_us: int | None = None) -> Fired | None:
+    """Fire ``name`` if it is due at ``now_us`` (default: now): None when it is not due."""
+    now_us = now_micros() if now_us is None else now_us
+    fired = _fire(db, model.check_name(name), now_us)
+    if fired is not None:
+        _note_item(db, fired, now_us)
+    return fired
+
+
+def fire_due(db: Any, now_us: int | None = None) -> list[Fired]:
+    """Fire every schedule due at ``now_us`` (default: now), each in its own transaction."""
+    now_us = now_micros() if now_us is None else now_us
+    done: list[Fired] = []
+    while True:
+        names = store.due_names(db, now_us, FIRE_BATCH)
+        before = len(done)
+        for name in names:
+            fired = fire(db, name, now_us)
+            if fired is not None:
+                done.append(fired)
+        if len(names) < FIRE_BATCH or len(done) == before:
+            return done  # all seen (or others fire the rest: their next pass finds them)
+
+
+@transactional
+def _run_now(tr: Any, name: str, now_us: int, result_id: str | None) -> Fired:
+    schedule = store.require(tr, name)
+    last = schedule.last_result or {}
+    if schedule.last_run_us == now_us and last.get("at_us") == now_us:
+        return Fired(name, [now_us], last)  # our own first attempt committed (1021)
+    base, pending = _fire_targets(tr, schedule, [now_us], result_id)
+    result = _result(base, now_us, int(base["status"] == "ok"), False)
+    store.write(tr, schedule.replace(last_run_us=now_us, last_result=result), schedule)
+    return Fired(name, [now_us], result, pending)
+
+
+def run_now(db: Any, name: str, now_us: int | None = None) -> Fired:
+    """Fire ``name`` once now, paused or not, without changing its next run."""
+    from .tasks_target import new_result_id
+
+    now_us = now_micros() if now_us is None else now_us
+    fired = _run_now(db, model.check_name(name), now_us, new_result_id())
+    _note_item(db, fired, now_us)
+    return fired
+
+
+def _note_item(db: Any, fired: Fired, now_us: int) -> None:
+    """After the commit: write the pushed item's id into the last result, if it is still this one's."""
+    if not fired.pending:
+        return
+    item_id = fired.pending[-1].result(wait=True).id
+    fired.result = {**fired.result, "item": item_id}
+    try:
+        _set_item(db, fired.name, now_us, item_id)
+    except ScheduleNotFound:
+        pass  # deleted meanwhile
+
+
+@transactional
+def _set_item(tr: Any, name: str, now_us: int, item_id: str) -> None:
+    schedule = store.require(tr, name)
+    last = schedule.last_result or {}
+    if last.get("at_us") == now_us and last.get("item") is None:
+        store.write(tr, schedule.replace(last_result={**last, "item": item_id}), schedule)

@@ -1,0 +1,220 @@
+"""Per-key limits: at most N leases at once, and at most R claims per second, per item key.
+
+An item pushed with ``key=`` (a customer id, an API host: at most :data:`KEY_MAX_BYTES` bytes of
+UTF-8) carries that key in its metadata, from state to state. A queue's options
+``key_concurrency`` and ``key_rate`` limit what claims may take of one key; items without a key
+are never limited. The data model, under the queue's subspace::
+
+    "y" / "n" / key -> 8-byte counter         leases its items hold now (atomic adds)
+    "y" / "f" / key -> b""                    "at its concurrency limit": a marker
+    "y" / "b" / key -> (tokens, refilled_us)  its token bucket (only with key_rate)
+
+**Counting.** Every claim of a keyed item adds 1 to its key's counter, and everything that ends
+the lease gives it back in the same transaction: ack, release (ready, delayed or dead), and a
+lease that ran out when the next operation moves the item back (``visibility.promote``), so a
+killed consumer's slot comes back with its lease. A counter that falls to zero is cleared
+(``compare_and_clear``). Keyed items are counted whether or not the queue has limits (an atomic
+add, no read), so limits set later start from true counts.
+
+**Why the limit holds.** A limited claim reads the counter of the key it takes (its read conflict
+is on that counter) and adds 1: two claims of one key at once conflict, and one retries and
+reads the new count. An ack's atomic add conflicts with a claim that read the counter, never
+with another ack.
+
+**Cost.** A queue without limits claims exactly as before (no extra read). A limited claim sends,
+with its first reads, a scan of the first :data:`CANDIDATES` items and one range read of the
+"full" markers (:data:`MARKERS_READ` at most); the second round trip reads the counters (and
+buckets) of the candidates' keys not marked full, and only when the first eligible candidate
+has a key. When all candidates are blocked, the claim finds nothing for that moment (None,
+or with ``wait=`` it waits for a slot or a token: see ``keyclaims``).
+
+**Token bucket.** Each key holds at most ``max(1, key_rate)`` tokens, refilled at ``key_rate``
+per second by the time elapsed, counted at claim (nothing runs in the background); a claim
+takes one token.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from django_fdbqueue.exceptions import InvalidArgument
+from django_fdbqueue.fdbapi import fdb, transactional
+
+from . import keys
+from .catalog import Entry, counter_bytes, require
+
+#: Longest limit key, in bytes of UTF-8.
+KEY_MAX_BYTES = 100
+#: Items a limited claim looks at to find one whose key is under its limits.
+CANDIDATES = 32
+#: "Full" markers a limited claim reads at once (keys past these are checked by their counters).
+MARKERS_READ = 256
+#: Largest ``key_concurrency``.
+CONCURRENCY_MAX = 1_000_000
+#: Largest ``key_rate`` (claims per second per key).
+RATE_MAX = 1_000_000.0
+#: Keys a limit report reads at most.
+STATE_KEYS_MAX = 10_000
+_ZERO = counter_bytes(0)
+_MINUS_ONE = counter_bytes(-1)
+_PLUS_ONE = counter_bytes(1)
+
+
+# --- checks ----------------------------------------------------------------------------------------
+
+
+def check_key(key: object) -> str:
+    """A limit key: a non-empty string of at most KEY_MAX_BYTES bytes of UTF-8."""
+    try:
+        ok = isinstance(key, str) and 1 <= len(key.encode("utf-8")) <= KEY_MAX_BYTES
+    except UnicodeEncodeError:  # lone surrogates: the tuple layer cannot store them
+        ok = False
+    if not ok:
+        raise InvalidArgument(
+            f"key must be a string of 1 to {KEY_MAX_BYTES} bytes of UTF-8.", field="key"
+        )
+    return key  # type: ignore[return-value]
+
+
+def check_concurrency(value: object) -> int | None:
+    """``key_concurrency``: None (no limit) or an integer from 1 to CONCURRENCY_MAX."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= CONCURRENCY_MAX:
+        raise InvalidArgument(
+            f"key_concurrency must be an integer from 1 to {CONCURRENCY_MAX:,} (or null for no "
+            f"limit); got {value!r}."[:300],
+            field="key_concurrency",
+        )
+    return value
+
+
+def check_rate(value: object) -> float | None:
+    """``key_rate``: None (no limit) or a number of claims per second, above 0."""
+    if value is None:
+        return None
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    ok = ok and math.isfinite(value) and 0 < value <= RATE_MAX  # type: ignore[arg-type]
+    if not ok:
+        raise InvalidArgument(
+            f"key_rate must be a number of claims per second, above 0 and at most {RATE_MAX:g} "
+            f"(or null for no limit); got {value!r}."[:300],
+            field="key_rate",
+        )
+    return float(value)  # type: ignore[arg-type]
+
+
+# --- the limits of a queue -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Limits:
+    concurrency: int | None
+    rate: float | None
+
+    @property
+    def burst(self) -> float:
+        """Most tokens a bucket holds."""
+        return max(1.0, self.rate or 0.0)
+
+
+def of(entry: Entry) -> Limits | None:
+    """The queue's limits, or None when it has none (then claims cost what they always did)."""
+    if entry.key_concurrency is None and entry.key_rate is None:
+        return None
+    return Limits(entry.key_concurrency, entry.key_rate)
+
+
+# --- counting leases -------------------------------------------------------------------------------
+
+
+def taken(tr: Any, qk: keys.QueueKeys, meta: keys.ItemMeta) -> None:
+    """A keyed item was leased: its key holds one more (an atomic add, no read)."""
+    if meta.key is not None:
+        tr.add(qk.key_counts.pack((meta.key,)), _PLUS_ONE)
+
+
+def give_back(tr: Any, qk: keys.QueueKeys, entry: Entry, meta: keys.ItemMeta) -> None:
+    """A keyed item's lease ended (ack, release, expiry, dead letter): its slot comes back.
+
+    No reads: the counter goes down by an atomic add and is cleared at zero; on a limited queue
+    the key's "full" marker goes, and waiting claims are woken.
+    """
+    if meta.key is None:
+        return
+    count_key = qk.key_counts.pack((meta.key,))
+    tr.add(count_key, _MINUS_ONE)
+    tr.compare_and_clear(count_key, _ZERO)
+    if of(entry) is not None:
+        del tr[qk.key_full.pack((meta.key,))]
+        tr.add(qk.wake_key, _PLUS_ONE)
+
+
+def reset(tr: Any, qk: keys.QueueKeys, *, counts: bool) -> None:
+    """Forget markers and buckets (limits changed), and the counters too (the queue was cleared)."""
+    if counts:
+        r = qk.key_limits.range()
+        tr.clear_range(r.start, r.stop)
+        return
+    for space in (qk.key_full, qk.key_buckets):
+        r = space.range()
+        tr.clear_range(r.start, r.stop)
+
+
+# --- token buckets ---------------------------------------------------------------------------------
+
+
+def tokens(raw: Any, limits: Limits, now_us: int) -> tuple[float, int]:
+    """The key's tokens now, refilled by the time elapsed; and when it was last counted."""
+    if raw is None or not raw.present():
+        return limits.burst, now_us
+    left, counted_us = fdb.tuple.unpack(bytes(raw))
+    elapsed = max(0, now_us - counted_us) / 1_000_000
+    return min(limits.burst, left + elapsed * (limits.rate or 0.0)), counted_us
+
+
+def spend(tr: Any, qk: keys.QueueKeys, key: str, left: float, now_us: int) -> None:
+    tr[qk.key_buckets.pack((key,))] = fdb.tuple.pack((float(left), now_us))
+
+
+def next_token_seconds(left: float, limits: Limits) -> float:
+    """Seconds until a bucket with ``left`` tokens holds one."""
+    return max(0.0, (1.0 - left) / (limits.rate or 1.0))
+
+
+# --- reporting -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KeyLimitState:
+    """A queue's per-key limits and where its keys stand.
+
+    ``leased`` is the keys holding leases, most first (at most ``top``), each with its count;
+    ``at_limit`` the keys with as many leases as ``concurrency`` allows; ``keys_leased`` how many
+    keys hold any lease (up to STATE_KEYS_MAX counted).
+    """
+
+    name: str
+    concurrency: int | None
+    rate: float | None
+    keys_leased: int
+    leased: list[tuple[str, int]]
+    at_limit: list[str]
+
+
+@transactional
+def state(tr: Any, name: str, top: int) -> KeyLimitState:
+    entry, qk = require(tr, name)
+    r = qk.key_counts.range()
+    counts = [
+        (qk.key_counts.unpack(bytes(kv.key))[0], int.from_bytes(bytes(kv.value), "little", signed=True))
+        for kv in tr.snapshot.get_range(r.start, r.stop, limit=STATE_KEYS_MAX)
+    ]
+    counts = [(key, count) for key, count in counts if count > 0]
+    counts.sort(key=lambda pair: (-pair[1], pair[0]))
+    full = []
+    if entry.key_concurrency is not None:
+        full = sorted(key for key, count in counts if count >= entry.key_concurrency)
+    return KeyLimitState(name, entry.key_concurrency, entry.key_rate, len(counts), counts[:top], full[:top])
