@@ -39,6 +39,7 @@ QUEUE_FIELDS = {
     "leased", "delayed", "dead", "max_attempts",
     "oldest_enqueued_at", "created_at",  # issue 17: the fields (and names) Python and the CLI show
     "key_concurrency", "key_rate",  # issue 20: per-key limits
+    "tenants",  # issue 20: queues split by tenant
 }
 
 
@@ -127,6 +128,7 @@ def test_create_queue(api):
         "max_attempts": None,
         "key_concurrency": None,
         "key_rate": None,
+        "tenants": None,
         "url": "http://testserver/api/queues/jobs/",
     }
 

@@ -164,7 +164,7 @@ def test_response_bodies(schema):
     assert set(queue["properties"]) == {
         "name", "kind", "size", "pushed", "popped", "min_priority", "max_priority", "oldest_age_seconds", "url",
         "leased", "delayed", "dead", "max_attempts", "oldest_enqueued_at", "created_at",
-        "key_concurrency", "key_rate",
+        "key_concurrency", "key_rate", "tenants",
     }
     item = body("/api/queues/{name}/peek/", "get", "200")
     assert set(item["properties"]) == {"id", "priority", "value", "enqueued_at", "attempts"}

@@ -58,7 +58,7 @@ def test_bad_definitions_are_refused_and_store_nothing(db, options, field):
     with pytest.raises(InvalidSchedule) as raised:
         schedules.create(db, "bad", PUSH, **options)
     assert raised.value.context["field"] == field and raised.value.message
-    assert schedules.list(db) == []
+    assert schedules.list_schedules(db) == []
 
 
 @pytest.mark.parametrize("name, target", [
@@ -72,7 +72,7 @@ def test_bad_definitions_are_refused_and_store_nothing(db, options, field):
 def test_bad_names_and_targets_are_refused(db, name, target):
     with pytest.raises(InvalidArgument):
         schedules.create(db, name, target, interval=5)
-    assert schedules.list(db) == []
+    assert schedules.list_schedules(db) == []
 
 
 def test_a_bad_update_changes_nothing(db):
@@ -93,7 +93,7 @@ def test_create_get_list_update_delete(db):
     assert (local.hour, local.minute) == (2, 30)
     changed = schedules.update(db, "nightly", interval=600)
     assert (changed.cron, changed.interval, changed.catch_up) == (None, 600.0, "none")
-    assert [s.name for s in schedules.list(db)] == ["nightly"]
+    assert [s.name for s in schedules.list_schedules(db)] == ["nightly"]
     assert schedules.delete(db, "nightly") is True and schedules.delete(db, "nightly") is False
     with pytest.raises(ScheduleNotFound):
         schedules.get(db, "nightly")

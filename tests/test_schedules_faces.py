@@ -75,7 +75,7 @@ def test_rest_bad_input_is_a_400_and_stores_nothing(db, api, change, field):
     response = api.post(URL, body, format="json")
     assert_error(response, 400)
     assert field in response.json()["errors"], response.json()
-    assert schedules.list(db) == []
+    assert schedules.list_schedules(db) == []
 
 
 def test_rest_bad_update_is_a_400_and_changes_nothing(db, api):
@@ -89,7 +89,7 @@ def test_rest_bad_update_is_a_400_and_changes_nothing(db, api):
 def test_rest_needs_authentication(db, anonymous):
     assert anonymous.get(URL).status_code in (401, 403)
     assert anonymous.post(URL, {"name": "x", "target": PUSH, "interval": 5}, format="json").status_code in (401, 403)
-    assert schedules.list(db) == []
+    assert schedules.list_schedules(db) == []
 
 
 # --- admin ------------------------------------------------------------------------------------------------
@@ -127,7 +127,7 @@ def test_admin_actions_pause_resume_run_now_delete(db, staff):
     assert service.size(db, "jobs") == 1 and schedules.get(db, "tick").last_result["status"] == "ok"
     assert staff.get(action).status_code == 405
     staff.post(action, {"action": "delete"})
-    assert schedules.list(db) == []
+    assert schedules.list_schedules(db) == []
     assert staff.post(action, {"action": "pause"}).status_code == 404
 
 
@@ -138,7 +138,7 @@ def test_admin_add_and_edit_with_checks(db, staff):
                             ({"value": "{nope"}, "Not JSON"), ({"cron": "", "interval": "0"}, "interval")):
         response = staff.post(admin_url("schedules"), {**form, **bad})
         assert response.status_code == 400 and field_text in text(response), bad
-    assert schedules.list(db) == []
+    assert schedules.list_schedules(db) == []
     assert staff.post(admin_url("schedules"), form).status_code == 302
     assert schedules.get(db, "tick").target["value"] == {"a": 1}
     edit = admin_url("schedule_edit", "tick")

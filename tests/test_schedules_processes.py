@@ -42,7 +42,7 @@ def _scheduler_main(setting: dict, clock, ready, stop, results) -> None:
 
 
 def _settled(db, now_us: int) -> bool:
-    return all(s.next_run_us > now_us for s in schedules.list(db))
+    return all(s.next_run_us > now_us for s in schedules.list_schedules(db))
 
 
 def _expected(schedule: schedules.Schedule, first_us: int, until_us: int) -> list[int]:

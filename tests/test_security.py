@@ -102,6 +102,17 @@ SAMPLE_KWARGS = {
 }
 
 
+def api_viewsets() -> list[type]:
+    """Every viewset the API's router mounts (queues, schedules, ...)."""
+    return [viewset for _prefix, viewset, _basename in router.registry]
+
+
+def use_on_every_viewset(monkeypatch, attribute: str, classes: list[type]) -> None:
+    """Give every viewset of the API these classes, as DRF's defaults would in a project."""
+    for viewset in api_viewsets():
+        monkeypatch.setattr(viewset, attribute, classes)
+
+
 def api_routes() -> list[str]:
     """A concrete address for every route of the API's router that is an operation (not the root)."""
     addresses = []
@@ -128,7 +139,7 @@ def demo_auth(monkeypatch) -> list[type]:
     """The API authenticates as the demo configures it: knox tokens, then session, then basic."""
     paths = load_demo_settings(monkeypatch).REST_FRAMEWORK["DEFAULT_AUTHENTICATION_CLASSES"]
     classes = [import_string(path) for path in paths]
-    monkeypatch.setattr(QueueViewSet, "authentication_classes", classes)
+    use_on_every_viewset(monkeypatch, "authentication_classes", classes)
     return classes
 
 
@@ -164,7 +175,7 @@ def test_every_api_route_and_method_refuses_anonymous_users(fdbqueue_db, monkeyp
     demo = configuration.startswith("demo")
     if demo:
         paths = load_demo_settings(monkeypatch).REST_FRAMEWORK["DEFAULT_AUTHENTICATION_CLASSES"]
-        monkeypatch.setattr(QueueViewSet, "authentication_classes", [import_string(path) for path in paths])
+        use_on_every_viewset(monkeypatch, "authentication_classes", [import_string(path) for path in paths])
     client = APIClient()
     routes = api_routes()
     assert len(routes) >= 15, routes  # the walk found the router's routes
@@ -324,7 +335,7 @@ def test_the_demo_throttles_by_default_and_can_be_tuned_or_switched_off(monkeypa
 def tight_throttle(monkeypatch):
     """The demo's throttle classes on the API, at 3 requests a minute per user or address."""
     paths = load_demo_settings(monkeypatch).REST_FRAMEWORK["DEFAULT_THROTTLE_CLASSES"]
-    monkeypatch.setattr(QueueViewSet, "throttle_classes", [import_string(path) for path in paths])
+    use_on_every_viewset(monkeypatch, "throttle_classes", [import_string(path) for path in paths])
     monkeypatch.setattr(SimpleRateThrottle, "THROTTLE_RATES", {"user": "3/min", "anon": "3/min"})
     cache.clear()  # DRF counts requests in the default cache
     yield

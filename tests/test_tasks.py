@@ -451,3 +451,52 @@ def test_a_retry_is_a_new_run_and_needs_a_queue_still_configured(fdbqueue_db, ba
     settings.TASKS = {"default": {**settings.TASKS["default"], "QUEUES": ["emails"]}}
     with pytest.raises(InvalidTaskError, match="no longer one of"):
         backend_named("default").retry(failed_again.id)
+
+
+# --- per-key limits: LIMIT_KEY_ARG ------------------------------------------------------------------
+
+
+def keyed_backend(arg="text") -> FDBQueueBackend:
+    return FDBQueueBackend("default", {"QUEUES": ["default", "emails"], "OPTIONS": {"LIMIT_KEY_ARG": arg}})
+
+
+def test_the_limit_key_argument_becomes_the_item_s_key(fdbqueue_db):
+    db = fdbqueue_db
+    service.create_queue(db, "tasks.emails", "priority", key_concurrency=1)
+    backend = keyed_backend()
+    assert list(backend.check()) == []
+    acme = {backend.enqueue(tf.shout, [], {"text": "acme"}).id for _ in range(2)}
+    globex = backend.enqueue(tf.shout, [], {"text": "globex"}).id
+    unkeyed = {backend.enqueue(tf.shout, ["no key"], {}).id, backend.enqueue(tf.shout, [], {"text": None}).id}
+
+    leases = []
+    while (lease := service.claim(db, "tasks.emails", lease=60, end="max")) is not None:
+        leases.append(lease)
+    claimed = [lease.item.value["result_id"] for lease in leases]
+    # key_concurrency=1: one "acme" task at a time, the unkeyed ones unlimited.
+    assert len(claimed) == 4 and len(acme & set(claimed)) == 1
+    assert globex in claimed and unkeyed <= set(claimed)
+    assert sorted(service.key_limit_state(db, "tasks.emails").at_limit) == ["acme", "globex"]
+    first_acme = next(lease for lease in leases if lease.item.value["result_id"] in acme)
+    service.ack(db, first_acme.receipt)
+    last = service.claim(db, "tasks.emails", lease=60, end="max")
+    assert last is not None and last.item.value["result_id"] in acme - set(claimed)
+
+
+@pytest.mark.parametrize("bad", [5, "", "x" * 101, ["acme"], "\ud800"])
+def test_a_bad_limit_key_is_refused_at_enqueue_and_stores_nothing(fdbqueue_db, bad):
+    from django_fdbqueue.tasks.exceptions import InvalidLimitKey
+
+    backend = keyed_backend("b")
+    with pytest.raises(InvalidLimitKey, match=r"task argument 'b' is the limit key .*LIMIT_KEY_ARG") as caught:
+        backend.enqueue(tf.add, [1], {"b": bad})
+    assert isinstance(caught.value, InvalidTaskError)
+    assert not service.queue_exists(fdbqueue_db, "tasks.default")  # nothing was stored
+
+
+def test_a_bad_limit_key_option_is_reported_by_the_checks():
+    for bad in (5, "not a name", ""):
+        messages = [m.msg for m in keyed_backend(bad).check() if m.id == "fdbqueue.E101"]
+        assert messages == ["TASKS['default'] (FDBQueueBackend): LIMIT_KEY_ARG must be None or the name of a "
+                            "keyword argument."], bad
+    assert list(keyed_backend(None).check()) == []

@@ -11,7 +11,8 @@ the task pages of ``tasks`` join them under ``tasks/``; without it the app works
 with no task pages. Likewise, when django-rest-knox is in INSTALLED_APPS, the API token pages
 of ``tokens`` join them under ``tokens/``, and knox's own admin entry ("Knox › Auth tokens") is
 replaced by one that leads to them (``knox``), so the admin has one place to manage tokens.
-The periodic schedules page of ``schedules`` is under ``schedules/``.
+The periodic schedules page of ``schedules`` is under ``schedules/``, the activity charts of
+``activity`` under ``activity/``.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ class QueueAdmin(admin.ModelAdmin):
             *self._task_urls(prefix),
             *self._token_urls(prefix),
             *self._schedule_urls(prefix),
+            *self._activity_urls(prefix),
             # Like the admin: a bare object address leads to its change page.
             path("<fdbqueue_name:name>/", wrap(self._to_change), name=f"{prefix}_redirect"),
         ]
@@ -116,6 +118,17 @@ class QueueAdmin(admin.ModelAdmin):
             path("schedules/", wrap(views.schedule_list), name=f"{prefix}_schedules"),
             path("schedules/<str:name>/edit/", wrap(views.schedule_edit), name=f"{prefix}_schedule_edit"),
             path("schedules/<str:name>/action/", wrap(views.schedule_action), name=f"{prefix}_schedule_action"),
+        ]
+
+    def _activity_urls(self, prefix: str) -> list[URLPattern]:
+        """The activity charts page and their JSON (``activity``); like the task pages, after the queue pages."""
+        from .activity import ActivityAdminViews
+
+        views = ActivityAdminViews(self)
+        wrap = self.admin_site.admin_view
+        return [
+            path("activity/", wrap(views.activity_page), name=f"{prefix}_activity"),
+            path("activity/data/", wrap(views.activity_data), name=f"{prefix}_activity_data"),
         ]
 
     def _to_change(self, request: HttpRequest, name: str) -> HttpResponse:

@@ -64,6 +64,12 @@ class QueueCreateForm(AdminForm):
         "How many times an item may be claimed before it moves to the dead letters (1 to 1000). "
         "Leave blank for unlimited."
     )
+    tenants = forms.BooleanField(
+        required=False,
+        label="Split by tenant",
+        help_text="Every push names its tenant, and pops and claims take from the tenants in turn. "
+        "Fixed at creation.",
+    )
 
 
 class MaxAttemptsForm(AdminForm):
@@ -164,12 +170,19 @@ class PushForm(AdminForm):
         widget=forms.TextInput(attrs={"autocomplete": "off", "spellcheck": "false"}),
     )
 
-    def __init__(self, *args: Any, kind: str = "priority", **kwargs: Any) -> None:
+    def __init__(self, *args: Any, kind: str = "priority", tenants: bool = False, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.kind = kind
         if kind == "fifo":
             # FIFO queues take priority 0 only: offering the field would only invite an error.
             del self.fields["priority"]
+        if tenants:  # a queue split by tenant: every push names its tenant
+            self.fields["tenant"] = forms.CharField(
+                max_length=service.TENANT_MAX_BYTES, strip=False, label="Tenant",
+                help_text=f"1 to {service.TENANT_MAX_BYTES} bytes of UTF-8: whose item this is. "
+                "Pops and claims take from the tenants in turn.",
+                widget=forms.TextInput(attrs={"autocomplete": "off", "spellcheck": "false"}),
+            )
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()

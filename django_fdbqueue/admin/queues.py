@@ -41,6 +41,7 @@ from .forms import (
     limit_text,
 )
 from .pages import AdminPages, store_guard, tasks_framework_available
+from .tenants import tenant_rows
 
 QUEUES_PER_PAGE = 50
 ITEMS_PER_PAGE = 25
@@ -144,8 +145,9 @@ class QueueAdminViews(AdminPages):
         if form.is_valid():
             name, kind = form.cleaned_data["name"], form.cleaned_data["kind"]
             max_attempts = form.cleaned_data.get("max_attempts")
+            tenants = bool(form.cleaned_data.get("tenants"))
             try:
-                service.create_queue(get_database(), name, kind, max_attempts=max_attempts)
+                service.create_queue(get_database(), name, kind, max_attempts=max_attempts, tenants=tenants)
             except exceptions.QueueError as error:
                 add_service_error(form, error)
             else:
@@ -209,7 +211,7 @@ class QueueAdminViews(AdminPages):
                 else None
             ),
             tasks_url=self._tasks_url(name),
-            push_form=(push_form or PushForm(kind=info.kind)) if can_change else None,
+            push_form=(push_form or PushForm(kind=info.kind, tenants=info.tenants is not None)) if can_change else None,
             max_attempts_form=max_attempts_form if can_change else None,
             push_url=self.url("push", name),
             pop_url=self.url("pop", name),
@@ -218,6 +220,7 @@ class QueueAdminViews(AdminPages):
             delete_url=self.url("delete", name),
             max_attempts_url=self.url("max_attempts", name),
             key_limits=_key_limits(database, info),
+            tenants=tenant_rows(database, info),
         )
         return self.render(request, "queue_detail.html", context, status=status)
 
@@ -228,13 +231,14 @@ class QueueAdminViews(AdminPages):
         if request.method != "POST":
             return HttpResponseRedirect(self.url("change", name))
         info = service.get_queue(get_database(), name)
-        form = PushForm(request.POST, kind=info.kind)
+        form = PushForm(request.POST, kind=info.kind, tenants=info.tenants is not None)
         if form.is_valid():
             data = form.cleaned_data
             value, priority, delay = data["value"], data["priority"], data.get("delay")
             dedup_key = data.get("dedup_key")
+            tenant = {"tenant": data["tenant"]} if "tenant" in data else {}
             try:
-                item = service.push(get_database(), name, value, priority, delay=delay, dedup_key=dedup_key)
+                item = service.push(get_database(), name, value, priority, delay=delay, dedup_key=dedup_key, **tenant)
             except exceptions.QueueNotFound:
                 raise
             except exceptions.QueueError as error:

@@ -34,6 +34,7 @@ from django_fdbqueue.exceptions import (
     InvalidCursor,
     InvalidQueueName,
     InvalidReceipt,
+    InvalidSchedule,
     LeaseGone,
     QueueAlreadyExists,
     QueueError,
@@ -123,7 +124,8 @@ def flatten_messages(errors: Any, prefix: str = "") -> list[str]:
 
 
 # Field error codes that name the service's own error when they are a request's only problem.
-SPECIFIC_FIELD_CODES = frozenset({InvalidQueueName.code, InvalidReceipt.code, InvalidCursor.code})
+SPECIFIC_FIELD_CODES = frozenset({InvalidQueueName.code, InvalidReceipt.code, InvalidCursor.code,
+                                  InvalidSchedule.code})
 
 
 def _error_codes(errors: Any) -> set[str]:

@@ -7,12 +7,11 @@ the work, errors go through the API's one exception handler (``api.exceptions``)
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
-from rest_framework import status, viewsets
+from rest_framework import status
 from rest_framework.decorators import action
-from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -20,9 +19,7 @@ from django_fdbqueue import schedules
 from django_fdbqueue.connection import get_database
 from django_fdbqueue.schedules.model import as_data, iso
 
-from . import openapi, permissions
-from .exceptions import exception_handler
-from .parsers import BoundedJSONParser
+from .policy import AppViewSet
 from .serializers import ErrorSerializer, UnavailableErrorSerializer, ValidationErrorSerializer
 from .serializers.schedules import (
     NAME_REGEX,
@@ -61,19 +58,8 @@ def _schema(summary: str, success: dict[int, Any], errors: tuple[int, ...], *, n
                          parameters=[*([_NAME] if named else []), _RETRY_AFTER], tags=["schedules"], **kwargs)
 
 
-class ScheduleViewSet(viewsets.ViewSet):
+class ScheduleViewSet(AppViewSet):
     """Periodic schedules: push an item or enqueue a task on a cron expression or an interval."""
-
-    schema = openapi.QueueAutoSchema()
-    lookup_field = "name"
-    lookup_value_regex = r"[^/]+"
-    parser_classes = [BoundedJSONParser]
-
-    def get_permissions(self) -> list[BasePermission]:
-        return permissions.get_permissions()
-
-    def get_exception_handler(self) -> Callable[[Exception, dict[str, Any]], Response | None]:
-        return exception_handler
 
     def _body(self, serializer_class: type, request: Request) -> dict:
         serializer = serializer_class(data=request.data)

@@ -16,9 +16,8 @@ from drf_spectacular.utils import (
     extend_schema,
     extend_schema_view,
 )
-from rest_framework import status, viewsets
+from rest_framework import status
 from rest_framework.decorators import action
-from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.utils.urls import replace_query_param
@@ -28,9 +27,8 @@ from django_fdbqueue.connection import get_database
 from django_fdbqueue.fdbapi import FDBError, transactional
 from django_fdbqueue.paths import segment_to_name
 
-from . import openapi, permissions  # openapi also registers the serializers' schema extensions
-from .exceptions import DatabaseUnavailable, exception_handler
-from .parsers import BoundedJSONParser
+from .exceptions import DatabaseUnavailable
+from .policy import AppViewSet
 from .serializers.queues import KeyLimitQuerySerializer, KeyLimitStateSerializer
 from .serializers import (
     DEDUP_WINDOW_SECONDS,
@@ -209,8 +207,8 @@ def _schedule(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def _limit_key(data: dict[str, Any]) -> dict[str, Any]:
-    """The push body's limit key, if any, as a service keyword argument."""
-    return {"key": data["key"]} if "key" in data else {}
+    """The push body's limit key and tenant, if any, as service keyword arguments."""
+    return {field: data[field] for field in ("key", "tenant") if field in data}
 
 
 _KEY_LIMIT_FIELDS = (("concurrency", "key_concurrency"), ("rate", "key_rate"))
@@ -269,24 +267,8 @@ def _wait(seconds: float) -> float | None:
         notes=_BAD_NAME,
     ),
 )
-class QueueViewSet(viewsets.ViewSet):
+class QueueViewSet(AppViewSet):
     """Named FIFO queues and double-ended priority queues."""
-
-    # Our own AutoSchema subclass, whatever the project's DEFAULT_SCHEMA_CLASS (see openapi.py).
-    schema = openapi.QueueAutoSchema()
-    lookup_field = "name"
-    # Any one path segment: a name the service refuses is then a JSON 400, not Django's HTML 404.
-    lookup_value_regex = r"[^/]+"
-    # Bodies are JSON only: a push's nested items have no form encoding, and the schema says so.
-    parser_classes = [BoundedJSONParser]
-
-    # -- policy: ours, whatever the project's DRF defaults say
-
-    def get_permissions(self) -> list[BasePermission]:
-        return permissions.get_permissions()
-
-    def get_exception_handler(self) -> Callable[[Exception, dict[str, Any]], Response | None]:
-        return exception_handler
 
     def dispatch(self, request: Any, *args: Any, **kwargs: Any) -> Any:
         if "name" in kwargs:
@@ -352,7 +334,7 @@ class QueueViewSet(viewsets.ViewSet):
         data = self._body(QueueCreateSerializer, request).validated_data
         info = service.create_queue(
             self.db, data["name"], data["kind"], max_attempts=data["max_attempts"],
-            key_concurrency=data["key_concurrency"], key_rate=data["key_rate"],
+            key_concurrency=data["key_concurrency"], key_rate=data["key_rate"], tenants=data["tenants"],
         )
         return Response(self._queue(info), status=status.HTTP_201_CREATED)
 

@@ -82,6 +82,12 @@ def _register_push(subparsers: Any) -> None:
         help="The item's limit key (a customer id, an API host; 1 to 100 bytes of UTF-8): the queue's "
         "key limits count it. Applies to every line of --file too.",
     )
+    parser.add_argument(
+        "--tenant",
+        metavar="T",
+        help="The item's tenant (1 to 100 bytes of UTF-8): required by a queue created with --tenants, "
+        "refused by any other. Applies to every line of --file too.",
+    )
 
 
 def _register_reads(subparsers: Any) -> None:
@@ -194,7 +200,8 @@ def handle_push(ctx: Context, options: dict[str, Any]) -> None:
     schedule = {"delay": options["delay"], "not_before": options["not_before"]}
     if text is not None:
         item = service.push(
-            ctx.database(), name, parse_value(text), priority, dedup_key=dedup_key, key=options.get("key"), **schedule
+            ctx.database(), name, parse_value(text), priority, dedup_key=dedup_key, key=options.get("key"),
+            tenant=options.get("tenant"), **schedule
         )
         emit(ctx, pushed_item_data(item), lambda: _pushed_text(item))
         return
@@ -203,7 +210,8 @@ def handle_push(ctx: Context, options: dict[str, Any]) -> None:
     if not values:
         service.get_queue(database, name)  # nothing to push, but an unknown queue is still an error
     items = service.push_many(
-        database, name, [(value, priority) for value in values], key=options.get("key"), **schedule
+        database, name, [(value, priority) for value in values], key=options.get("key"),
+        tenant=options.get("tenant"), **schedule
     )
     count = "1 item" if len(items) == 1 else f"{len(items)} items"
     emit(ctx, [pushed_item_data(item) for item in items], f"Pushed {count} to queue {name!r}.", success=True)

@@ -108,6 +108,7 @@ def queue_data(info: QueueInfo) -> dict[str, Any]:
         "max_attempts": info.max_attempts,
         "key_concurrency": info.key_concurrency,
         "key_rate": info.key_rate,
+        **({"tenants": info.tenants} if info.tenants is not None else {}),
     }
 
 

@@ -61,6 +61,12 @@ def register(subparsers: Any) -> None:
         help="At most R claims per second of items with the same --key (above 0; a token bucket of max(1, R) "
         "tokens). Default: no limit.",
     )
+    parser.add_argument(
+        "--tenants",
+        action="store_true",
+        help="Split the queue by tenant: every push names its --tenant, and pops and claims take from the "
+        "tenants in turn. Fixed at creation.",
+    )
 
     parser = add_subcommand(subparsers, "stats", handle_stats, help="Show one queue's statistics.")
     add_queue_name(parser)
@@ -125,6 +131,7 @@ def handle_create(ctx: Context, options: dict[str, Any]) -> None:
     info = service.create_queue(
         ctx.database(), options["name"], kind=options["kind"], max_attempts=options["max_attempts"],
         key_concurrency=options.get("key_concurrency"), key_rate=options.get("key_rate"),
+        tenants=bool(options.get("tenants")),
     )
     limit = "" if info.max_attempts is None else f", at most {_claims(info.max_attempts)} per item"
     emit(ctx, queue_data(info), f"Created {info.kind} queue {info.name!r}{limit}.", success=True)
@@ -163,6 +170,7 @@ def _stats_text(info: QueueInfo) -> str:
             ("Dead", info.dead),
             ("Attempts", attempts_text(info.max_attempts)),
             ("Key limits", key_limits_text(info.key_concurrency, info.key_rate)),
+            *([("Tenants", f"{info.tenants} with ready items")] if info.tenants is not None else []),
             ("Priorities", _priorities(info)),
             ("Oldest item", oldest),
             ("Pushed", info.pushed),

@@ -22,8 +22,6 @@ from .model import CATCH_UP_POLICIES, GRACE_SECONDS, MAX_CATCH_UP, Schedule
 from .scheduler import Scheduler, run_once
 from .store import create, delete, get, list_schedules, pause, resume, update
 
-list = list_schedules  # noqa: A001 - schedules.list(db), like the brief's create/get/list/...
-
 __all__ = [
     "Schedule",
     "Fired",

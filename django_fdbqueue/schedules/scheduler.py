@@ -4,6 +4,9 @@ Run as many schedulers as you like (one per host, say): each occurrence fires on
 run, since firing and advancing are one transaction (``firing``). A schedule created or changed
 elsewhere is seen within ``max_wait`` seconds, the longest the loop sleeps between looks.
 
+Each pass also samples the queues' depth and oldest age for the activity charts, at most once a
+minute per process (``service.activity.SAMPLER``; a failed sample is logged, the loop goes on).
+
 ``clock`` (a callable returning microseconds since the epoch) replaces the wall clock, for tests
 and for replaying a day; ``stop`` (a ``threading.Event``) ends the loop between passes.
 """
@@ -15,6 +18,7 @@ import threading
 from typing import Any, Callable
 
 from django_fdbqueue.fdbapi import FDBError, describe
+from django_fdbqueue.service import activity
 from django_fdbqueue.service.records import now_micros
 
 from . import firing, registry, store
@@ -64,6 +68,7 @@ class Scheduler:
     def _pass(self) -> float:
         """Fire what is due; how long to wait before the next pass. A store failure (a timeout, a
         cluster down) is logged and waited out: the loop goes on, and nothing due is lost."""
+        activity.SAMPLER.maybe_sample(self.db)  # the charts' depth and age, once a minute; never raises
         try:
             self.run_once()
             return self.seconds_to_wait()
@@ -76,4 +81,5 @@ def run_once(db: Any, now_us: int | None = None, *, sync: bool = True) -> list[F
     """Sync the declared schedules and fire what is due at ``now_us`` (default: now), once."""
     if sync:
         registry.sync(db)
+    activity.SAMPLER.maybe_sample(db)  # the charts' depth and age; never raises
     return firing.fire_due(db, now_micros() if now_us is None else now_us)

@@ -36,6 +36,8 @@ from .dedup import DEDUP_WINDOW_SECONDS
 from .inspecting import browse, get_item, scheduled
 from .items import MAX_PUSHES_PER_TRANSACTION, MAX_VALUE_BYTES
 from .keylimits import KEY_MAX_BYTES, KeyLimitState
+from .tenantkeys import TENANT_MAX_BYTES
+from .tenants import tenant_sizes
 from .leases import DEFAULT_LEASE_SECONDS, MAX_LEASE_SECONDS
 from .popping import (
     HIGH_CONTENTION,
@@ -75,6 +77,8 @@ from .waiting import MAX_WAIT_SECONDS
 # PLAIN, HIGH_CONTENTION, PopMode, MAX_POP_MANY, MAX_PUSHES_PER_TRANSACTION, Codec.
 
 __all__ = [
+    "TENANT_MAX_BYTES",
+    "tenant_sizes",
     "Item",
     "PendingItem",
     "QueueInfo",

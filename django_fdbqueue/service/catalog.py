@@ -19,6 +19,7 @@ from .records import Page, QueueInfo, now_micros, to_datetime
 R = TypeVar("R")
 
 QUEUE_ID_BYTES = 16
+TENANTS = "e"  # a tenant queue's tenants (``tenantkeys``, which names the same letter)
 LIST_LIMIT_MAX = 1000
 _COUNTER = struct.Struct("<q")
 
@@ -37,11 +38,15 @@ class Entry:
     key_concurrency: int | None = None
     #: Claims per second per limit key, a token bucket (None: no limit); see ``keylimits``.
     key_rate: float | None = None
+    #: Split by tenant: items pushed with ``tenant=``, consumed tenant by tenant (``tenantkeys``).
+    tenants: bool = False
 
     def pack(self) -> bytes:
         extra: tuple = () if self.max_attempts is None else (self.max_attempts,)
         if self.key_concurrency is not None or self.key_rate is not None:
             extra = (self.max_attempts, self.key_concurrency, self.key_rate)
+        if self.tenants:
+            extra = (self.max_attempts, self.key_concurrency, self.key_rate, True)
         return fdb.tuple.pack((self.kind, self.created_us, self.queue_id, *extra))
 
     def with_options(self, **changes: Any) -> "Entry":
@@ -236,6 +241,7 @@ def info(tr: Any, entry: Entry, qk: keys.QueueKeys) -> QueueInfo:
     read-only transaction never conflicts). All of them are issued before any is waited on.
     """
     counters = {which: tr[qk.counter(which)] for which in keys.COUNTERS_ALL}
+    tenant_count = tr[qk.space[TENANTS].pack(("n",))] if entry.tenants else None
     r = qk.items.range()
     o = qk.order.range()
     lowest = first(tr.get_range(r.start, r.stop, limit=1))
@@ -261,6 +267,7 @@ def info(tr: Any, entry: Entry, qk: keys.QueueKeys) -> QueueInfo:
         max_attempts=entry.max_attempts,
         key_concurrency=entry.key_concurrency,
         key_rate=entry.key_rate,
+        tenants=read_counter(tenant_count) if tenant_count is not None else None,
     )
 
 
@@ -268,7 +275,8 @@ def info(tr: Any, entry: Entry, qk: keys.QueueKeys) -> QueueInfo:
 
 
 def create_queue(db_or_tr: Any, name: str, kind: str, max_attempts: int | None = None,
-                 key_concurrency: int | None = None, key_rate: float | None = None) -> QueueInfo:
+                 key_concurrency: int | None = None, key_rate: float | None = None,
+                 tenants: bool = False) -> QueueInfo:
     """Create the queue, choosing its id once for every attempt.
 
     A fresh random id per queue means its data never meets the data of an earlier queue of this
@@ -276,7 +284,8 @@ def create_queue(db_or_tr: Any, name: str, kind: str, max_attempts: int | None =
     (1021) that finds an entry with *this* id knows that its own earlier attempt committed, and
     reports success instead of QueueAlreadyExists.
     """
-    entry = Entry(name, kind, now_micros(), os.urandom(QUEUE_ID_BYTES), max_attempts, key_concurrency, key_rate)
+    entry = Entry(name, kind, now_micros(), os.urandom(QUEUE_ID_BYTES), max_attempts, key_concurrency, key_rate,
+                  tenants)
     return _create(db_or_tr, entry)
 
 
@@ -292,6 +301,7 @@ def _create(tr: Any, entry: Entry) -> QueueInfo:
     return QueueInfo(
         entry.name, entry.kind, 0, 0, 0, None, None, None, to_datetime(entry.created_us),
         max_attempts=entry.max_attempts, key_concurrency=entry.key_concurrency, key_rate=entry.key_rate,
+        tenants=0 if entry.tenants else None,
     )
 
 

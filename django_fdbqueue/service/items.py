@@ -10,7 +10,7 @@ from django_fdbqueue import codecs
 from django_fdbqueue.exceptions import InvalidArgument, ValueTooLarge, WrongQueueKind
 from django_fdbqueue.fdbapi import ErrorCode, fdb, is_transaction, make_error, transactional
 
-from . import attempts, catalog, deadletters, dedup, keylimits, keys, visibility
+from . import activity, attempts, catalog, deadletters, dedup, keylimits, keys, tenantkeys, tenantturns, visibility
 from .attempts import Attempt
 from .catalog import QUEUE_ID_BYTES, Entry, counter_bytes, first, read_counter, require, require_with
 from .records import Item, Page, PendingItem, now_micros, to_datetime
@@ -55,10 +55,11 @@ class Prepared:
     visible_us: int | None = None  # set: delayed until then
     dedup: str | None = None
     key: str | None = None  # the limit key (keylimits)
+    tenant: str | None = None  # on a queue split by tenant (tenantkeys)
 
     @property
     def meta(self) -> keys.ItemMeta:
-        return keys.ItemMeta(self.enqueued_us, self.codec, 0, self.dedup, self.key)
+        return keys.ItemMeta(self.enqueued_us, self.codec, 0, self.dedup, self.key, self.tenant)
 
     def cost(self, qk: keys.QueueKeys) -> int:
         """Bytes this push adds to a transaction, as FoundationDB counts them.
@@ -81,6 +82,7 @@ class Prepared:
 def prepare(
     value: Any, priority: Any, codec: codecs.Codec | str | None, *,
     visible_us: int | None = None, dedup_key: str | None = None, key: str | None = None,
+    tenant: str | None = None,
 ) -> Prepared:
     priority = keys.check_priority(priority)
     chosen = codecs.choose(value, codec)
@@ -92,7 +94,7 @@ def prepare(
             size=len(payload),
             limit=MAX_VALUE_BYTES,
         )
-    return Prepared(priority, chosen.name, payload, now_micros(), visible_us, dedup_key, key)
+    return Prepared(priority, chosen.name, payload, now_micros(), visible_us, dedup_key, key, tenant)
 
 
 def decode_item(qk: keys.QueueKeys, kv: Any) -> Item:
@@ -146,6 +148,8 @@ def _push(tr: Any, name: str, batch: list[Prepared]) -> list[PendingItem | Dupli
                 raise WrongQueueKind(
                     f"{name!r} is a FIFO queue: its items all have priority 0.", name=name
                 )
+    for p in batch:
+        tenantkeys.check_fits(name, entry.tenants, p.tenant)
     return _write(tr, qk, batch)
 
 
@@ -166,7 +170,9 @@ def _push_ahead(tr: Any, name: str, batch: list[Prepared]) -> list[PendingItem |
 def _blind(entry: Entry, batch: list[Prepared]) -> bool:
     """Can ``batch`` be written before ``entry`` is confirmed? Only when nothing it does depends
     on the entry beyond where its keys go: no dedup keys to read, no kind to refuse."""
-    return all(p.dedup is None and (p.priority == 0 or entry.kind != "fifo") for p in batch)
+    return not entry.tenants and all(
+        p.dedup is None and p.tenant is None and (p.priority == 0 or entry.kind != "fifo") for p in batch
+    )
 
 
 def _write(tr: Any, qk: keys.QueueKeys, batch: list[Prepared]) -> list[PendingItem | DuplicatePending | dedup.Known]:
@@ -217,6 +223,7 @@ def _write(tr: Any, qk: keys.QueueKeys, batch: list[Prepared]) -> list[PendingIt
     if delayed:
         tr.add(qk.counter(keys.DELAYED), counter_bytes(delayed))
     tr.add(qk.counter(keys.PUSHED), counter_bytes(ready + delayed))
+    activity.count(tr, qk, now_us, activity.PUSHED, ready + delayed)
     visibility.wake(tr, qk)
     return out  # type: ignore[return-value]
 
@@ -237,6 +244,8 @@ def _write_one(tr: Any, qk: keys.QueueKeys, p: Prepared, stamp: Any, now_us: int
     tr.set_versionstamped_key(
         qk.order.pack_with_versionstamp((stamp,)), fdb.tuple.pack((p.priority, p.enqueued_us))
     )
+    if p.tenant is not None:
+        tenantkeys.pushed(tr, qk, p.priority, stamp, p.meta)
     return False
 
 
@@ -403,7 +412,8 @@ def take(tr: Any, entry: Entry, qk: keys.QueueKeys, end: str, n: int,
 
     What is due among the hidden items is moved in first, so it is taken in its turn.
     """
-    kvs, cut = promote_and_walk(tr, entry, qk, end, n, max_bytes, sent)
+    walker = tenantturns.promote_and_walk if entry.tenants else promote_and_walk
+    kvs, cut = walker(tr, entry, qk, end, n, max_bytes, sent)
     items = []
     for kv in kvs:
         priority, stamp, meta = visibility.take_ready(tr, qk, bytes(kv.key))
@@ -412,6 +422,7 @@ def take(tr: Any, entry: Entry, qk: keys.QueueKeys, end: str, n: int,
     if items:
         tr.add(qk.counter(keys.SIZE), counter_bytes(-len(items)))
         tr.add(qk.counter(keys.POPPED), counter_bytes(len(items)))
+        activity.count(tr, qk, now_micros(), activity.POPPED, len(items))
     return items, cut
 
 
@@ -428,6 +439,9 @@ def peek_one(tr: Any, name: str, end: str) -> Item | None:
         tr, name, lambda qk: first_reads(tr, qk, end, 1), fifo_ok=end == "min"
     )  # the catalog check, the due read and the walk's first read: one round trip for all
     kvs, _cut = walk(tr, qk, end, 1, head=head)
+    if entry.tenants:  # the front tenant's item (due items are not looked at)
+        ahead = tenantturns.peek(tr, qk, end)
+        kvs, due = ([ahead] if ahead is not None else []), []
     best = None
     if kvs:
         priority, stamp, *rest = qk.items.unpack(bytes(kvs[0].key))
@@ -512,6 +526,7 @@ def clear(tr: Any, name: str) -> None:
         r = space.range()
         tr.clear_range(r.start, r.stop)
     dedup.forget_all(tr, qk)
+    tenantkeys.clear(tr, qk)
     keylimits.reset(tr, qk, counts=True)  # the leases are gone, and their keys' slots with them
     for which in (keys.SIZE, keys.LEASED, keys.DELAYED):
         tr[qk.counter(which)] = counter_bytes(0)

@@ -67,15 +67,7 @@ _PLUS_ONE = counter_bytes(1)
 
 def check_key(key: object) -> str:
     """A limit key: a non-empty string of at most KEY_MAX_BYTES bytes of UTF-8."""
-    try:
-        ok = isinstance(key, str) and 1 <= len(key.encode("utf-8")) <= KEY_MAX_BYTES
-    except UnicodeEncodeError:  # lone surrogates: the tuple layer cannot store them
-        ok = False
-    if not ok:
-        raise InvalidArgument(
-            f"key must be a string of 1 to {KEY_MAX_BYTES} bytes of UTF-8.", field="key"
-        )
-    return key  # type: ignore[return-value]
+    return keys.check_label(key, "key", KEY_MAX_BYTES)
 
 
 def check_concurrency(value: object) -> int | None:

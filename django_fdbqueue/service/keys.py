@@ -24,8 +24,11 @@ Everything the service writes lives under the app's root subspace (``FDBQUEUE["R
     root / "q" / queue_id / "y" / "n" / key       -> 8-byte counter   leases held by items of a key
     root / "q" / queue_id / "y" / "f" / key       -> b""         the key is at its concurrency limit
     root / "q" / queue_id / "y" / "b" / key       -> (tokens, refilled_at_us)   a key's token bucket
+    root / "q" / queue_id / "v" / "m"|"h" / minute|hour / counter -> 8-byte counter   activity
+                                                   (per-minute and per-hour counts: ``activity``)
+    root / "q" / queue_id / "e" / ...             -> tenants of a queue split by tenant (``tenantkeys``)
 
-``meta...`` is ``enqueued_at_us, codec[, attempts[, dedup_key[, key]]]`` (see :class:`ItemMeta`): what
+``meta...`` is ``enqueued_at_us, codec[, attempts[, dedup_key[, key[, tenant]]]]`` (see :class:`ItemMeta`): what
 an item carries with it from state to state, trailing defaults left out, so the keys of items
 that were never claimed nor deduplicated are exactly the short ones of earlier releases.
 
@@ -84,6 +87,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import functools
 import re
 import struct
@@ -144,6 +148,18 @@ LEASE_TOKEN_BYTES = 16
 
 
 # --- validation -----------------------------------------------------------------------------
+
+
+def check_label(value: object, field: str, max_bytes: int) -> str:
+    """A short label stored in keys (a limit key, a tenant): a non-empty string of at most
+    ``max_bytes`` bytes of UTF-8 that the tuple layer can encode."""
+    try:
+        ok = isinstance(value, str) and 1 <= len(value.encode("utf-8")) <= max_bytes
+    except UnicodeEncodeError:  # lone surrogates: the tuple layer cannot store them
+        ok = False
+    if not ok:
+        raise InvalidArgument(f"{field} must be a string of 1 to {max_bytes} bytes of UTF-8.", field=field)
+    return value  # type: ignore[return-value]
 
 
 def check_name(name: object) -> str:
@@ -248,8 +264,12 @@ class ItemMeta:
     dedup: str | None = None
     #: The item's limit key (``push(..., key=...)``): see ``keylimits``.
     key: str | None = None
+    #: The item's tenant on a queue split by tenant (``push(..., tenant=...)``): see ``tenantkeys``.
+    tenant: str | None = None
 
     def elements(self) -> tuple:
+        if self.tenant is not None:
+            return (self.enqueued_us, self.codec, self.attempts, self.dedup, self.key, self.tenant)
         if self.key is not None:
             return (self.enqueued_us, self.codec, self.attempts, self.dedup, self.key)
         if self.dedup is not None:
@@ -263,11 +283,11 @@ class ItemMeta:
         return cls(*rest)
 
     def claimed(self) -> "ItemMeta":
-        return ItemMeta(self.enqueued_us, self.codec, self.attempts + 1, self.dedup, self.key)
+        return dataclasses.replace(self, attempts=self.attempts + 1)
 
     def fresh(self) -> "ItemMeta":
         """Attempts forgotten: a dead letter requeued by hand starts over."""
-        return ItemMeta(self.enqueued_us, self.codec, 0, self.dedup, self.key)
+        return dataclasses.replace(self, attempts=0)
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from typing import Any, Callable
 from django_fdbqueue.exceptions import InvalidReceipt, LeaseExpired, LeaseNotFound
 from django_fdbqueue.fdbapi import ErrorCode, FDBError, _count_retry, bounded, is_transaction, transactional
 
-from . import dedup, keyclaims, keylimits, keys, visibility
+from . import activity, dedup, keyclaims, keylimits, keys, tenantturns, visibility
 from .catalog import counter_bytes, require, require_with_entry
 from .items import promote_and_walk
 from .records import Lease, now_micros, to_datetime
@@ -69,7 +69,8 @@ def claim_once(tr: Any, name: str, lease: float, end: str) -> Lease | keyclaims.
     )
     if limits is None:
         now_us = sent[0]
-        kvs, _cut = promote_and_walk(tr, entry, qk, end, 1, sent=sent)
+        walker = tenantturns.promote_and_walk if entry.tenants else promote_and_walk
+        kvs, _cut = walker(tr, entry, qk, end, 1, sent=sent)
         kv = kvs[0] if kvs else None
     else:
         now_us = sent[0][0]
@@ -81,6 +82,7 @@ def claim_once(tr: Any, name: str, lease: float, end: str) -> Lease | keyclaims.
     tr.add(qk.counter(keys.SIZE), counter_bytes(-1))
     hidden = visibility.Hidden(now_us + _micros(lease), priority, stamp, os.urandom(keys.LEASE_TOKEN_BYTES), meta.claimed())
     visibility.hide(tr, qk, hidden, bytes(kv.value))
+    activity.count(tr, qk, now_us, activity.CLAIMED)
     receipt = keys.Receipt(name, qk.queue_id, priority, stamp, hidden.token).encode()
     item = visibility.item_from(priority, stamp, hidden.meta, kv.value)
     return Lease(item, receipt, to_datetime(hidden.visible_us))
@@ -188,6 +190,7 @@ def ack(db_or_tr: Any, receipt: str, name: str | None = None) -> None:
         visibility.unhide(tr, qk, hidden)
         keylimits.give_back(tr, qk, held.entry, hidden.meta)
         tr.add(qk.counter(keys.POPPED), counter_bytes(1))
+        activity.count(tr, qk, held.now_us, activity.ACKED)
         dedup.consumed(tr, qk, hidden.priority, hidden.stamp, hidden.meta)
         _mark(tr, held, r.token, ACKED)
         return ACKED
@@ -207,6 +210,7 @@ def release(db_or_tr: Any, receipt: str, delay: float, name: str | None = None) 
         payload = bytes(payload)
         visibility.unhide(tr, qk, hidden)
         keylimits.give_back(tr, qk, held.entry, hidden.meta)
+        activity.count(tr, qk, held.now_us, activity.FAILED)
         if visibility.exhausted(held.entry, hidden.meta):
             visibility.bury(tr, qk, hidden.priority, hidden.stamp, hidden.meta, payload, held.now_us)
             outcome = DEAD

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from django_fdbqueue.exceptions import QueueNotFound
+from django_fdbqueue.exceptions import InvalidArgument, QueueNotFound
 from django_fdbqueue.fdbapi import fdb
 
 from . import keys
@@ -85,6 +85,10 @@ class Pop:
     def bind(self, tr: Any) -> keys.QueueKeys:
         """Read the catalog entry (an ordinary read: a racing delete makes us retry)."""
         entry, qk = require(tr, self.name, fifo_ok=self.end == "min")
+        if entry.tenants:  # its staged requests are served in queue order, not by turns
+            raise InvalidArgument(
+                f"The queue {self.name!r} is split by tenant, and a high-contention pop does not take "
+                "turns between tenants: pop it with mode='plain', or claim.", name=self.name)
         self.entry = entry
         if self.qk is None:
             self.qk = qk

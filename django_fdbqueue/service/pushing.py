@@ -13,7 +13,7 @@ from django_fdbqueue import codecs
 from django_fdbqueue.exceptions import InvalidArgument
 from django_fdbqueue.fdbapi import is_transaction
 
-from . import catalog, keylimits, keys
+from . import catalog, keylimits, keys, tenantkeys
 from . import items as _items  # push_many's parameter is called items
 from .items import MAX_PUSHES_PER_TRANSACTION
 from .observe import observed
@@ -53,6 +53,7 @@ def push(
     not_before: dt.datetime | None = None,
     dedup_key: str | None = None,
     key: str | None = None,
+    tenant: str | None = None,
 ) -> Item | PendingItem:
     """Add ``value`` with ``priority``. Never conflicts with other pushes.
 
@@ -62,13 +63,17 @@ def push(
     exists (queued, delayed, leased or dead) or was consumed less than DEDUP_WINDOW_SECONDS ago
     adds nothing and returns that item with ``duplicate=True``, also when retried after
     ``commit_unknown_result``. ``key`` (at most ``keylimits.KEY_MAX_BYTES`` bytes of UTF-8, say
-    a customer id) is what the queue's per-key limits count (see ``keylimits``).
+    a customer id) is what the queue's per-key limits count (see ``keylimits``). ``tenant`` (at
+    most ``tenantkeys.TENANT_MAX_BYTES`` bytes of UTF-8) is required on a queue split by tenant
+    and refused on any other.
     """
     keys.check_name(name)
     dedup_key = None if dedup_key is None else keys.check_dedup_key(dedup_key)
     key = None if key is None else keylimits.check_key(key)
+    tenant = None if tenant is None else tenantkeys.check_tenant(tenant)
     prepared = _items.prepare(
-        value, priority, codec, visible_us=_visible_at(delay, not_before), dedup_key=dedup_key, key=key
+        value, priority, codec, visible_us=_visible_at(delay, not_before), dedup_key=dedup_key, key=key,
+        tenant=tenant,
     )
     (pending,) = _items.push_prepared(db_or_tr, name, [prepared])
     return pending if is_transaction(db_or_tr) else pending.result(wait=True)
@@ -98,20 +103,23 @@ def push_many(
     delay: float | None = None,
     not_before: dt.datetime | None = None,
     key: str | None = None,
+    tenant: str | None = None,
 ) -> list[Item | PendingItem]:
     """Push many values, in order, in as few transactions as the limits allow.
 
     ``items`` yields ``(value, priority)`` tuples or bare values (priority 0; a list is a value,
     a 2-tuple is always a pair). Everything is
     validated before the first write, so one bad value means nothing is written. ``delay`` or
-    ``not_before`` applies to every item, and so does ``key`` (see ``push``).
+    ``not_before`` applies to every item, and so do ``key`` and ``tenant`` (see ``push``).
     """
     keys.check_name(name)
     key = None if key is None else keylimits.check_key(key)
+    tenant = None if tenant is None else tenantkeys.check_tenant(tenant)
     if isinstance(items, (str, bytes, dict)):
         raise InvalidArgument("items must be an iterable of values or (value, priority) pairs.")
     visible_us = _visible_at(delay, not_before)
-    prepared = [_items.prepare(*_split_pair(entry), codec, visible_us=visible_us, key=key) for entry in items]
+    prepared = [_items.prepare(*_split_pair(entry), codec, visible_us=visible_us, key=key, tenant=tenant)
+                for entry in items]
     if is_transaction(db_or_tr):
         if len(prepared) > MAX_PUSHES_PER_TRANSACTION:
             raise InvalidArgument(

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django_fdbqueue.exceptions import InvalidArgument
+
 from . import catalog, items, keylimits, keys
 from .observe import observed
 from .records import LIMIT_MAX, Page, QueueInfo
@@ -25,19 +27,24 @@ def _check_max_attempts(max_attempts: object) -> int | None:
 @observed
 def create_queue(
     db_or_tr: Any, name: str, kind: str = "fifo", *, max_attempts: int | None = None,
-    key_concurrency: int | None = None, key_rate: float | None = None,
+    key_concurrency: int | None = None, key_rate: float | None = None, tenants: bool = False,
 ) -> QueueInfo:
     """Create an empty queue; an existing name raises QueueAlreadyExists (never an overwrite).
 
     ``max_attempts`` (1 to 1000, or None for no limit): claims an item may have without an
     ack before it moves to the dead letters. ``key_concurrency`` and ``key_rate``: per-key
-    limits (see ``set_key_limits``).
+    limits (see ``set_key_limits``). ``tenants=True`` splits the queue by tenant: every push
+    names its ``tenant``, and pops and claims take from the tenants in turn (``tenantturns``).
     """
     keys.check_name(name)
     keys.check_kind(kind)
+    if not isinstance(tenants, bool):
+        raise InvalidArgument("tenants must be true or false.", field="tenants")
+    if tenants and (key_concurrency is not None or key_rate is not None):
+        raise InvalidArgument("A queue split by tenant takes no per-key limits.", field="tenants")
     return catalog.create_queue(
         db_or_tr, name, kind, _check_max_attempts(max_attempts),
-        keylimits.check_concurrency(key_concurrency), keylimits.check_rate(key_rate),
+        keylimits.check_concurrency(key_concurrency), keylimits.check_rate(key_rate), tenants,
     )
 
 

@@ -172,6 +172,8 @@ class QueueInfo:
     #: Per-key limits (see ``service.keylimits``): leases at once, and claims per second, per key.
     key_concurrency: int | None = None
     key_rate: float | None = None
+    #: On a queue split by tenant, how many tenants have ready items; None on other queues.
+    tenants: int | None = None
 
     @property
     def oldest_age_seconds(self) -> float | None:

@@ -15,7 +15,7 @@ from typing import Any
 
 from django_fdbqueue.fdbapi import fdb
 
-from . import dedup, keys, visibility
+from . import activity, dedup, keys, visibility
 from .catalog import Entry, counter_bytes
 from .items import BATCH_BYTES, decode_item, walk
 from .popper import EMPTY, Outcome, Pop
@@ -134,6 +134,7 @@ def _serve(tr: Any, qk: keys.QueueKeys, pairs: list[tuple[Live, Any]], p: Pop | 
     if done.served:
         tr.add(qk.counter(keys.SIZE), counter_bytes(-done.served))
         tr.add(qk.counter(keys.POPPED), counter_bytes(done.served))
+        activity.count(tr, qk, activity.now_micros(), activity.POPPED, done.served)
 
 
 def _answer_empty(tr: Any, qk: keys.QueueKeys, unserved: list[Live], p: Pop | None, done: Round) -> None:

@@ -20,7 +20,7 @@ from typing import Any, Iterable, Iterator
 from django_fdbqueue import codecs
 from django_fdbqueue.fdbapi import fdb
 
-from . import keylimits, keys
+from . import activity, keylimits, keys, tenantkeys
 from .catalog import Entry, counter_bytes
 from .records import Item, ScheduledItem, to_datetime
 
@@ -85,6 +85,8 @@ def put_ready(tr: Any, qk: keys.QueueKeys, priority: int, stamp: Any, meta: keys
     """The item's ready key and push-order entry (no counters: callers count)."""
     tr[qk.items.pack((priority, stamp, *meta.elements()))] = payload
     tr[qk.order.pack((stamp,))] = fdb.tuple.pack((priority, meta.enqueued_us))
+    if meta.tenant is not None:
+        tenantkeys.ready(tr, qk, priority, stamp, meta)  # back in its tenant's sub-queue
 
 
 def take_ready(tr: Any, qk: keys.QueueKeys, item_key: bytes) -> tuple[int, Any, keys.ItemMeta]:
@@ -122,6 +124,7 @@ def bury(tr: Any, qk: keys.QueueKeys, priority: int, stamp: Any, meta: keys.Item
     """Put an item (already taken from where it was) among the dead letters, and count it."""
     tr[qk.dead.pack((priority, stamp, now_us, *meta.elements()))] = payload
     tr.add(qk.counter(keys.DEAD_COUNT), _ONE)
+    activity.count(tr, qk, now_us, activity.DEAD)
 
 
 def exhausted(entry: Entry, meta: keys.ItemMeta) -> bool:
@@ -155,6 +158,7 @@ def promote(tr: Any, qk: keys.QueueKeys, entry: Entry, now_us: int, rows: Iterab
         unhide(tr, qk, hidden)
         if hidden.leased:
             keylimits.give_back(tr, qk, entry, hidden.meta)  # a lease ran out: its key's slot too
+            activity.count(tr, qk, now_us, activity.FAILED)
         if hidden.leased and exhausted(entry, hidden.meta):
             bury(tr, qk, hidden.priority, hidden.stamp, hidden.meta, bytes(kv.value), now_us)
         else:

@@ -13,6 +13,10 @@ never enqueued twice. Arguments that are not JSON raise ``InvalidTaskArguments``
 framework's ``InvalidTaskError`` and the ``TypeError`` its contract names; arguments that would
 leave the record no room for its runs raise ``ArgumentsTooLarge`` (see ``limits``).
 
+With the ``LIMIT_KEY_ARG`` option, the keyword argument of that name gives the item its limit
+key (``service.push(..., key=)``), so a queue's ``key_concurrency`` and ``key_rate`` apply to
+tasks too; a bad value raises ``InvalidLimitKey`` at enqueue and stores nothing.
+
 Async task functions are supported (``supports_async_task``): the worker runs them to completion
 in its thread, as the framework's ``Task.call`` does.
 """
@@ -30,7 +34,7 @@ from django.utils.module_loading import import_string
 
 from django_fdbqueue import service
 from django_fdbqueue.connection import get_database
-from django_fdbqueue.exceptions import InvalidQueueName, QueueAlreadyExists, QueueNotFound
+from django_fdbqueue.exceptions import InvalidArgument, InvalidQueueName, QueueAlreadyExists, QueueNotFound
 from django_fdbqueue.fdbapi import transactional
 from django_fdbqueue.service.records import now_micros, to_datetime
 from django_fdbqueue.worker.runner import DEFAULT_LEASE
@@ -48,7 +52,7 @@ from .compat import (
     normalize_json,
     task_enqueued,
 )
-from .exceptions import InvalidTaskArguments
+from .exceptions import InvalidLimitKey, InvalidTaskArguments
 
 DEFAULT_OPTIONS: dict[str, Any] = {
     # Our queue for the task queue "emails" is QUEUE_PREFIX + "emails".
@@ -61,6 +65,10 @@ DEFAULT_OPTIONS: dict[str, Any] = {
     # the task runs, so it does not limit how long a task may take: it is how long a task whose
     # worker died waits before another worker runs it. Hence the worker's own default.
     "LEASE": DEFAULT_LEASE,
+    # The name of a keyword argument of the tasks whose value becomes the queue item's limit key
+    # (see the queues' key_concurrency and key_rate): a string of 1 to 100 bytes of UTF-8, or
+    # None or left out for no key; any other value is refused at enqueue. None: no limit keys.
+    "LIMIT_KEY_ARG": None,
 }
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
@@ -90,6 +98,7 @@ class FDBQueueBackend(BaseTaskBackend):
         self.retention: float | None = merged["RESULT_RETENTION"]
         self.max_attempts: int | None = merged["MAX_ATTEMPTS"]
         self.lease: float = merged["LEASE"]
+        self.limit_key_arg: str | None = merged["LIMIT_KEY_ARG"]
         self._check_options()
 
     # --- options and queue names ------------------------------------------------------------------
@@ -106,6 +115,10 @@ class FDBQueueBackend(BaseTaskBackend):
             self.option_errors.append(f"MAX_ATTEMPTS must be None or an integer from 1 to {service.MAX_ATTEMPTS_LIMIT}")
         if not _positive_number(self.lease) or self.lease > service.MAX_LEASE_SECONDS:
             self.option_errors.append(f"LEASE must be a number of seconds above 0 and at most {service.MAX_LEASE_SECONDS:g}")
+        if self.limit_key_arg is not None and not (
+            isinstance(self.limit_key_arg, str) and self.limit_key_arg.isidentifier()
+        ):
+            self.option_errors.append("LIMIT_KEY_ARG must be None or the name of a keyword argument")
         for name in sorted(self.queues):
             try:
                 self.queue_for(name)
@@ -156,7 +169,8 @@ class FDBQueueBackend(BaseTaskBackend):
             enqueued_us=now_micros(),
         )
         limits.check_new(record)
-        _enqueue(get_database(), record, self.queue_for(task.queue_name), self.max_attempts, run_after)
+        key = self.limit_key(kwargs)
+        _enqueue(get_database(), record, self.queue_for(task.queue_name), self.max_attempts, run_after, key)
         result = self.to_result(task, record)
         task_enqueued.send(type(self), task_result=result)
         return result
@@ -204,6 +218,22 @@ class FDBQueueBackend(BaseTaskBackend):
         object.__setattr__(result, "_return_value", record.return_value)
         return result
 
+    def limit_key(self, kwargs: dict) -> str | None:
+        """The item's limit key: the ``LIMIT_KEY_ARG`` keyword argument, or None (InvalidLimitKey)."""
+        if self.limit_key_arg is None:
+            return None
+        value = kwargs.get(self.limit_key_arg)
+        if value is None:
+            return None
+        try:
+            return service.keylimits.check_key(value)
+        except InvalidArgument:
+            raise InvalidLimitKey(
+                f"The task argument {self.limit_key_arg!r} is the limit key (TASKS[{self.alias!r}]['OPTIONS']"
+                f"['LIMIT_KEY_ARG']): it must be a string of 1 to {service.keylimits.KEY_MAX_BYTES} bytes of "
+                f"UTF-8, or None for no key; got {_shown(value)}."
+            ) from None
+
     def retention_end(self, now_us: int) -> int | None:
         """When a result finished now may be forgotten (None: never)."""
         return None if self.retention is None else now_us + int(self.retention * 1_000_000)
@@ -211,6 +241,12 @@ class FDBQueueBackend(BaseTaskBackend):
 
 def _positive_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, str):
+        return f"a string of {len(value.encode('utf-8', 'surrogatepass'))} bytes"
+    return f"a value of type {type(value).__name__}"
 
 
 def _json_arguments(args: Any, kwargs: Any) -> tuple[list, dict]:
@@ -227,17 +263,17 @@ def _json_arguments(args: Any, kwargs: Any) -> tuple[list, dict]:
 
 @transactional
 def _enqueue(tr: Any, record: results.Record, queue: str, max_attempts: int | None,
-             run_after: dt.datetime | None) -> None:
+             run_after: dt.datetime | None, key: str | None = None) -> None:
     """The record and the queue item, together; the queue is created on first use."""
     previous = results.read(tr, record.id)
     if previous is not None:
         return  # an earlier attempt of this very call committed (commit_unknown_result)
     results.write(tr, record, None)
     try:
-        service.push(tr, queue, {"result_id": record.id}, record.priority, not_before=run_after)
+        service.push(tr, queue, {"result_id": record.id}, record.priority, not_before=run_after, key=key)
     except QueueNotFound:
         ensure_queue(tr, queue, max_attempts)
-        service.push(tr, queue, {"result_id": record.id}, record.priority, not_before=run_after)
+        service.push(tr, queue, {"result_id": record.id}, record.priority, not_before=run_after, key=key)
 
 
 @transactional
@@ -256,11 +292,12 @@ def _retry(tr: Any, result_id: str, backend: FDBQueueBackend) -> results.Record:
                               "expires_us": None, "run_after_us": None, "enqueued_us": now_micros()})
     results.write(tr, again, record)
     queue = backend.queue_for(record.queue_name)
+    key = backend.limit_key(record.kwargs)  # the same limit key as its first run
     try:
-        service.push(tr, queue, {"result_id": record.id}, record.priority)
+        service.push(tr, queue, {"result_id": record.id}, record.priority, key=key)
     except QueueNotFound:
         ensure_queue(tr, queue, backend.max_attempts)
-        service.push(tr, queue, {"result_id": record.id}, record.priority)
+        service.push(tr, queue, {"result_id": record.id}, record.priority, key=key)
     return again
 
 

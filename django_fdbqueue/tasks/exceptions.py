@@ -13,7 +13,7 @@ from django_fdbqueue.exceptions import ValueTooLarge
 
 from .compat import InvalidTaskError
 
-__all__ = ["InvalidTaskArguments", "ArgumentsTooLarge", "ResultTooLarge"]
+__all__ = ["InvalidTaskArguments", "ArgumentsTooLarge", "InvalidLimitKey", "ResultTooLarge"]
 
 
 class InvalidTaskArguments(InvalidTaskError, TypeError):
@@ -22,6 +22,10 @@ class InvalidTaskArguments(InvalidTaskError, TypeError):
 
 class ArgumentsTooLarge(InvalidTaskError, ValueError):
     """Task arguments too large for the task's result record (one FoundationDB value)."""
+
+
+class InvalidLimitKey(InvalidTaskError, ValueError):
+    """A task's limit-key argument (the ``LIMIT_KEY_ARG`` option) that is not a valid limit key."""
 
 
 class ResultTooLarge(ValueTooLarge):

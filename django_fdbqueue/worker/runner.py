@@ -37,6 +37,9 @@ was lost); still there means it was not acknowledged and will run again, and it 
 
 Burst mode (``burst=True``, see ``burst``) ends the worker once nothing is ready and nothing is
 in hand, instead of waiting for more work.
+
+The activity charts' gauges (depth, oldest age) are sampled when a worker starts and then once a
+minute per process by the heartbeat thread (``service.activity.SAMPLER``), whoever watches.
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ from django_fdbqueue.exceptions import (
     WrongQueueKind,
 )
 from django_fdbqueue.fdbapi import FDBError, describe, transactional
+from django_fdbqueue.service import activity
 from django_fdbqueue.service.keys import check_seconds
 
 from .backoff import Backoff, retry_delay
@@ -214,6 +218,7 @@ class Worker:
             self.end,
             ", until nothing is ready (burst)" if self.burst else "",
         )
+        activity.SAMPLER.maybe_sample(self.db)  # the charts' depth and age; never raises
         for thread in self._slots:
             thread.start()
         self._heartbeat.start()
@@ -541,10 +546,12 @@ class Worker:
                     now = time.monotonic()
                     live = [h for h in self._slot_held if h is not None and not h.settled and not h.lost]
                     due = [h for h in live if h.next_extend <= now]
-                    if due:
+                    if due or activity.SAMPLER.due():
                         break
                     soonest = min((h.next_extend for h in live), default=now + 1.0)
                     self._cond.wait(min(max(soonest - now, 0.005), 1.0))
+            # Once a minute per process, the charts' depth and age (logged, never raised, if it fails).
+            activity.SAMPLER.maybe_sample(self.db)
             for held in due:
                 self._extend(held)
 

@@ -19,6 +19,7 @@ from .limits import (
     INT64_MAX,
     INT64_MIN,
     KEY_MAX_BYTES,
+    TENANT_MAX_BYTES,
     MAX_DELAY_SECONDS,
     MAX_LEASE_SECONDS,
     MAX_WAIT_SECONDS,
@@ -244,6 +245,34 @@ def key_field() -> LimitKeyField:
         help_text=f"The item's limit key (a customer id, an API host): 1 to {KEY_MAX_BYTES} bytes of UTF-8. "
         "The queue's key_concurrency and key_rate limit claims per key; items without a key are not limited.",
     )
+
+
+class TenantField(StrictCharField):
+    """A push's ``tenant``: 1 to TENANT_MAX_BYTES bytes of UTF-8 (the service counts the bytes)."""
+
+    def to_internal_value(self, data: Any) -> str:
+        value = super().to_internal_value(data)
+        if len(value.encode("utf-8")) > TENANT_MAX_BYTES:
+            raise serializers.ValidationError(f"At most {TENANT_MAX_BYTES} bytes of UTF-8.")
+        return value
+
+
+def tenant_field() -> TenantField:
+    return TenantField(
+        required=False,
+        min_length=1,
+        help_text=f"The item's tenant, required on a queue split by tenant and refused on any other: 1 to "
+        f"{TENANT_MAX_BYTES} bytes of UTF-8. Pops and claims take from the tenants in turn.",
+    )
+
+
+class StrictBooleanField(serializers.BooleanField):
+    """A JSON true or false, nothing else (no "yes", 1 or "true")."""
+
+    def to_internal_value(self, data: Any) -> bool:
+        if not isinstance(data, bool):
+            self.fail("invalid", input=data)
+        return data
 
 
 # An ISO 8601 / RFC 3339 date and time as clients write them, ASCII digits only: Django's

@@ -18,6 +18,7 @@ from .fields import (
     ValueField,
     delay_field,
     key_field,
+    tenant_field,
 )
 from .limits import (
     DEDUP_KEY_MAX_LENGTH,
@@ -130,6 +131,7 @@ class PushItemSerializer(StrictFieldsMixin, serializers.Serializer):
     priority = PriorityField(default=0)
     dedup_key = _dedup_key_field()
     key = key_field()
+    tenant = tenant_field()
     delay = delay_field(_PUSH_DELAY_HELP, required=False)
     not_before = _not_before_field()
 
@@ -153,6 +155,7 @@ class PushBatchSerializer(StrictFieldsMixin, serializers.Serializer):
 
     items = PushBatchEntrySerializer(many=True, allow_empty=False, max_length=MAX_BATCH_ITEMS)
     key = key_field()
+    tenant = tenant_field()
     delay = delay_field(_PUSH_DELAY_HELP, required=False)
     not_before = _not_before_field()
 
@@ -164,6 +167,7 @@ class PushSerializer(StrictFieldsMixin, serializers.Serializer):
     priority = PriorityField(required=False)
     dedup_key = _dedup_key_field()
     key = key_field()
+    tenant = tenant_field()
     delay = delay_field(_PUSH_DELAY_HELP, required=False)
     not_before = _not_before_field()
     items = PushBatchEntrySerializer(many=True, required=False, allow_empty=False, max_length=MAX_BATCH_ITEMS)

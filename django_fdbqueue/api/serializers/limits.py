@@ -34,3 +34,5 @@ LEASE_GONE_REASONS = (LeaseExpired.reason, LeaseNotFound.reason)
 KEY_MAX_BYTES = service.KEY_MAX_BYTES
 KEY_CONCURRENCY_MAX = 1_000_000
 KEY_RATE_MAX = 1_000_000.0
+# Queues split by tenant (service.tenantkeys): a push's tenant.
+TENANT_MAX_BYTES = service.TENANT_MAX_BYTES

@@ -18,6 +18,7 @@ from .fields import (
     QueueNameField,
     QueuePrefixField,
     RateField,
+    StrictBooleanField,
     StrictFieldsMixin,
     StrictIntegerField,
 )
@@ -55,6 +56,9 @@ class QueueSerializer(serializers.Serializer):
         allow_null=True, help_text="Most items of one key leased at once; null: no limit."
     )
     key_rate = serializers.FloatField(allow_null=True, help_text="Most claims per second per key; null: no limit.")
+    tenants = serializers.IntegerField(
+        allow_null=True, help_text="On a queue split by tenant, the tenants with ready items; null on other queues."
+    )
     url = serializers.SerializerMethodField()
 
     @extend_schema_field(OpenApiTypes.URI)
@@ -114,6 +118,11 @@ class QueueCreateSerializer(StrictFieldsMixin, serializers.Serializer):
     max_attempts = _max_attempts_field(default=None)
     key_concurrency = _key_concurrency_field(default=None)
     key_rate = _key_rate_field(default=None)
+    tenants = StrictBooleanField(
+        default=False,
+        help_text="Split the queue by tenant: every push names its tenant, and pops and claims take from "
+        "the tenants in turn. Fixed at creation; not with key_concurrency or key_rate.",
+    )
 
 
 class QueueUpdateSerializer(StrictFieldsMixin, serializers.Serializer):

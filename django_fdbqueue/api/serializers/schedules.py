@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from django_fdbqueue.exceptions import InvalidArgument
+from django_fdbqueue.exceptions import InvalidArgument, InvalidSchedule
 from django_fdbqueue.schedules import model
 
 from .fields import StrictFieldsMixin
@@ -21,20 +22,28 @@ TARGET_HELP = (
 
 
 def _checked(check: Any, *args: Any) -> Any:
-    """Run a model check; its refusal becomes the field's 400."""
+    """Run a model check; its refusal becomes the field's 400, coded ``invalid_schedule`` whatever
+    part of the definition it was about (a queue name inside the target included)."""
     try:
         return check(*args)
     except InvalidArgument as error:
-        raise serializers.ValidationError(error.message, code=error.code) from None
+        raise serializers.ValidationError(error.message, code=InvalidSchedule.code) from None
+
+
+@extend_schema_field({"type": "object", "required": ["kind"],
+                      "properties": {"kind": {"type": "string", "enum": ["push", "task"]}}})
+class TargetField(serializers.JSONField):
+    """A JSON object; what else it needs depends on its kind, which the model checks."""
 
 
 class _DefinitionFields(StrictFieldsMixin, serializers.Serializer):
-    target = serializers.JSONField(help_text=TARGET_HELP)
-    cron = serializers.CharField(required=False, allow_null=True, trim_whitespace=False, max_length=200,
+    target = TargetField(help_text=TARGET_HELP)
+    cron = serializers.CharField(required=False, allow_null=True, trim_whitespace=False, min_length=1, max_length=200,
                                  help_text="A cron expression (five fields, or six with seconds), e.g. */5 * * * *.")
     interval = serializers.FloatField(required=False, allow_null=True,
                                       help_text=f"Seconds between runs, {model.MIN_INTERVAL} to {model.MAX_INTERVAL}.")
-    tz = serializers.CharField(required=False, trim_whitespace=False, help_text="IANA time zone; default UTC.")
+    tz = serializers.CharField(required=False, trim_whitespace=False, min_length=1, max_length=100,
+                               help_text="IANA time zone; default UTC.")
     catch_up = serializers.ChoiceField(choices=model.CATCH_UP_POLICIES, required=False,
                                        help_text="Missed occurrences: last (default), all (bounded) or none.")
 

@@ -1,0 +1,59 @@
+"""The admin's activity charts: a page with every queue's throughput and depth over the last hour
+and day, the same charts for one queue on its page, and the JSON they are drawn from.
+
+The page and the panels draw with Chart.js (vendored under ``static/django_fdbqueue/vendor/``)
+from ``activity.js``, which fetches ``activity/data/`` every few seconds: the charts move without
+the page being reloaded. The JSON view is behind the admin's login and staff check (the admin
+site's ``admin_view``) and the queue model's view permission. Each read also samples the depth
+and age gauges (``service.activity.sample``), so the charts record them while somebody looks.
+"""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+
+from django_fdbqueue.connection import get_database
+from django_fdbqueue.exceptions import InvalidArgument, QueueNotFound
+from django_fdbqueue.service import activity
+
+from .pages import AdminPages, store_guard
+
+#: How often the charts fetch new data, in seconds.
+REFRESH_SECONDS = 5
+
+
+def chart_context(pages: AdminPages, name: str | None) -> dict:
+    """What the charts include needs: where to fetch, how often, for which queue."""
+    url = pages.url("activity_data", queue=name or "")
+    return {"activity_data_url": url, "activity_refresh": REFRESH_SECONDS, "activity_queue": name or ""}
+
+
+class ActivityAdminViews(AdminPages):
+    """The activity page and its JSON."""
+
+    @store_guard
+    def activity_page(self, request: HttpRequest) -> HttpResponse:
+        """All queues together, and a chart per queue below (first ones of the catalog)."""
+        self.require(request, "view")
+        data = activity.series(get_database(), span="hour")
+        links = [(name, self.url("change", name)) for name in sorted(data["queues"])]
+        context = self.context(request, "Activity", queue_links=links,
+                               activity_url=self.url("activity"), **chart_context(self, None))
+        return self.render(request, "activity.html", context)
+
+    @store_guard
+    def activity_data(self, request: HttpRequest) -> HttpResponse:
+        """``?queue=<name>`` (or all queues) and ``?span=hour|day``: the series as JSON."""
+        self.require(request, "view")
+        name = request.GET.get("queue") or None
+        span = request.GET.get("span", "hour")
+        db = get_database()
+        try:
+            activity.check_span(span)
+            activity.sample(db, name)
+            data = activity.series(db, name, span=span)
+        except QueueNotFound as error:
+            return JsonResponse({"code": error.code, "detail": str(error)}, status=404)
+        except InvalidArgument as error:
+            return JsonResponse({"code": error.code, "detail": str(error)}, status=400)
+        return JsonResponse(data)  # never cached: the admin site's admin_view marks it so

@@ -1,0 +1,301 @@
+"""Activity of each queue over time: counters per minute and per hour, for the admin's charts.
+
+The data model, under each queue's own subspace (so deleting a queue removes its activity)::
+
+    root / "q" / queue_id / "v" / "m" / minute / counter  -> 8-byte little-endian int
+    root / "q" / queue_id / "v" / "h" / hour / counter    -> 8-byte little-endian int
+
+``minute`` and ``hour`` are whole minutes and hours since the Unix epoch (UTC). The counters
+(:data:`COUNTERS`) count what committed in that bucket:
+
+* ``pushed``: items pushed (ready or delayed); ``popped``: items popped (taken for good);
+* ``claimed``: items claimed under a lease; ``acked``: leases acked;
+* ``failed``: leases that ended without an ack, by a release or by running out;
+* ``dead``: items moved to the dead letters.
+
+**The hot path reads nothing.** Each operation adds to its counter with an atomic ``add`` in its
+own transaction, once in the minute bucket and once in the hour bucket: two small mutations per
+counter per transaction, which never conflict with anything. The day view could instead sum
+minute buckets, but that means keeping 1,440 minutes per counter and reading them all on each
+refresh; two adds per commit are the cheaper side. The key bytes of the current bucket are built
+once per queue, minute and process (:func:`count`), not once per operation.
+
+**Gauges are sampled when charts are read.** The depth (ready items) and the age of the oldest
+ready item cannot be kept by adds without reading in the hot path. :func:`sample` reads them
+(``catalog.info``, constant time) and records them in the current buckets with an atomic
+``max`` (``depth`` in items, ``age`` in whole seconds), so a bucket holds the highest value seen
+while somebody was looking. Every running worker and scheduler process samples all queues once a
+minute (:class:`Sampler`, :data:`SAMPLER`), and the admin's chart endpoint samples every time it
+is read, so a bucket has its gauges whenever one of those ran during it; buckets when neither
+ran have none (gaps in the chart).
+
+**Retention is bounded without reads.** When a process first writes to a queue in a new minute,
+the same transaction blindly clears that queue's minute buckets older than
+:data:`MINUTES_KEPT` minutes and hour buckets older than :data:`HOURS_KEPT` hours
+(``clear_range``: no read, no conflict): at most once per queue, minute and process.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+from django_fdbqueue.exceptions import InvalidArgument
+from django_fdbqueue.fdbapi import transactional
+
+from . import catalog as _catalog
+from . import keys
+from .catalog import counter_bytes, require
+
+logger = logging.getLogger("django_fdbqueue.service")
+
+ACTIVITY = "v"
+MINUTES = "m"
+HOURS = "h"
+
+PUSHED = "pushed"
+POPPED = "popped"
+CLAIMED = "claimed"
+ACKED = "acked"
+FAILED = "failed"
+DEAD = "dead"
+COUNTERS = (PUSHED, POPPED, CLAIMED, ACKED, FAILED, DEAD)
+DEPTH = "depth"
+AGE = "age"
+GAUGES = (DEPTH, AGE)
+
+#: Minute buckets kept (two hours), and hour buckets kept (two days).
+MINUTES_KEPT = 120
+HOURS_KEPT = 48
+#: The spans a chart asks for: bucket size in seconds and how many buckets (the current one last).
+SPANS = {"hour": (60, 60), "day": (3600, 24)}
+#: At most this many queues in one overview read.
+OVERVIEW_QUEUES_MAX = 200
+
+_ONE = counter_bytes(1)
+_US_PER_MINUTE = 60_000_000
+_MINUTES_PER_HOUR = 60
+_CURRENT_MAX = 4096
+# Per queue: (minute, {counter: (minute key, hour key)}) of the bucket this process writes now.
+_current: dict[keys.QueueKeys, tuple[int, dict[str, tuple[bytes, bytes]]]] = {}
+_lock = threading.Lock()
+
+
+def now_micros() -> int:
+    return time.time_ns() // 1000
+
+
+def space(qk: keys.QueueKeys) -> Any:
+    """The queue's activity subspace."""
+    return qk.space[ACTIVITY]
+
+
+def _start_minute(tr: Any, qk: keys.QueueKeys, minute: int) -> dict[str, tuple[bytes, bytes]]:
+    """Build this minute's keys for ``qk`` and blindly clear the buckets past retention."""
+    act = space(qk)
+    hour = minute // _MINUTES_PER_HOUR
+    minutes, hours = act[MINUTES], act[HOURS]
+    built = {
+        which: (minutes.pack((minute, which)), hours.pack((hour, which)))
+        for which in COUNTERS + GAUGES
+    }
+    tr.clear_range(minutes.range().start, minutes.pack((minute - MINUTES_KEPT,)))
+    tr.clear_range(hours.range().start, hours.pack((hour - HOURS_KEPT,)))
+    with _lock:
+        if len(_current) >= _CURRENT_MAX:
+            _current.clear()
+        _current[qk] = (minute, built)
+    return built
+
+
+def _keys_now(tr: Any, qk: keys.QueueKeys, now_us: int) -> dict[str, tuple[bytes, bytes]]:
+    minute = now_us // _US_PER_MINUTE
+    state = _current.get(qk)
+    if state is not None and state[0] == minute:
+        return state[1]
+    return _start_minute(tr, qk, minute)
+
+
+def count(tr: Any, qk: keys.QueueKeys, now_us: int, which: str, n: int = 1) -> None:
+    """Add ``n`` to counter ``which`` of the buckets holding ``now_us``: two atomic adds, no read."""
+    if n <= 0:
+        return
+    minute_key, hour_key = _keys_now(tr, qk, now_us)[which]
+    param = _ONE if n == 1 else counter_bytes(n)
+    tr.add(minute_key, param)
+    tr.add(hour_key, param)
+
+
+def forget_process_state() -> None:
+    """Drop the bucket keys this process built, and when it last sampled (tests that move the
+    clock back use it)."""
+    with _lock:
+        _current.clear()
+    SAMPLER.reset()
+
+
+# --- gauges ------------------------------------------------------------------------------------
+
+
+def _entries(tr: Any, names: list[str] | None) -> list[tuple[str, Any, keys.QueueKeys]]:
+    """The named queues (each must exist), or the first OVERVIEW_QUEUES_MAX of the catalog."""
+    if names is not None:
+        return [(name, *require(tr, name)) for name in names]
+    root_space = _catalog.root(tr)
+    cat = keys.catalog(root_space)
+    r = cat.range()
+    out = []
+    for kv in tr.get_range(r.start, r.stop, limit=OVERVIEW_QUEUES_MAX):
+        (name,) = cat.unpack(bytes(kv.key))
+        entry = _catalog.Entry.unpack(name, kv.value)
+        out.append((name, entry, keys.queue_keys(root_space, entry.queue_id)))
+    return out
+
+
+def _gauges(tr: Any, entry: Any, qk: keys.QueueKeys, now_us: int) -> None:
+    info = _catalog.info(tr.snapshot, entry, qk)  # a sample must not conflict with the traffic it measures
+    age = 0
+    if info.oldest_enqueued_at is not None:
+        age = max(0, (now_us - int(info.oldest_enqueued_at.timestamp() * 1_000_000)) // 1_000_000)
+    built = _keys_now(tr, qk, now_us)
+    for which, value in ((DEPTH, max(0, info.size)), (AGE, age)):
+        param = counter_bytes(value)
+        for key in built[which]:
+            tr.max(key, param)
+
+
+@transactional
+def _sample(tr: Any, names: list[str] | None, now_us: int) -> None:
+    for _name, entry, qk in _entries(tr, names):
+        _gauges(tr, entry, qk, now_us)
+
+
+def sample(db_or_tr: Any, name: str | None = None, *, now_us: int | None = None) -> None:
+    """Record the depth and oldest age of a queue (or of all) in the current buckets (atomic max)."""
+    if name is not None:
+        keys.check_name(name)
+    _sample(db_or_tr, None if name is None else [name], now_micros() if now_us is None else now_us)
+
+
+class Sampler:
+    """Sample every queue's gauges at most once per minute bucket, for long-running loops.
+
+    :meth:`maybe_sample` is cheap to call as often as a loop turns (a comparison under a lock
+    until the next minute starts) and never raises: a failed sample is logged and tried again
+    :data:`RETRY_SECONDS` later, and the caller's loop goes on.
+    """
+
+    #: After a failed sample, the next try comes no sooner than this (seconds).
+    RETRY_SECONDS = 5.0
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._next_us: int | None = None  # no try before this moment; None: at the first call
+
+    def reset(self) -> None:
+        """Sample at the next call, whatever minute it is."""
+        with self._lock:
+            self._next_us = None
+
+    def due(self, now_us: int | None = None) -> bool:
+        """Whether :meth:`maybe_sample` would sample now."""
+        now_us = now_micros() if now_us is None else now_us
+        return self._next_us is None or now_us >= self._next_us
+
+    def maybe_sample(self, db: Any, now_us: int | None = None) -> bool:
+        """Sample all queues (:func:`sample`) unless this minute's sample is done; True if it sampled."""
+        now_us = now_micros() if now_us is None else now_us
+        with self._lock:
+            if self._next_us is not None and now_us < self._next_us:
+                return False
+            # Claimed before sampling, so concurrent callers do not sample the same minute twice.
+            self._next_us = (now_us // _US_PER_MINUTE + 1) * _US_PER_MINUTE
+        try:
+            sample(db, now_us=now_us)
+            return True
+        except Exception:  # noqa: BLE001 - a chart's gauge must never stop a worker or a scheduler
+            logger.warning("Could not sample the queues' depth and age for the activity charts.", exc_info=True)
+            with self._lock:
+                self._next_us = min(self._next_us or 0, now_us + int(self.RETRY_SECONDS * 1_000_000))
+            return False
+
+
+#: The process's sampler, shared by its workers and scheduler: one sample per minute per process.
+SAMPLER = Sampler()
+
+
+# --- reading -------------------------------------------------------------------------------------
+
+
+def check_span(span: object) -> str:
+    if span not in SPANS:
+        raise InvalidArgument(f"span must be one of {', '.join(SPANS)}; got {span!r}."[:200], field="span")
+    return span  # type: ignore[return-value]
+
+
+def _read_queue(tr: Any, qk: keys.QueueKeys, granularity: str, first: int, last: int) -> Any:
+    sub = space(qk)[granularity]
+    return tr.get_range(sub.pack((first,)), sub.pack((last + 1,)))
+
+
+def _fold(rows: Any, sub: Any, first: int, length: int) -> dict[str, list[int | None]]:
+    out: dict[str, list[int | None]] = {which: [0] * length for which in COUNTERS}
+    out.update({which: [None] * length for which in GAUGES})
+    for kv in rows:
+        bucket, which = sub.unpack(bytes(kv.key))
+        if which in out and 0 <= bucket - first < length:
+            out[which][bucket - first] = int.from_bytes(bytes(kv.value), "little", signed=True)
+    return out
+
+
+def _total(per_queue: dict[str, dict[str, list]], length: int) -> dict[str, list[int | None]]:
+    total: dict[str, list[int | None]] = {which: [0] * length for which in COUNTERS}
+    total.update({which: [None] * length for which in GAUGES})
+    for series in per_queue.values():
+        for which, values in series.items():
+            for i, value in enumerate(values):
+                if value is None:
+                    continue
+                if which == AGE:
+                    total[which][i] = max(total[which][i] or 0, value)
+                else:
+                    total[which][i] = (total[which][i] or 0) + value
+    return total
+
+
+@transactional
+def _read(tr: Any, names: list[str] | None, span: str, now_us: int) -> dict[str, Any]:
+    """Every queue's range read is sent before any is waited on."""
+    step, length = SPANS[span]
+    granularity = MINUTES if step == 60 else HOURS
+    last = now_us // (step * 1_000_000)
+    first = last - length + 1
+    reads = [(name, qk, _read_queue(tr, qk, granularity, first, last)) for name, _e, qk in _entries(tr, names)]
+    queues = {name: _fold(rows, space(qk)[granularity], first, length) for name, qk, rows in reads}
+    return {
+        "span": span,
+        "step": step,
+        "buckets": [(first + i) * step for i in range(length)],
+        "counters": list(COUNTERS),
+        "gauges": list(GAUGES),
+        "queues": queues,
+        "total": _total(queues, length),
+    }
+
+
+def series(db_or_tr: Any, name: str | None = None, *, span: str = "hour", now_us: int | None = None) -> dict[str, Any]:
+    """The activity of one queue (``name``) or of all queues, over the last hour or day.
+
+    Returns ``{"span", "step", "buckets", "counters", "gauges", "queues", "total"}``:
+    ``buckets`` are the buckets' start times (Unix seconds, oldest first, the current one
+    last), ``queues`` maps each queue's name to ``{counter or gauge: [value per bucket]}``
+    (gauges ``None`` where nobody sampled), and ``total`` sums the queues (the age: their
+    maximum).
+    """
+    check_span(span)
+    if name is not None:
+        keys.check_name(name)
+    names = None if name is None else [name]
+    return _read(db_or_tr, names, span, now_micros() if now_us is None else now_us)
