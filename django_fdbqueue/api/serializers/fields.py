@@ -228,39 +228,32 @@ class RateField(SecondsField):
     }
 
 
-class LimitKeyField(StrictCharField):
-    """A push's limit ``key``: 1 to KEY_MAX_BYTES bytes of UTF-8 (the service counts the bytes)."""
+class LabelField(StrictCharField):
+    """A short label stored in keys (a limit ``key``, a ``tenant``): at most ``max_bytes`` bytes of
+    UTF-8, counted as the service counts them."""
+
+    def __init__(self, *, max_bytes: int, **kwargs: Any) -> None:
+        self.max_bytes = max_bytes
+        super().__init__(required=False, min_length=1, **kwargs)
 
     def to_internal_value(self, data: Any) -> str:
         value = super().to_internal_value(data)
-        if len(value.encode("utf-8")) > KEY_MAX_BYTES:
-            raise serializers.ValidationError(f"At most {KEY_MAX_BYTES} bytes of UTF-8.")
+        if len(value.encode("utf-8")) > self.max_bytes:
+            raise serializers.ValidationError(f"At most {self.max_bytes} bytes of UTF-8.")
         return value
 
 
-def key_field() -> LimitKeyField:
-    return LimitKeyField(
-        required=False,
-        min_length=1,
+def key_field() -> LabelField:
+    return LabelField(
+        max_bytes=KEY_MAX_BYTES,
         help_text=f"The item's limit key (a customer id, an API host): 1 to {KEY_MAX_BYTES} bytes of UTF-8. "
         "The queue's key_concurrency and key_rate limit claims per key; items without a key are not limited.",
     )
 
 
-class TenantField(StrictCharField):
-    """A push's ``tenant``: 1 to TENANT_MAX_BYTES bytes of UTF-8 (the service counts the bytes)."""
-
-    def to_internal_value(self, data: Any) -> str:
-        value = super().to_internal_value(data)
-        if len(value.encode("utf-8")) > TENANT_MAX_BYTES:
-            raise serializers.ValidationError(f"At most {TENANT_MAX_BYTES} bytes of UTF-8.")
-        return value
-
-
-def tenant_field() -> TenantField:
-    return TenantField(
-        required=False,
-        min_length=1,
+def tenant_field() -> LabelField:
+    return LabelField(
+        max_bytes=TENANT_MAX_BYTES,
         help_text=f"The item's tenant, required on a queue split by tenant and refused on any other: 1 to "
         f"{TENANT_MAX_BYTES} bytes of UTF-8. Pops and claims take from the tenants in turn.",
     )
