@@ -53,23 +53,31 @@ class StrictRegexField(serializers.RegexField):
         return super().to_internal_value(data)
 
 
-class QueueNameField(StrictRegexField):
+class RecodedRefusalMixin:
+    """Any refusal of a present value becomes one message with the service's code for the thing
+    (``refusal`` = (message, code)), so a bad name, cursor or receipt reads the same over REST as
+    from the service; a missing value keeps DRF's "required"."""
+
+    refusal: tuple[str, str]
+
+    def run_validation(self, data: Any = serializers.empty) -> Any:
+        try:
+            return super().run_validation(data)  # type: ignore[misc]
+        except serializers.ValidationError as error:
+            if data is serializers.empty:
+                raise
+            message, code = self.refusal
+            raise serializers.ValidationError(message, code=code) from error
+
+
+class QueueNameField(RecodedRefusalMixin, StrictRegexField):
     """A queue name, refused with the code the service and the URL routes use for bad names."""
 
     def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("max_length", 200)
         super().__init__(rf"^{QUEUE_NAME_REGEX}\Z", **kwargs)
 
-    def run_validation(self, data: Any = serializers.empty) -> Any:
-        try:
-            return super().run_validation(data)
-        except serializers.ValidationError as error:
-            if data is serializers.empty:
-                raise
-            raise serializers.ValidationError(
-                "1 to 200 characters of letters, digits, '.', '_' and '-', exactly as sent.",
-                code="invalid_queue_name",
-            ) from error
+    refusal = ("1 to 200 characters of letters, digits, '.', '_' and '-', exactly as sent.", "invalid_queue_name")
 
 
 class UntrimmedCharField(serializers.CharField):
@@ -82,17 +90,11 @@ class UntrimmedCharField(serializers.CharField):
 
 # Cursors are URL-safe base64 tokens; the service refuses anything else (invalid_cursor).
 @extend_schema_field({"type": "string", "pattern": r"^[A-Za-z0-9_-]+$"})
-class CursorField(UntrimmedCharField):
+class CursorField(RecodedRefusalMixin, UntrimmedCharField):
     """?cursor= of a listing: a page's next link carries it. Anything this field refuses (NUL, say)
     is refused with the code the service uses for bad cursors."""
 
-    def run_validation(self, data: Any = serializers.empty) -> Any:
-        try:
-            return super().run_validation(data)
-        except serializers.ValidationError as error:
-            if data is serializers.empty:
-                raise
-            raise serializers.ValidationError(InvalidCursor.default_message, code=InvalidCursor.code) from error
+    refusal = (InvalidCursor.default_message, InvalidCursor.code)
 
 
 # The schema of ?prefix=: what the service accepts (it refuses anything else with a 400,
@@ -158,7 +160,7 @@ class StrictCharField(serializers.CharField):
         return super().to_internal_value(data)
 
 
-class ReceiptField(StrictCharField):
+class ReceiptField(RecodedRefusalMixin, StrictCharField):
     """A lease's receipt; anything that cannot be one is refused with the service's code for it."""
 
     def __init__(self, **kwargs: Any) -> None:
@@ -168,15 +170,7 @@ class ReceiptField(StrictCharField):
         kwargs.setdefault("help_text", "The receipt a claim returned.")
         super().__init__(**kwargs)
 
-    def run_validation(self, data: Any = serializers.empty) -> Any:
-        try:
-            return super().run_validation(data)
-        except serializers.ValidationError as error:
-            if data is serializers.empty:
-                raise
-            raise serializers.ValidationError(
-                "This is not a receipt handed out by a claim.", code="invalid_receipt"
-            ) from error
+    refusal = ("This is not a receipt handed out by a claim.", "invalid_receipt")
 
 
 # A decimal number as a query string spells it: no spaces, underscores, "nan" or "inf".
