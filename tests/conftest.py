@@ -17,7 +17,7 @@ from django_fdbqueue.testing import plugin
 
 ENGINES = ["embedded", pytest.param("foundationdb", marks=pytest.mark.cluster)]
 #: Fixtures that inject faults, which only the embedded engine can do: their tests run there only.
-EMBEDDED_ONLY_FIXTURES = {"faults", "failing_commits"}
+EMBEDDED_ONLY_FIXTURES = {"faults", "failing_commits", "sql_statements"}
 
 
 def cluster_settings(**extra):

@@ -25,8 +25,8 @@ from django.core.management.base import CommandError
 from django.test.utils import override_settings
 
 from django_fdbqueue import connection, service
-from django_fdbqueue.bench import recipe_ref, redis_ref, task_rows
-from django_fdbqueue.bench.goals import WAKE_P50_MS
+from django_fdbqueue.bench import recipe_ref, redis_ref, task_rows, tasks_db_ref
+from django_fdbqueue.bench.goals import CLAIMS_VS_POP, MANY, REDIS_PAIRS, SQLITE_PAIRS, WAKE_P50_MS
 from django_fdbqueue.bench.recipe_source import RecipeUnavailable, extract_code, load_recipe
 from django_fdbqueue.bench.strategies import STRATEGIES
 from django_fdbqueue.bench.suite import NO_RECIPE, Bench, BenchConfig
@@ -55,6 +55,8 @@ CLIENTS = (1, 2)
 TASKS = 30  # per tasks row
 TASK_WORKERS = (1, 4)
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+#: Why django-tasks' database backend reference cannot run here (Django 4.2: the lowest run), or None.
+TASKS_DB_MISSING = tasks_db_ref.missing()
 
 
 @dataclass
@@ -323,6 +325,15 @@ def test_goals_table(bench_run):
     wake = goals["blocking pop woken by another process's push, latency"]
     assert wake["goal"] == f"p50 < {WAKE_P50_MS:g} ms" and wake["measured"] > 0
     assert wake["met"] is (wake["measured"] < WAKE_P50_MS)
+    if bench_run.engine == "embedded":
+        _embedded_goals(bench_run)
+    else:
+        _cluster_goals(goals)
+    assert f"Goals (ratios within this run; engine {bench_run.engine}" in bench_run.stdout
+
+
+def _cluster_goals(goals: dict[str, dict]) -> None:
+    """A cluster is held to FoundationDB's recipe; claim + ack pairs are only reported."""
     claims = goals["claim + ack pairs/s"]
     assert claims["goal"] == "report" and claims["met"] is None and claims["measured"] > 0
     for strategy in STRATEGIES:  # the default pop mode is chosen by these, per strategy
@@ -333,7 +344,31 @@ def test_goals_table(bench_run):
             assert pairs["measured"] > 0 and pairs["reference"].startswith("recipe doing the same: ")
         else:
             assert pairs["measured"] is None and pairs["met"] is None and pairs["reference"] == "recipe: not run"
-    assert "Goals (ratios within this run; engine " in bench_run.stdout
+
+
+def _embedded_goals(bench_run: BenchRun) -> None:
+    """The embedded engine is held to Redis, raw SQLite and itself, never to the recipe."""
+    goals = bench_run.document["goals"]
+    assert not [goal for goal in goals if goal["reference"].startswith("recipe")]
+    by_workload = {goal["workload"]: goal for goal in goals}
+    claims = by_workload["claim + ack pairs/s"]
+    assert claims["goal"] == f">= {CLAIMS_VS_POP:g}x" and claims["measured"] > 0
+    assert claims["met"] is (claims["measured"] >= CLAIMS_VS_POP)
+    memory = next(goal for goal in goals if goal["workload"].startswith(f"peak memory (PEAK MIB) with {DEEP_SIZE}"))
+    assert memory["reference"].startswith(f"the same row with {SHALLOW_SIZE} queued: ") and memory["measured"] > 0
+    assert isinstance(memory["met"], bool)
+    for strategy in STRATEGIES:
+        crowd = by_workload[f"{MANY} popping processes vs 1, aggregate pops/s, exactly once ({strategy})"]
+        assert crowd["shown"].startswith("not run") and crowd["met"] is None  # --clients 1,2
+        pairs = [goal for goal in goals if goal["workload"] == f"one client, push then pop, pairs/s ({strategy})"]
+        assert [goal["goal"] for goal in pairs] == [f">= {REDIS_PAIRS:g}x", f">= {SQLITE_PAIRS:g}x"]
+        redis, sqlite = pairs
+        assert sqlite["measured"] > 0 and sqlite["met"] is (sqlite["measured"] >= SQLITE_PAIRS)
+        if "redis" in bench_run.references:
+            assert redis["measured"] > 0 and redis["met"] is (redis["measured"] >= REDIS_PAIRS)
+        else:
+            assert redis["measured"] is None and redis["met"] is None
+            assert redis["reference"].endswith("not run (--compare redis)")
 
 
 def test_without_a_recipe_file_its_rows_are_left_out_with_a_note(bench_run):
@@ -381,10 +416,12 @@ def test_cleans_up_queues_and_client_processes(bench_run):
 
 def test_tasks_rows_run_every_task_once_and_relate_to_the_immediate_backend(bench_run):
     rows = {(row["target"], row["clients"]): row for row in tasks_rows(bench_run)}
-    assert set(rows) == {*(("fdbqueue", workers) for workers in TASK_WORKERS), ("immediate", 1)}
+    database = set() if TASKS_DB_MISSING else {(tasks_db_ref.TASKS_DB, 1)}
+    assert set(rows) == {*(("fdbqueue", workers) for workers in TASK_WORKERS), ("immediate", 1), *database}
     assert len(tasks_rows(bench_run)) == len(rows)
     for row in rows.values():
-        assert (row["operation"], row["mode"], row["strategy"], row["depth"]) == ("tasks", "threads", "-", None)
+        mode = "processes" if row["target"] == tasks_db_ref.TASKS_DB else "threads"
+        assert (row["operation"], row["mode"], row["strategy"], row["depth"]) == ("tasks", mode, "-", None)
         assert row["exactly_once"] is True and row["seconds"] > 0 and row["ops_per_s"] > 0, row
     immediate = rows[("immediate", 1)]
     assert immediate["vs_immediate"] is None and immediate["retries"] is None
@@ -396,7 +433,35 @@ def test_tasks_rows_run_every_task_once_and_relate_to_the_immediate_backend(benc
         assert ours["notes"]["enqueue_per_s"] > 0
         assert ours["retries"] == sum(ours["retries_by_code"].values()), ours
         assert ours["vs_redis"] is None and ours["vs_sqlite"] is None
+        assert (ours["vs_tasks_db"] is None) is bool(TASKS_DB_MISSING), ours
     assert rows[("fdbqueue", 1)]["vs_one_client"] == 1.0
+
+
+def test_the_database_backend_reference_row_and_its_goal(bench_run):
+    """The Tasks goal: ours with one worker thread against django-tasks' database backend, same run."""
+    goal = next(g for g in bench_run.document["goals"] if g["workload"].startswith("a Tasks enqueue + run"))
+    assert goal["workload"] == f"a Tasks enqueue + run, {TASKS} tasks (1 worker thread)"
+    assert goal["goal"] == ">= 3x"
+    assert goal["reference"].startswith("django-tasks database backend on SQLite (WAL)")
+    meta = bench_run.document["meta"]["tasks"]["database_backend"]
+    if TASKS_DB_MISSING:
+        assert goal["reference"].endswith(": not run") and goal["measured"] is None and goal["met"] is None
+        assert meta is None and TASKS_DB_MISSING in bench_run.document["skipped"]
+        return
+    database = next(row for row in tasks_rows(bench_run) if row["target"] == tasks_db_ref.TASKS_DB)
+    assert database["ops"] == TASKS and database["notes"]["enqueue_per_s"] > 0
+    assert database["vs_immediate"] is None and database["vs_tasks_db"] is None and database["retries"] is None
+    ours = next(row for row in tasks_rows(bench_run) if row["target"] == "fdbqueue" and row["clients"] == 1)
+    assert goal["measured"] == pytest.approx(ours["ops_per_s"] / database["ops_per_s"], rel=1e-3)
+    assert goal["met"] is (goal["measured"] >= tasks_db_ref.GOAL_TIMES)
+    assert meta["backend"] == "django_tasks_db.DatabaseBackend" and meta["package"].startswith("django-tasks-db ")
+    assert (meta["journal_mode"], meta["synchronous"]) == ("wal", "normal")
+    assert "VS DB BACKEND" in bench_run.stdout and "1 process" in bench_run.stdout
+    assert "a Tasks enqueue + run" in bench_run.stdout and "Database backend: django-tasks-db" in bench_run.stdout
+    headline = bench_run.document["headline"]
+    assert any(line.startswith("Tasks/s with 1 worker thread") and "django-tasks database backend" in line
+               for line in headline)
+    assert any(line.startswith("Tasks/s of django-tasks' database backend") for line in headline)
 
 
 def test_tasks_rows_in_the_report_and_metadata(bench_run):
@@ -404,7 +469,7 @@ def test_tasks_rows_in_the_report_and_metadata(bench_run):
     assert meta["per_row"] == TASKS and meta["workers"] == list(TASK_WORKERS)
     assert meta["reference"].endswith(".backends.immediate.ImmediateBackend")
     assert meta["queue_prefix"].startswith("fdbqueue-bench.") and meta["framework"]
-    skipped = [] if RECIPE else [NO_RECIPE]
+    skipped = ([TASKS_DB_MISSING] if TASKS_DB_MISSING else []) + ([] if RECIPE else [NO_RECIPE])
     assert bench_run.document["skipped"] == skipped and bench_run.document["meta"]["skipped"] == skipped
     assert "Tasks (Django Tasks" in bench_run.stdout and "VS IMMEDIATE" in bench_run.stdout
     assert any(line.startswith("Tasks/s with 4 worker threads") for line in bench_run.document["headline"])

@@ -552,6 +552,43 @@ def test_add_resizes_the_existing_value_to_the_param_length(db, k):
     assert db[k("long")] == b"\x02\x00"
 
 
+# Every atomic operation on a key that holds b"\x05\x00" and on one that holds nothing, and two
+# operations on one key in one transaction: (operations, result on the value, result on nothing).
+# None: no key. The embedded engine applies these inside SQLite at commit; the cluster decides.
+ATOMIC_CASES = {
+    "add": ([("add", b"\x03\x00")], b"\x08\x00", b"\x03\x00"),
+    "bit_and": ([("bit_and", b"\x06\x00")], b"\x04\x00", b"\x06\x00"),
+    "bit_or": ([("bit_or", b"\x02\x00")], b"\x07\x00", b"\x02\x00"),
+    "bit_xor": ([("bit_xor", b"\x01\x00")], b"\x04\x00", b"\x01\x00"),
+    "max": ([("max", b"\x04\x00")], b"\x05\x00", b"\x04\x00"),
+    "min": ([("min", b"\x04\x00")], b"\x04\x00", b"\x04\x00"),
+    "byte_max": ([("byte_max", b"\x06")], b"\x06", b"\x06"),
+    "byte_min": ([("byte_min", b"\x06")], b"\x05\x00", b"\x06"),
+    "append_if_fits": ([("append_if_fits", b"XY")], b"\x05\x00XY", b"XY"),
+    "compare_and_clear-match": ([("compare_and_clear", b"\x05\x00")], None, None),
+    "compare_and_clear-no-match": ([("compare_and_clear", b"zz")], b"\x05\x00", None),
+    "add-then-max": ([("add", b"\x01\x00"), ("max", b"\x10\x00")], b"\x10\x00", b"\x10\x00"),
+    "add-twice": ([("add", b"\x03\x00"), ("add", b"\x03\x00")], b"\x0b\x00", b"\x06\x00"),
+    "max-then-compare_and_clear": (
+        [("max", b"\x07\x00"), ("compare_and_clear", b"\x07\x00")], None, None,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(ATOMIC_CASES))
+def test_atomic_operations_on_a_value_and_on_nothing(db, k, case):
+    """Each operation's result at commit, on a stored value and where there was none."""
+    operations, on_value, on_nothing = ATOMIC_CASES[case]
+    db[k("value")] = b"\x05\x00"
+    tr = db.create_transaction()
+    for name, param in operations:
+        for key in (k("value"), k("nothing")):
+            getattr(tr, name)(key, param)
+    tr.commit().wait()
+    assert db[k("value")] == on_value
+    assert db[k("nothing")] == on_nothing
+
+
 # --------------------------------------------------------------------------- versionstamps
 
 

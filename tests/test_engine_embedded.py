@@ -992,9 +992,47 @@ def test_a_store_made_by_the_previous_schema_opens_and_keeps_its_data(tmp_path):
     finally:
         database.close()
     conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone() == (2,)
+    assert conn.execute("PRAGMA user_version").fetchone() == (3,)
     tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     assert "write_ranges" not in tables and "commit_ranges" in tables
+    conn.close()
+
+
+def test_a_schema_2_store_keeps_its_version_when_it_moves_to_the_history_table(tmp_path):
+    """Schema 2 kept the version in meta; schema 3 keeps it in the newest history row. Versions
+    must keep growing across the move (a read version must never go back), and the old row goes,
+    so that a process of the older release fails loudly instead of reading a frozen version."""
+    import sqlite3
+
+    path = str(tmp_path / "v2.sqlite3")
+    ahead = 4_000_000_000_000_000  # far beyond the clock: the next version must still be larger
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.executescript(
+        f"""
+        PRAGMA journal_mode=WAL;
+        PRAGMA user_version = 2;
+        CREATE TABLE kv (key BLOB PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID;
+        CREATE TABLE meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+        CREATE TABLE commit_ranges (version INTEGER PRIMARY KEY, committed_at REAL NOT NULL,
+                                    ranges BLOB NOT NULL);
+        INSERT INTO meta VALUES ('version', {ahead}), ('pruned_through', 0);
+        """
+    )
+    conn.execute("INSERT INTO kv VALUES (?, ?)", (key("kept"), b"yes"))
+    conn.close()
+    database = EmbeddedDatabase(path)
+    try:
+        tr = database.create_transaction()
+        assert tr.get_read_version().wait() == ahead
+        assert tr[key("kept")] == b"yes"
+        tr[key("new")] = b"written"
+        tr.commit().wait()
+        assert tr.get_committed_version() > ahead
+    finally:
+        database.close()
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone() == (3,)
+    assert conn.execute("SELECT name FROM meta").fetchall() == [("pruned_through",)]
     conn.close()
 
 

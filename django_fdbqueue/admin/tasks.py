@@ -40,7 +40,7 @@ from .pages import AdminPages, store_guard
 RESULTS_PER_PAGE = 25
 # Counting reads one index key per task; beyond this many a status shows "1000+".
 COUNT_LIMIT = 1000
-# Result ids are 32 characters (the framework's get_random_id); anything much longer is no id.
+# Result ids are 32 characters (results.new_id); anything much longer is no id.
 MAX_ID_LENGTH = 200
 CALL_TEXT_LIMIT = 80
 

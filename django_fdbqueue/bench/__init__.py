@@ -28,6 +28,8 @@ Modules, one job each:
 * ``store_info``: a cluster's layout and storage engine, named beside every figure;
 * ``task_rows`` and ``tasks``: the tasks rows (Django Tasks through the app's backend, against the
   framework's ImmediateBackend) and the task they run;
+* ``tasks_db_ref``, ``tasks_db_child`` and ``tasks_db_settings``: the tasks rows' other reference,
+  django-tasks' database backend on SQLite, measured in a process of its own with its own settings;
 * ``progress`` and ``report``: what the user sees during and after the run.
 
 The bench creates its queues under names starting with ``fdbqueue-bench.`` (the recipe's under

@@ -1,19 +1,43 @@
 """The figures the project has goals for, read off one run's rows, each against its goal.
 
 Every goal is a ratio measured within one run, or a latency, so that it holds on a busy or slow
-machine as well as on a quiet one:
+machine as well as on a quiet one. The goals depend on the engine measured (the run's
+``meta["engine"]``): a FoundationDB cluster is held to FoundationDB's own recipe, the embedded
+engine to what else one would run on one machine (Redis, a raw SQLite table) and to itself.
+
+On a cluster (``foundationdb``):
 
 * one client pushing then popping, pairs/s, against FoundationDB's recipe doing the same: >= 1x;
 * one popper on a full queue, pops/s, against the recipe: >= 1x;
 * :data:`MANY` popping processes (or the most the run has) against one popper, aggregate, with
   exactly-once delivery: >= 1x (the recipe's own ratio is shown beside it);
-* claim + ack pairs/s against plain pops: reported, no goal;
-* a pop blocked on an empty queue and woken by another process's push: p50 under
-  :data:`WAKE_P50_MS` milliseconds.
+* claim + ack pairs/s against plain pops: reported, no goal.
 
-The first three are given for every pop strategy the run measured: which one meets them on a
-cluster is what the default pop mode should be chosen by. A goal whose rows were not measured
-(no ``--recipe``, no process rows) shows no figure rather than a wrong one.
+On the embedded engine (``embedded``):
+
+* one client pushing then popping, pairs/s, against Redis (ZADD + ZPOPMIN) doing the same:
+  >= :data:`REDIS_PAIRS`, and against a raw SQLite table: >= :data:`SQLITE_PAIRS`;
+* :data:`MANY` popping processes against one popping process, aggregate pops/s, with exactly-once
+  delivery: >= :data:`PROCESSES_VS_ONE` (the recipe is not the reference here);
+* claim + ack pairs/s against one client's plain pops: >= :data:`CLAIMS_VS_POP`;
+* peak memory with the deep queue against the shallow one, flat: for each of fill, peek and pop,
+  the deep row's PEAK MIB at most :data:`FLAT_MEMORY_TIMES` times the shallow row's, or at most
+  :data:`FLAT_MEMORY_SLACK_MIB` above it (whichever allows more: tiny figures move by a few MiB).
+
+On both:
+
+* a pop blocked on an empty queue and woken by another process's push: p50 under
+  :data:`WAKE_P50_MS` milliseconds;
+* N Django tasks enqueued and run through the app's backend with one worker thread, tasks/s,
+  against django-tasks' database backend on SQLite (WAL) doing the same with one worker: >= 3x
+  (:data:`~django_fdbqueue.bench.tasks_db_ref.GOAL_TIMES`), with exactly-once results.
+
+The per-strategy goals are given for every pop strategy the run measured: which one meets them
+is what the default pop mode should be chosen by. The ratios are the rows' own (``vs_recipe``,
+``vs_redis``, ``vs_sqlite``, ``vs_one_client``, ``vs_pop``: see
+:mod:`~django_fdbqueue.bench.results`), so the table and the rows never disagree. A goal whose
+rows were not measured (no ``--recipe`` or ``--compare``, no such client count, no deep queue)
+shows "not run" and no figure rather than a wrong one, and is neither met nor failed.
 """
 
 from __future__ import annotations
@@ -22,13 +46,38 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any, Sequence
 
 from .targets import OURS
+from .tasks_db_ref import GOAL_TIMES, TASKS_DB
 
-__all__ = ["Goal", "MANY", "WAKE_P50_MS", "evaluate", "as_data"]
+__all__ = [
+    "CLAIMS_VS_POP",
+    "EMBEDDED",
+    "FLAT_MEMORY_SLACK_MIB",
+    "FLAT_MEMORY_TIMES",
+    "Goal",
+    "MANY",
+    "PROCESSES_VS_ONE",
+    "REDIS_PAIRS",
+    "SQLITE_PAIRS",
+    "WAKE_P50_MS",
+    "evaluate",
+    "as_data",
+]
 
 MANY = 8
 WAKE_P50_MS = 20.0
+#: The engine (``meta["engine"]``) whose goals are the embedded ones; any other has the cluster's.
+EMBEDDED = "embedded"
+#: The embedded engine's goals (see the module's docstring).
+REDIS_PAIRS = 1.3
+SQLITE_PAIRS = 0.25
+PROCESSES_VS_ONE = 0.9
+CLAIMS_VS_POP = 0.7
+FLAT_MEMORY_TIMES = 1.1
+FLAT_MEMORY_SLACK_MIB = 4.0
 _RECIPE = "recipe"
 _NONE = "-"
+_NOT_RUN = "not run"
+_DEPTH_OPERATIONS = ("fill", "peek", "pop")
 
 
 @dataclass(frozen=True)
@@ -44,7 +93,11 @@ class Goal:
 
 
 def _times(value: float | None) -> str:
-    return _NONE if value is None else f"{value:.2f}x"
+    """A ratio as the report's tables print it: 1.30x, and three significant digits below one (0.249x),
+    so that a figure just under its goal never reads as the goal itself."""
+    if value is None:
+        return _NONE
+    return f"{value:.2f}x" if value >= 1 else f"{value:.3g}x"
 
 
 def _rate(row: Any, unit: str) -> str:
@@ -54,6 +107,31 @@ def _rate(row: Any, unit: str) -> str:
 def _at_least_one(workload: str, reference: str, ratio: float | None, extra_ok: bool = True) -> Goal:
     met = None if ratio is None else (ratio >= 1.0 and extra_ok)
     return Goal(workload, reference, ">= 1.0x", ratio, _times(ratio), met)
+
+
+def _ratio_goal(
+    workload: str,
+    reference: str,
+    times: float,
+    ours: Any,
+    ratio: float | None,
+    unit: str,
+    *,
+    once: bool = True,
+    not_run: str = _NOT_RUN,
+) -> Goal:
+    """A goal of at least ``times`` the reference: judged only when both rows ran.
+
+    ``ours`` missing shows ``not_run``; the reference missing shows no figure (its own cell says
+    "not run"). A row whose exactly-once check failed does not meet its goal, however fast it was.
+    """
+    if ours is None:
+        return Goal(workload, reference, f">= {times:g}x", None, not_run, None)
+    shown = _NONE if ratio is None else f"{_times(ratio)} ({_rate(ours, unit)})"
+    met = None if ratio is None else ratio >= times
+    if not once:
+        shown, met = shown + ", NOT exactly once", False
+    return Goal(workload, reference, f">= {times:g}x", ratio, shown, met)
 
 
 def _many(clients: Sequence[int]) -> int | None:
@@ -72,6 +150,7 @@ _ONE_CLIENT_GOALS = (
 
 
 def _strategy_goals(rows: dict[tuple, Any], strategy: str, many: int | None) -> list[Goal]:
+    """A cluster's goals of one pop strategy, all against FoundationDB's recipe."""
     goals = []
     for operation, workload, reference, unit in _ONE_CLIENT_GOALS:
         ours = rows.get((OURS, operation, 1, "threads", strategy, None))
@@ -98,35 +177,157 @@ def _strategy_goals(rows: dict[tuple, Any], strategy: str, many: int | None) -> 
     return goals
 
 
-def evaluate(rows: Sequence[Any], strategies: Sequence[str], clients: Sequence[int]) -> list[Goal]:
-    """The goals table of a run (see the module's docstring)."""
-    index = {(r.target, r.operation, r.clients, r.mode, r.strategy, r.depth): r for r in rows}
-    many = _many(clients)
-    goals = [goal for strategy in strategies for goal in _strategy_goals(index, strategy, many)]
-    claims = index.get((OURS, "claim+ack", 1, "threads", _NONE, None))
-    if claims is not None:
-        plain = index.get((OURS, "pop", 1, "threads", "plain", None))
-        goals.append(Goal(
-            "claim + ack pairs/s",
-            f"plain pop: {_rate(plain, 'pops/s')}" if plain else "plain pop: not run",
-            "report",
-            claims.vs_pop,
-            f"{_times(claims.vs_pop)} ({_rate(claims, 'pairs/s')})",
-            None,
+#: The embedded engine's one-client references: the target, how its cell names it, the goal.
+_PAIR_REFERENCES = (
+    ("redis", "Redis, ZADD + ZPOPMIN", REDIS_PAIRS),
+    ("sqlite", "raw SQLite table (WAL)", SQLITE_PAIRS),
+)
+
+
+def _embedded_strategy_goals(rows: dict[tuple, Any], strategy: str) -> list[Goal]:
+    """The embedded engine's goals of one pop strategy: one client against Redis and raw SQLite
+    (what one would run on one machine instead), and MANY popping processes against one (the
+    engine serialises writers: more processes must not cost the queue its throughput)."""
+    goals = []
+    pairs = rows.get((OURS, "push+pop", 1, "threads", strategy, None))
+    for name, label, times in _PAIR_REFERENCES:
+        theirs = rows.get((name, "push+pop", 1, "threads", _NONE, None))
+        goals.append(_ratio_goal(
+            f"one client, push then pop, pairs/s ({strategy})",
+            f"{label}: {_rate(theirs, 'pairs/s')}" if theirs else f"{label}: not run (--compare {name})",
+            times,
+            pairs,
+            getattr(pairs, f"vs_{name}") if pairs and theirs else None,
+            "pairs/s",
+            once=pairs is None or pairs.exactly_once is not False,
         ))
-    wake = index.get((OURS, "wake", 2, "processes", _NONE, None))
-    if wake is not None:
-        p50 = wake.p50_ms
-        shown = _NONE if p50 is None else f"p50 {p50:.3g} ms, p99 {wake.p99_ms:.3g} ms ({wake.ops:,} wake-ups)"
-        goals.append(Goal(
-            "blocking pop woken by another process's push, latency",
-            "-",
-            f"p50 < {WAKE_P50_MS:g} ms",
-            p50,
-            shown,
-            None if p50 is None else p50 < WAKE_P50_MS,
-        ))
+    crowd = rows.get((OURS, "pop", MANY, "processes", strategy, None))
+    one = rows.get((OURS, "pop", 1, "processes", strategy, None))
+    goals.append(_ratio_goal(
+        f"{MANY} popping processes vs 1, aggregate pops/s, exactly once ({strategy})",
+        f"1 popping process: {_rate(one, 'pops/s')}" if one else f"1 popping process: {_NOT_RUN}",
+        PROCESSES_VS_ONE,
+        crowd,
+        crowd.vs_one_client if crowd and one else None,
+        "pops/s",
+        once=crowd is None or crowd.exactly_once is True,
+        not_run=f"not run (--clients without {MANY})",
+    ))
     return goals
+
+
+def evaluate(
+    rows: Sequence[Any], strategies: Sequence[str], clients: Sequence[int], *, engine: str | None
+) -> list[Goal]:
+    """The goals table of a run on ``engine`` (see the module's docstring): the cluster's goals
+    for ``foundationdb`` (or an unknown engine), the embedded engine's for ``embedded``."""
+    index = {(r.target, r.operation, r.clients, r.mode, r.strategy, r.depth): r for r in rows}
+    if engine == EMBEDDED:
+        goals = [goal for strategy in strategies for goal in _embedded_strategy_goals(index, strategy)]
+        extra = [_claims_goal(index, CLAIMS_VS_POP), _memory_goal(rows)]
+    else:
+        many = _many(clients)
+        goals = [goal for strategy in strategies for goal in _strategy_goals(index, strategy, many)]
+        extra = [_claims_goal(index, None)]
+    extra += [_wake_goal(index), _tasks_goal(index)]
+    return goals + [goal for goal in extra if goal is not None]
+
+
+def _claims_goal(rows: dict[tuple, Any], times: float | None) -> Goal | None:
+    """Claim + ack pairs against one client's plain pops: None when the run had no claim+ack row.
+
+    A goal of ``times`` on the embedded engine; only reported (``times`` None) on a cluster.
+    """
+    claims = rows.get((OURS, "claim+ack", 1, "threads", _NONE, None))
+    if claims is None:
+        return None
+    plain = rows.get((OURS, "pop", 1, "threads", "plain", None))
+    reference = f"plain pop: {_rate(plain, 'pops/s')}" if plain else "plain pop: not run"
+    if times is not None:
+        ratio = claims.vs_pop if plain else None
+        return _ratio_goal("claim + ack pairs/s", reference, times, claims, ratio, "pairs/s",
+                           once=claims.exactly_once is not False)
+    shown = f"{_times(claims.vs_pop)} ({_rate(claims, 'pairs/s')})"
+    return Goal("claim + ack pairs/s", reference, "report", claims.vs_pop, shown, None)
+
+
+def _memory_allowance(shallow_mib: float) -> float:
+    """The most peak memory a deep row may take and still be flat against a shallow row's."""
+    return max(shallow_mib * FLAT_MEMORY_TIMES, shallow_mib + FLAT_MEMORY_SLACK_MIB)
+
+
+def _memory_goal(rows: Sequence[Any]) -> Goal:
+    """Peak memory with the deep queue against the shallow one: items go in and out in batches and
+    ranges, so a deeper queue must not take more memory. Each of fill, peek and pop is compared with
+    the same operation on the shallow queue; the one nearest its allowance (or furthest over it) is
+    shown, and the goal is met when every one is within its allowance."""
+    peaks = {
+        (row.operation, row.depth): row.peak_mib
+        for row in rows
+        if row.target == OURS and row.depth is not None and row.peak_mib
+    }
+    depths = sorted({depth for _, depth in peaks})
+    goal = f"flat: <= {FLAT_MEMORY_TIMES:g}x, or <= +{FLAT_MEMORY_SLACK_MIB:g} MiB"
+    shallow, deep = (depths[0], depths[-1]) if depths else (0, 0)
+    pairs = []
+    if deep != shallow:
+        pairs = [
+            (operation, peaks[operation, shallow], peaks[operation, deep])
+            for operation in _DEPTH_OPERATIONS
+            if (operation, shallow) in peaks and (operation, deep) in peaks
+        ]
+    if not pairs:
+        workload = "peak memory (PEAK MIB) with the deep queue, one client, fill, peek, pop"
+        return Goal(workload, f"the shallow queue: {_NOT_RUN}", goal, None, _NOT_RUN, None)
+    operation, small, large = max(pairs, key=lambda pair: pair[2] / _memory_allowance(pair[1]))
+    ratio = large / small
+    return Goal(
+        f"peak memory (PEAK MIB) with {deep:,} queued, one client, fill, peek, pop",
+        f"the same row with {shallow:,} queued: {small:,.0f} MiB ({operation})",
+        goal,
+        ratio,
+        f"{_times(ratio)} ({operation}: {large:,.0f} MiB)",
+        large <= _memory_allowance(small),
+    )
+
+
+def _wake_goal(rows: dict[tuple, Any]) -> Goal | None:
+    """The wake-up latency: None when the run had no wake row."""
+    wake = rows.get((OURS, "wake", 2, "processes", _NONE, None))
+    if wake is None:
+        return None
+    p50 = wake.p50_ms
+    shown = _NONE if p50 is None else f"p50 {p50:.3g} ms, p99 {wake.p99_ms:.3g} ms ({wake.ops:,} wake-ups)"
+    return Goal(
+        "blocking pop woken by another process's push, latency",
+        "-",
+        f"p50 < {WAKE_P50_MS:g} ms",
+        p50,
+        shown,
+        None if p50 is None else p50 < WAKE_P50_MS,
+    )
+
+
+def _tasks_goal(rows: dict[tuple, Any]) -> Goal | None:
+    """Ours with one worker thread against the database backend: None when the run had no tasks rows."""
+    ours = rows.get((OURS, "tasks", 1, "threads", _NONE, None))
+    if ours is None:
+        return None
+    database = rows.get((TASKS_DB, "tasks", 1, "processes", _NONE, None))
+    ratio = ours.vs_tasks_db if database else None
+    reference = "django-tasks database backend on SQLite (WAL)"
+    once = ours.exactly_once is True and (database is None or database.exactly_once is True)
+    goal = Goal(
+        f"a Tasks enqueue + run, {ours.ops:,} tasks (1 worker thread)",
+        f"{reference}: {_rate(database, 'tasks/s')}" if database else f"{reference}: not run",
+        f">= {GOAL_TIMES:g}x",
+        ratio,
+        _NONE if ratio is None else f"{_times(ratio)} ({_rate(ours, 'tasks/s')})",
+        None if ratio is None else ratio >= GOAL_TIMES and once,
+    )
+    if ratio is not None and not once:
+        goal = replace(goal, shown=goal.shown + ", NOT exactly once", met=False)
+    return goal
 
 
 def as_data(goals: Sequence[Goal]) -> list[dict[str, Any]]:

@@ -14,6 +14,7 @@ from .results import NO_STRATEGY, Row
 from .strategies import registered
 from .targets import OURS
 from .task_rows import IMMEDIATE, TASK_WORKERS
+from .tasks_db_ref import TASKS_DB
 
 #: The references ``--compare`` starts; the recipe comes with ``--recipe PATH`` instead.
 COMPARE_CHOICES = ("redis", "sqlite")
@@ -134,7 +135,9 @@ def plan(config: BenchConfig) -> list[Row]:
         for operation in ("fill", "peek", "pop"):
             rows += on_every_target(operation, 1, "threads", by_strategy=False, depth=depth)
     if config.tasks:
-        # The reference has no workers: each enqueue runs its task, on the bench's one thread.
+        # ImmediateBackend has no workers: each enqueue runs its task, on the bench's one thread.
+        # The database backend runs in a process of its own, with one worker.
         rows += [Row(OURS, "tasks", workers, "threads", NO_STRATEGY) for workers in TASK_WORKERS]
         rows.append(Row(IMMEDIATE, "tasks", 1, "threads", NO_STRATEGY))
+        rows.append(Row(TASKS_DB, "tasks", 1, "processes", NO_STRATEGY))
     return rows

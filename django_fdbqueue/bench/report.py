@@ -17,6 +17,7 @@ from .plan import MODES
 from .results import NO_STRATEGY, REFERENCES, BenchResult, Row
 from .targets import OURS
 from .task_rows import IMMEDIATE
+from .tasks_db_ref import TASKS_DB
 
 __all__ = [
     "PlotUnavailable",
@@ -71,6 +72,15 @@ def _task_count(row: Row) -> str:
     return f"{row.ops // rounds:,} x {rounds}" if rounds > 1 else f"{row.ops:,}"
 
 
+def _workers(row: Row) -> str:
+    """A tasks row's workers: none for ImmediateBackend, a process for the database backend, or threads."""
+    if row.target == IMMEDIATE:
+        return "inline"
+    if row.target == TASKS_DB:
+        return f"{row.clients} process{'es' * (row.clients > 1)}"
+    return f"{row.clients} thread{'s' * (row.clients > 1)}"
+
+
 def _check(row: Row) -> str:
     text = {None: "-", True: "ok", False: "FAILED"}[row.exactly_once]
     return text + (" (ran dry)" if row.ran_dry and row.depth is None else "")
@@ -103,7 +113,7 @@ _COMMON_TAIL: list[_Column] = [
     ("EXACTLY-ONCE", _check),
 ]
 
-_TARGET_ORDER = (OURS, *REFERENCES, IMMEDIATE)
+_TARGET_ORDER = (OURS, *REFERENCES, IMMEDIATE, TASKS_DB)
 _OPERATION_ORDER = ("push", "push+pop", "claim+ack", "pop")
 _DEPTH_ORDER = ("fill", "peek", "pop")
 
@@ -176,14 +186,16 @@ _SECTIONS: list[_Section] = [
     ),
     (
         "Tasks (Django Tasks: tasks/s from the first enqueue to the last SUCCESSFUL result; VS IMMEDIATE:\n"
-        "against the framework's ImmediateBackend, which runs each task inside enqueue, the zero-cost reference)",
+        "against the framework's ImmediateBackend, which runs each task inside enqueue, the zero-cost reference;\n"
+        "VS DB BACKEND: against django-tasks' database backend on SQLite (WAL), enqueued first, then one worker)",
         lambda r: r.group == "tasks",
         [
             ("TARGET", lambda r: r.target),
-            ("WORKERS", lambda r: "inline" if r.target == IMMEDIATE else f"{r.clients} thread{'s' * (r.clients > 1)}"),
+            ("WORKERS", _workers),
             ("TASKS", _task_count),
             ("TASKS/S", lambda r: _rate(r.ops_per_s)),
             ("VS IMMEDIATE", lambda r: _times(r.vs_immediate)),
+            ("VS DB BACKEND", lambda r: _times(r.vs_tasks_db)),
             ("VS 1 WORKER", lambda r: _times(r.vs_one_client)),
             ("ENQUEUES/S", lambda r: _rate(r.notes["enqueue_per_s"]) if "enqueue_per_s" in r.notes else "-"),
             ("RETRIES/OP", _retries),
@@ -226,7 +238,7 @@ def format_report(result: BenchResult) -> str:
 
 def goals_of(result: BenchResult) -> list:
     meta = result.meta
-    return evaluate(result.rows, meta["strategies"], meta["clients"])
+    return evaluate(result.rows, meta["strategies"], meta["clients"], engine=meta.get("engine"))
 
 
 def _goals(result: BenchResult) -> str:
@@ -275,6 +287,14 @@ def _settings_line(meta: dict[str, Any]) -> str:
             f" Tasks: {tasks['per_row']:,} per row, {tasks['framework']}, reference "
             f"{tasks['reference'].rsplit('.', 1)[-1]}."
         )
+        database = tasks.get("database_backend")
+        if database:
+            text += (
+                f" Database backend: {database['package']} on SQLite {database['sqlite_version']}, "
+                f"{database['journal_mode'].upper()}, synchronous={database['synchronous'].upper()}, persistent "
+                f"connection, {database['location']}; every task enqueued, then run by db_worker --batch in one "
+                "process."
+            )
     return text
 
 
@@ -292,7 +312,8 @@ def _row_data(row: Row) -> dict[str, Any]:
         data[name] = _rounded(data[name], 2)
     for name in ("p50_ms", "p99_ms", "retries_per_op"):
         data[name] = _rounded(data[name], 5)
-    for name in ("vs_recipe", "vs_redis", "vs_sqlite", "vs_pop", "vs_one_client", "vs_shallow", "vs_immediate"):
+    for name in ("vs_recipe", "vs_redis", "vs_sqlite", "vs_pop", "vs_one_client", "vs_shallow", "vs_immediate",
+                 "vs_tasks_db"):
         data[name] = _rounded(data[name], 5)
     if row.retries_by_code is not None:
         data["retries_by_code"] = {str(code): count for code, count in row.retries_by_code.items()}
@@ -320,7 +341,10 @@ def write_json(result: BenchResult, path: str) -> None:
 
 # --- the chart -----------------------------------------------------------------------------------
 
-_COLOURS = {OURS: "#2f6db5", "recipe": "#4b3f72", "redis": "#c8443a", "sqlite": "#6d7a86", IMMEDIATE: "#b08d2e"}
+_COLOURS = {
+    OURS: "#2f6db5", "recipe": "#4b3f72", "redis": "#c8443a", "sqlite": "#6d7a86", IMMEDIATE: "#b08d2e",
+    TASKS_DB: "#7a8f3a",
+}
 _OUR_SHADES = ("#2f6db5", "#5fa35a", "#9a5fb4", "#d08a2b", "#3aa6a0")
 
 
@@ -515,13 +539,13 @@ def _ratio_panel(axes: Any, rows: list[Row], strategies: list[str]) -> None:
 
 
 def _tasks_panels(figure: Any, grid: Any, rows: list[Row]) -> None:
-    """Tasks/s of every tasks row, ours labelled with their share of immediate; then ours against enqueues/s."""
+    """Tasks/s of every tasks row, ours labelled with their ratios to the references; then ours against enqueues/s."""
     from matplotlib.ticker import FuncFormatter, NullFormatter
 
     rows = sorted(rows, key=lambda r: (_TARGET_ORDER.index(r.target), r.clients))
     axes = figure.add_subplot(grid[3, 0])
     names = [
-        "immediate, inline" if r.target == IMMEDIATE else f"{r.target}, {r.clients} worker{'s' * (r.clients > 1)}"
+        f"{r.target}, {r.clients} worker{'s' * (r.clients > 1)}" if r.target == OURS else f"{r.target}, {_workers(r)}"
         for r in rows
     ]
     heights = [max(r.ops_per_s, 1e-9) for r in rows]
@@ -530,6 +554,8 @@ def _tasks_panels(figure: Any, grid: Any, rows: list[Row]) -> None:
         text = f"{_rate(row.ops_per_s)}/s"
         if row.vs_immediate is not None:
             text += f"\n{_times(row.vs_immediate)} immediate"
+        if row.vs_tasks_db is not None:
+            text += f"\n{_times(row.vs_tasks_db)} db backend"
         axes.annotate(text, (x, heights[x]), xytext=(0, 3), textcoords="offset points", ha="center",
                       va="bottom", fontsize=8)
     axes.set_xticks(range(len(rows)), names)

@@ -4,8 +4,8 @@ Our rate divided by the reference's for the same row (``vs_recipe``, ``vs_redis`
 ``vs_sqlite``), each concurrent row's rate divided by the same series' one-client rate
 (``vs_one_client``), each deep row's rate divided by its shallow one (``vs_shallow``), and
 claim+ack pairs divided by one client's plain pops (``vs_pop``). A tasks row of ours is divided by
-the ImmediateBackend's (``vs_immediate``), and the 4-worker row by the 1-worker one
-(``vs_one_client``).
+the ImmediateBackend's (``vs_immediate``) and by django-tasks' database backend's (``vs_tasks_db``),
+and the 4-worker row by the 1-worker one (``vs_one_client``).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 
 from .targets import OURS
 from .task_rows import IMMEDIATE
+from .tasks_db_ref import TASKS_DB
 
 #: Every reference, in the order the report lists them; ``vs_<name>`` of a row relates it to one.
 REFERENCES = ("recipe", "redis", "sqlite")
@@ -54,6 +55,7 @@ class Row:
     vs_one_client: float | None = None
     vs_shallow: float | None = None
     vs_immediate: float | None = None
+    vs_tasks_db: float | None = None
     notes: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -74,6 +76,8 @@ class Row:
         if self.operation == "tasks":
             if self.target == IMMEDIATE:
                 return text + ", run inline by enqueue"
+            if self.target == TASKS_DB:
+                return text + ", database backend on SQLite (WAL), 1 worker process"
             return text + f", {self.clients} worker thread{'' if self.clients == 1 else 's'}"
         if self.operation == "wake":
             return f"{self.target} pop woken by a push, popper and pusher processes"
@@ -127,14 +131,30 @@ class BenchResult:
                 if against:
                     text += " = " + ", ".join(against)
                 lines.append(text)
-        immediate = next((r for r in self.rows if r.group == "tasks" and r.target == IMMEDIATE), None)
+        return lines + self._tasks_headline()
+
+    def _tasks_headline(self) -> list[str]:
+        """Ours with each worker count against both references, then the database backend's own."""
+        references = {r.target: r for r in self.rows if r.group == "tasks" and r.target != OURS}
+        lines = []
         for row in self.rows:
             if row.group == "tasks" and row.target == OURS:
                 threads = f"{row.clients} worker thread{'' if row.clients == 1 else 's'}"
                 text = f"Tasks/s with {threads}: {row.ops_per_s:,.0f}"
-                if row.vs_immediate is not None and immediate is not None:
-                    text += f" = {row.vs_immediate:.3g}x immediate ({immediate.ops_per_s:,.0f})"
-                lines.append(text)
+                against = [
+                    f"{ratio:.3g}x {name} ({references[target].ops_per_s:,.0f})"
+                    for target, ratio, name in (
+                        (IMMEDIATE, row.vs_immediate, "immediate"),
+                        (TASKS_DB, row.vs_tasks_db, "django-tasks database backend"),
+                    )
+                    if ratio is not None and target in references
+                ]
+                lines.append(text + (" = " + ", ".join(against) if against else ""))
+        if TASKS_DB in references:
+            lines.append(
+                f"Tasks/s of django-tasks' database backend on SQLite (WAL), 1 worker process: "
+                f"{references[TASKS_DB].ops_per_s:,.0f}"
+            )
         return lines
 
 
@@ -160,6 +180,7 @@ def relate(rows: list[Row], shallow: int, deep: int) -> None:
         if row.group == "tasks" and row.target == OURS:
             row.vs_immediate = _ratio(row, index.get((IMMEDIATE, "tasks", 1, "threads", NO_STRATEGY, None)))
             row.vs_one_client = _ratio(row, index.get((OURS, "tasks", 1, "threads", NO_STRATEGY, None)))
+            row.vs_tasks_db = _ratio(row, index.get((TASKS_DB, "tasks", 1, "processes", NO_STRATEGY, None)))
         if row.depth == deep and deep != shallow:
             other = index.get((row.target, row.operation, row.clients, row.mode, row.strategy, shallow))
             row.vs_shallow = _ratio(row, other)

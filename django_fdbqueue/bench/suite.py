@@ -18,7 +18,10 @@ On each target (the app's queues, and the references asked for) the run measures
   item (see :mod:`~django_fdbqueue.bench.workloads`);
 * **tasks** (when the Django Tasks framework is installed): N tasks through the app's Tasks
   backend with 1 and 4 worker threads, and the same N through the framework's ImmediateBackend,
-  which runs each inline: the zero-cost reference (see :mod:`~django_fdbqueue.bench.task_rows`).
+  which runs each inline: the zero-cost reference (see :mod:`~django_fdbqueue.bench.task_rows`);
+  and, when django-tasks-db is installed (Django 5.2+), through django-tasks' database backend on
+  SQLite in a process of its own: the reference of the project's Tasks goal (see
+  :mod:`~django_fdbqueue.bench.tasks_db_ref`).
 
 The references: FoundationDB's own priority-queue recipe on the same store (``--recipe PATH``,
 see :mod:`~django_fdbqueue.bench.recipe_ref`), a private Redis and a raw SQLite file
@@ -50,9 +53,10 @@ from .plan import COMPARE_CHOICES, MODES, NO_RECIPE, BenchConfig, plan
 from .progress import Progress
 from .references import open_sqlite, start_redis
 from .results import NO_STRATEGY, REFERENCES, BenchResult, Row, memory_warnings, relate
-from .runner import ProcessTeam
+from .runner import BenchError, ProcessTeam
 from .targets import OURS, Target
-from .task_rows import IMMEDIATE, TASK_WORKERS
+from .task_rows import IMMEDIATE, TASK_WORKERS, TaskRun
+from .tasks_db_ref import TASKS_DB
 
 __all__ = [
     "BenchConfig",
@@ -89,9 +93,12 @@ class Bench(RowMeasuring):
             if missing:
                 self.skipped.append(f"Tasks rows: {missing}")
                 self.rows = [row for row in self.rows if row.group != "tasks"]
+            else:
+                self._drop_tasks_db_if_missing()
         if config.recipe is None:
             self.skipped.append(NO_RECIPE)
         self._tasks_framework: str | None = None
+        self._tasks_db: dict[str, Any] | None = None
         self._block = 0
         self._rate_hint: dict[str, float] = {}
         self._scale_cap = max(2, 2 * (os.cpu_count() or 1))
@@ -182,12 +189,9 @@ class Bench(RowMeasuring):
         with bench_backends(self.run_id) as tasks:
             for row in rows:
                 progress.start(row.label())
-                if row.target == IMMEDIATE:
-                    run = tasks.run_immediate(self.config.tasks, self.config.duration)
-                    row.notes["rounds"] = run.rounds
-                else:
-                    run = tasks.run_workers(self.config.tasks, row.clients, progress.detail)
-                    row.notes["enqueue_per_s"] = round(run.enqueue_per_s, 2)
+                run = self._task_run(tasks, row, progress)
+                if run is None:
+                    continue  # the database backend's row, left out (see _run_tasks_db)
                 row.ops, row.seconds, row.ops_per_s = run.tasks, round(run.seconds, 6), run.tasks_per_s
                 row.peak_mib = run.peak_mib
                 if run.retries is not None:
@@ -198,6 +202,49 @@ class Bench(RowMeasuring):
                 if run.problems:
                     self.failures.append(f"{row.label()}: " + "; ".join(run.problems) + ".")
                 progress.done(row.summary())
+
+    def _task_run(self, tasks: Any, row: Row, progress: Progress) -> TaskRun | None:
+        """Measure one tasks row on its target; the row's notes get its rounds or its enqueues/s."""
+        if row.target == IMMEDIATE:
+            run = tasks.run_immediate(self.config.tasks, self.config.duration)
+            row.notes["rounds"] = run.rounds
+            return run
+        if row.target == TASKS_DB:
+            run = self._run_tasks_db(row, progress)
+        else:
+            run = tasks.run_workers(self.config.tasks, row.clients, progress.detail)
+        if run is not None:
+            row.notes["enqueue_per_s"] = round(run.enqueue_per_s, 2)
+        return run
+
+    def _drop_tasks_db_if_missing(self) -> None:
+        """Leave out the database backend's row, with a line saying why, where it cannot run here."""
+        from .tasks_db_ref import missing
+
+        why = missing()
+        if why:
+            self.skipped.append(why)
+            self.rows = [row for row in self.rows if row.target != TASKS_DB]
+
+    def _run_tasks_db(self, row: Row, progress: Progress) -> TaskRun | None:
+        """The database backend's row; None, and the row left out, when it cannot run or fails.
+
+        The reference is optional, so it never fails the bench: a backend its process cannot
+        import is a "Skipped" line, a process that fails or falls silent is a warning.
+        """
+        from .tasks_db_ref import ReferenceMissing, run_database_backend
+
+        try:
+            run, self._tasks_db = run_database_backend(self.config.tasks, progress.detail)
+            return run
+        except ReferenceMissing as missing:
+            self.skipped.append(str(missing))
+            progress.note(f"Skipped: {missing}")
+        except BenchError as error:
+            self.warnings.append(f"{row.label()}: not measured, the reference failed: {error}")
+            progress.note(f"Warning: {self.warnings[-1]}")
+        self.rows.remove(row)
+        return None
 
     def _meta(self, ours: Target, references: dict[str, dict[str, Any]]) -> dict[str, Any]:
         import django
@@ -247,4 +294,5 @@ class Bench(RowMeasuring):
             "backend": "django_fdbqueue.tasks.FDBQueueBackend",
             "reference": immediate_backend_path(),
             "queue_prefix": queue_prefix(self.run_id),
+            "database_backend": self._tasks_db,
         }

@@ -2,7 +2,7 @@
 recipe (``--recipe PATH``), Redis and raw SQLite.
 
 It also measures Django Tasks through the app's backend, against the framework's ImmediateBackend
-(``--tasks``), when the Tasks framework is installed.
+and django-tasks' database backend on SQLite (``--tasks``), when the Tasks framework is installed.
 
 The measuring lives in :mod:`django_fdbqueue.bench`; this module turns the command line into a
 :class:`~django_fdbqueue.bench.plan.BenchConfig`, shows progress on standard error, and writes
@@ -75,15 +75,20 @@ With --recipe PATH, FoundationDB's own priority-queue recipe (PATH: its Python c
 documentation page that holds it; the bench runs that code as it is, on the same database handle,
 keeping its keys under ROOT) runs the same workloads on the same store in the same run. With
 --compare, they also run on a private redis-server (sorted sets) and on a raw SQLite table on the
-same disk. Every row of ours shows its rate divided by each reference's, and a goals table lists
-the figures the project has goals for: on a busy machine the ratios are the figures to trust. On a
-cluster the report names its layout and storage engine, read from the cluster's status.
+same disk. Every row of ours shows its rate divided by each reference's, and a goals table judges
+the figures the project has goals for on the engine measured: on a cluster against the recipe, on
+the embedded engine against Redis, raw SQLite, one popping process and the shallow queue's memory.
+On a busy machine the ratios are the figures to trust. On a cluster the report names its layout
+and storage engine, read from the cluster's status.
 
 When the Django Tasks framework is installed (Django 6.0+, or django-tasks), the tasks rows run
 N trivial tasks through django-fdbqueue's Tasks backend with 1 and 4 worker threads (tasks/s from
 the first enqueue to the last SUCCESSFUL result), and the same N through the framework's
 ImmediateBackend, which runs each task inline: the zero-cost reference ours is divided by. They
 use the bench's own backends, never the project's TASKS; without the framework they are skipped.
+With django-tasks-db installed (Django 5.2+), the same N also go through django-tasks' database
+backend, on a SQLite file of its own in WAL mode, in a process of its own with one db_worker: the
+reference of the Tasks goal (VS DB BACKEND); without it, that row is skipped with a note.
 
 Defaults: {defaults} (a few minutes).
 With --quick: {quick}.
@@ -186,7 +191,8 @@ def register(subparsers: Any) -> None:
         metavar="N",
         help=(
             "Tasks per tasks row (Django Tasks through this app's backend with 1 and 4 worker threads, "
-            "and through ImmediateBackend as the reference); 0 leaves the tasks rows out."
+            "and through ImmediateBackend and django-tasks' database backend as the references); 0 leaves "
+            "the tasks rows out."
         ),
     )
     parser.add_argument(

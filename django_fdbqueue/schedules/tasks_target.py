@@ -21,11 +21,11 @@ from django_fdbqueue.service.records import now_micros
 
 def new_result_id() -> str | None:
     """A task result id chosen before a transaction (so its retries reuse it), or None without Tasks."""
-    try:
-        from django_fdbqueue.tasks.compat import get_random_id
+    try:  # the tasks package needs the framework
+        from django_fdbqueue.tasks.results import new_id
     except ImportError:
         return None
-    return get_random_id()
+    return new_id()
 
 
 def enqueue_in(tr: Any, target: dict, result_id: str | None = None) -> str:
@@ -34,7 +34,7 @@ def enqueue_in(tr: Any, target: dict, result_id: str | None = None) -> str:
 
     from django_fdbqueue.tasks import backend as tasks_backend
     from django_fdbqueue.tasks import limits, results
-    from django_fdbqueue.tasks.compat import Task, get_random_id
+    from django_fdbqueue.tasks.compat import Task
     from django_fdbqueue.tasks.runner import backend_named
 
     backend = backend_named(target["backend"])
@@ -43,7 +43,7 @@ def enqueue_in(tr: Any, target: dict, result_id: str | None = None) -> str:
         raise InvalidSchedule(f"{target['task']!r} is not a task (decorate it with @task).")
     backend.validate_task(task)
     record = results.Record(
-        id=result_id or get_random_id(), task_path=task.module_path, backend=backend.alias,
+        id=result_id or results.new_id(), task_path=task.module_path, backend=backend.alias,
         queue_name=task.queue_name, priority=task.priority, args=target["args"], kwargs=target["kwargs"],
         takes_context=task.takes_context, enqueued_us=now_micros(),
     )

@@ -48,7 +48,6 @@ from .compat import (
     TaskResult,
     TaskResultDoesNotExist,
     TaskResultStatus,
-    get_random_id,
     normalize_json,
     task_enqueued,
 )
@@ -157,7 +156,7 @@ class FDBQueueBackend(BaseTaskBackend):
         if run_after is not None and timezone.is_naive(run_after):
             run_after = timezone.make_aware(run_after)  # USE_TZ = False: the project's time zone
         record = results.Record(
-            id=get_random_id(),
+            id=results.new_id(),
             task_path=task.module_path,
             backend=self.alias,
             queue_name=task.queue_name,

@@ -18,10 +18,11 @@ def _resize(existing: bytes | None, length: int) -> bytes:
 
 
 def add(existing: bytes | None, param: bytes) -> bytes:
-    total = int.from_bytes(_resize(existing, len(param)), "little") + int.from_bytes(
-        param, "little"
-    )
-    return (total % (1 << (8 * len(param)))).to_bytes(len(param), "little") if param else b""
+    size = len(param)
+    if existing is None or len(existing) != size:  # the counters' case (same width) skips this
+        existing = _resize(existing, size)
+    total = int.from_bytes(existing, "little") + int.from_bytes(param, "little")
+    return (total & ((1 << (8 * size)) - 1)).to_bytes(size, "little") if size else b""
 
 
 def _bitwise(combine: Callable[[int, int], int]) -> Callable[[bytes | None, bytes], bytes]:

@@ -77,7 +77,14 @@ def merged_rows(
     ahead = (lambda a, b: a > b) if reverse else (lambda a, b: a < b)
     row = next(stored, None)
     index = 0
-    while row is not None or index < len(local):
+    # A consumed stored row is replaced only when the next step needs it: a reader that stops
+    # after the rows it wanted (a limit of 1) must not make the scan fetch another batch.
+    consumed = False
+    while True:
+        if consumed:
+            row, consumed = next(stored, None), False
+        if row is None and index >= len(local):
+            break
         check()
         mine = local[index] if index < len(local) else None
         upcoming = mine if row is None or (mine is not None and ahead(mine, row[0])) else row[0]
@@ -85,7 +92,7 @@ def merged_rows(
             raise unreadable()
         if mine is None or (row is not None and ahead(row[0], mine)):
             key, value = row  # type: ignore[misc]
-            row = next(stored, None)
+            consumed = True
             if cache.cleared(key):
                 value = None
         else:
@@ -94,7 +101,7 @@ def merged_rows(
             key, base = mine, None
             if row is not None and row[0] == mine:
                 base = row[1]
-                row = next(stored, None)
+                consumed = True
             index += 1
             value = cache.resolve(key, base)
         if value is not None:

@@ -4,20 +4,24 @@ Tables (one file, WAL mode, safe for many threads and processes on one machine):
 
 - ``kv(key, value)``: the key-value store. ``WITHOUT ROWID`` with a BLOB primary key, so rows
   are kept in memcmp order, the same order as FoundationDB's keys.
-- ``meta(name, value)``: ``version``, the last commit version, and ``pruned_through``, the
-  newest commit whose conflict history has been forgotten: a read version older than that
-  predates a commit we can no longer check against, so it gets ``transaction_too_old``.
 - ``commit_ranges(version, committed_at, ranges)``: the write conflict ranges of recent
   commits, one row per commit (the ranges packed into one blob), kept for a little longer than
-  the transaction age limit.
+  the transaction age limit. Its newest row is never forgotten: its version is the store's
+  version, the last commit's, so a commit writes one row where a separate counter would cost a
+  second page.
+- ``meta(name, value)``: ``pruned_through``, the newest commit whose conflict history has been
+  forgotten: a read version older than that predates a commit we can no longer check against, so
+  it gets ``transaction_too_old``.
 
 A transaction's reads run inside one SQLite read transaction, which WAL keeps at a fixed
-snapshot across processes; the ``version`` it sees there is the FoundationDB read version.
+snapshot across processes; the newest version it sees there is the FoundationDB read version.
 Commits take SQLite's write lock (``BEGIN IMMEDIATE``), check the committer's read conflict
-ranges against ``write_ranges`` newer than its read version (FoundationDB's resolver), apply
-the mutations, record the new write ranges and bump the version, all in one SQLite
+ranges against the history rows newer than its read version (FoundationDB's resolver), record
+their own row (write ranges and new version) and apply the mutations, all in one SQLite
 transaction: a commit is atomic and durable once ``COMMIT`` returns, even if the process is
-killed a moment later.
+killed a moment later. The mutations go in as few statements as their order allows: one for the
+writes, one for the atomic operations (computed inside SQLite on the stored values), one for
+the clears.
 
 The fast path: when no one has committed since a transaction's read version, nothing can
 conflict with it, and SQLite can tell us so for free. The commit then upgrades the
@@ -33,7 +37,10 @@ import os
 import sqlite3
 import threading
 import time
+import weakref
 from typing import Callable, Iterator, Sequence
+
+from . import atomic
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS kv (key BLOB PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID;
@@ -41,20 +48,29 @@ CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL) 
 CREATE TABLE IF NOT EXISTS commit_ranges (
     version INTEGER PRIMARY KEY, committed_at REAL NOT NULL, ranges BLOB NOT NULL
 );
-INSERT OR IGNORE INTO meta (name, value) VALUES ('version', 0), ('pruned_through', 0);
+INSERT OR IGNORE INTO meta (name, value) VALUES ('pruned_through', 0);
+INSERT INTO commit_ranges (version, committed_at, ranges)
+    SELECT 0, 0, x'' WHERE NOT EXISTS (SELECT 1 FROM commit_ranges);
 """
 # Schema 1 kept one row per write range; its history is only seconds of conflict checking, so
 # moving to schema 2 forgets it (transactions older than the move then retry with 1007).
-SCHEMA_VERSION = 2
+# Schema 3 keeps the store's version in the newest history row instead of meta: the upgrade
+# writes it there (a process of an older release then fails loudly, finding no version in meta).
+SCHEMA_VERSION = 3
 UPGRADE_FROM_1 = """
 DROP TABLE IF EXISTS write_ranges;
-UPDATE meta SET value = (SELECT value FROM meta WHERE name = 'version') WHERE name = 'pruned_through';
+UPDATE meta SET value = COALESCE((SELECT value FROM meta WHERE name = 'version'), 0) WHERE name = 'pruned_through';
+"""
+UPGRADE_FROM_2 = """
+INSERT OR IGNORE INTO commit_ranges (version, committed_at, ranges)
+    SELECT value, 0, x'' FROM meta WHERE name = 'version';
+DELETE FROM meta WHERE name = 'version';
 """
 # FoundationDB's metadata version: a system key any transaction may read, and write with a
 # versionstamped value, so that clients can tell when cached metadata went stale.
 METADATA_VERSION_KEY = b"\xff/metadataVersion"
 _SNAPSHOT_QUERY = (
-    "SELECT (SELECT value FROM meta WHERE name = 'version'), (SELECT value FROM kv WHERE key = ?)"
+    "SELECT (SELECT MAX(version) FROM commit_ranges), (SELECT value FROM kv WHERE key = ?)"
 )
 _BUSY_CODES = frozenset({5, 6, 517})  # SQLITE_BUSY, SQLITE_LOCKED, SQLITE_BUSY_SNAPSHOT
 
@@ -67,8 +83,17 @@ CHECKPOINT_WAIT = 0.1
 VERSIONS_PER_SECOND = 1_000_000
 
 Range = tuple[bytes, bytes]
-# Applies a transaction's mutations at a commit version; returns its write conflict ranges.
-CommitWork = Callable[[sqlite3.Connection, int], list[Range]]
+# A key's atomic operations in order: (operation, parameter), as the write cache keeps them.
+OpList = Sequence[tuple[Callable[[bytes | None, bytes], bytes | None], bytes]]
+_OPS_FUNCTION = "fdbqueue_atomic_ops"
+# ?3 is the value for a key that is not there yet (computed beforehand: SQLite evaluates the
+# VALUES row for every key, existing or not, and most keys exist).
+_UPSERT_OPS = (
+    "INSERT INTO kv (key, value) VALUES (?1, ?3) "
+    "ON CONFLICT (key) DO UPDATE SET value = fdbqueue_atomic_ops(value, ?2)"
+)
+# Applies a transaction's mutations at a commit version.
+CommitWork = Callable[[sqlite3.Connection, int], None]
 
 
 class ConflictError(Exception):
@@ -107,7 +132,8 @@ class Storage:
         try:
             conn.execute("BEGIN IMMEDIATE")
             (schema,) = conn.execute("PRAGMA user_version").fetchone()
-            for statement in (SCHEMA + (UPGRADE_FROM_1 if schema < SCHEMA_VERSION else "")).split(";"):
+            upgrade = (UPGRADE_FROM_1 if schema < 2 else "") + (UPGRADE_FROM_2 if schema < 3 else "")
+            for statement in (SCHEMA + upgrade).split(";"):
                 if statement.strip():
                     conn.execute(statement)
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
@@ -128,8 +154,10 @@ class Storage:
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(
-            self.path, timeout=self.lock_wait(), isolation_level=None, check_same_thread=False
+            self.path, timeout=self.lock_wait(), isolation_level=None, check_same_thread=False,
+            factory=_Connection,
         )
+        conn.create_function(_OPS_FUNCTION, 2, _ops_runner(weakref.ref(conn)))
         conn.execute("PRAGMA journal_mode=WAL")
         # NORMAL in WAL mode: a commit survives the process being killed; only a power cut
         # or OS crash could lose the last commits.
@@ -233,12 +261,14 @@ class Storage:
         self,
         read_version: int | None,
         read_ranges: Sequence[Range],
+        write_ranges: Sequence[Range],
         apply: CommitWork,
         snapshot: sqlite3.Connection | None = None,
     ) -> int:
         """Resolve conflicts and apply one transaction; return its commit version.
 
-        `apply(conn, version)` writes the mutations and returns the write conflict ranges.
+        `write_ranges` are kept for later commits to check against; `apply(conn, version)` writes
+        the mutations.
         `snapshot` is the connection holding the transaction's read snapshot, if any: when it is
         still the newest state the commit happens on it (see the module docstring); the caller
         releases it afterwards either way. Raises ConflictError or TooOldError without writing
@@ -250,7 +280,7 @@ class Storage:
         try:
             version = None
             if locked and snapshot is not None and read_version is not None:
-                version = self._commit_in_place(snapshot, read_version, apply)
+                version = self._commit_in_place(snapshot, read_version, write_ranges, apply)
             if version is None:
                 if snapshot is not None and snapshot.in_transaction:
                     snapshot.execute("ROLLBACK")
@@ -260,7 +290,7 @@ class Storage:
                     locked = self._commit_lock.acquire(timeout=self.lock_wait())
                     if not locked:
                         raise StoreBusyError()
-                version = self._commit_resolving(read_version, read_ranges, apply)
+                version = self._commit_resolving(read_version, read_ranges, write_ranges, apply)
             self._commits_since_checkpoint += 1
             checkpoint = self._commits_since_checkpoint >= CHECKPOINT_EVERY
             if checkpoint:
@@ -272,7 +302,10 @@ class Storage:
             self.checkpoint()
         return version
 
-    def _commit_resolving(self, read_version: int | None, read_ranges: Sequence[Range], apply: CommitWork) -> int:
+    def _commit_resolving(
+        self, read_version: int | None, read_ranges: Sequence[Range], write_ranges: Sequence[Range],
+        apply: CommitWork,
+    ) -> int:
         """The full path: take the write lock, check conflicts against newer commits, apply."""
         conn = self.acquire()
         try:
@@ -284,8 +317,8 @@ class Storage:
                     if read_ranges and self._conflicts(conn, read_version, read_ranges):
                         raise ConflictError()
                 version = self._next_version(current)
-                conn.execute("UPDATE meta SET value = ? WHERE name = 'version'", (version,))
-                self._record(conn, version, apply(conn, version))
+                self._record(conn, version, write_ranges)
+                apply(conn, version)
             return version
         finally:
             self.release(conn)
@@ -310,20 +343,24 @@ class Storage:
             conn.execute(f"PRAGMA busy_timeout = {int(self.lock_wait() * 1000)}")
             self.release(conn)
 
-    def _commit_in_place(self, conn: sqlite3.Connection, read_version: int, apply: CommitWork) -> int | None:
+    def _commit_in_place(
+        self, conn: sqlite3.Connection, read_version: int, write_ranges: Sequence[Range], apply: CommitWork
+    ) -> int | None:
         """Commit on the read snapshot if no one committed since; None when someone did."""
         version = self._next_version(read_version)
+        now = time.time()
         try:
             # The first write asks SQLite for the write lock, which it grants a read transaction
             # only if that transaction's snapshot is the newest: then no commit is newer than
             # read_version, and there is nothing to conflict with.
-            conn.execute("UPDATE meta SET value = ? WHERE name = 'version'", (version,))
+            self._insert_history(conn, version, now, write_ranges)
         except sqlite3.OperationalError as error:
             if getattr(error, "sqlite_errorcode", None) in _BUSY_CODES:
                 return None
             raise
         try:
-            self._record(conn, version, apply(conn, version))
+            self._forget_old_history(conn, now)
+            apply(conn, version)
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
@@ -334,20 +371,27 @@ class Storage:
     def _next_version(current: int) -> int:
         return max(current + 1, int(time.time() * VERSIONS_PER_SECOND))
 
-    def _record(self, conn: sqlite3.Connection, version: int, write_ranges: list[Range]) -> None:
+    def _record(self, conn: sqlite3.Connection, version: int, write_ranges: Sequence[Range]) -> None:
         """Keep this commit's write conflict ranges for the transactions that read before it."""
         now = time.time()
+        self._insert_history(conn, version, now, write_ranges)
+        self._forget_old_history(conn, now)
+
+    @staticmethod
+    def _insert_history(conn: sqlite3.Connection, version: int, now: float, write_ranges: Sequence[Range]) -> None:
+        """The commit's row: its write ranges, and (as the newest row) the store's new version."""
         conn.execute(
             "INSERT INTO commit_ranges (version, committed_at, ranges) VALUES (?, ?, ?)",
             (version, now, _pack_ranges(write_ranges)),
         )
-        self._forget_old_history(conn, now)
 
     @staticmethod
     def _versions(conn: sqlite3.Connection) -> tuple[int, int]:
         """(the last commit version, the newest commit whose conflict history is forgotten)."""
-        rows = dict(conn.execute("SELECT name, value FROM meta").fetchall())
-        return rows["version"], rows["pruned_through"]
+        return conn.execute(
+            "SELECT (SELECT MAX(version) FROM commit_ranges),"
+            " (SELECT value FROM meta WHERE name = 'pruned_through')"
+        ).fetchone()
 
     @staticmethod
     def _conflicts(conn: sqlite3.Connection, read_version: int, reads: Sequence[Range]) -> bool:
@@ -367,18 +411,16 @@ class Storage:
         if now < self._next_prune:
             return
         self._next_prune = now + 1.0
-        cutoff = now - self.history_seconds
+        # Versions are never behind the clock of their commit (see _next_version), so a version
+        # below the cutoff's was committed before it: found through the primary key, not a scan.
+        cutoff = int((now - self.history_seconds) * VERSIONS_PER_SECOND)
         (newest,) = conn.execute(
-            "SELECT MAX(version) FROM commit_ranges WHERE committed_at < ?", (cutoff,)
+            "SELECT MAX(version) FROM commit_ranges WHERE version < ?", (cutoff,)
         ).fetchone()
         if newest is None:
             return
         conn.execute("DELETE FROM commit_ranges WHERE version <= ?", (newest,))
         conn.execute("UPDATE meta SET value = ? WHERE name = 'pruned_through'", (newest,))
-
-    @staticmethod
-    def put(conn: sqlite3.Connection, key: bytes, value: bytes) -> None:
-        conn.execute("INSERT OR REPLACE INTO kv (key, value) VALUES (?, ?)", (key, value))
 
     @staticmethod
     def delete_range(conn: sqlite3.Connection, begin: bytes, end: bytes) -> None:
@@ -390,9 +432,57 @@ class Storage:
             conn.executemany("INSERT OR REPLACE INTO kv (key, value) VALUES (?, ?)", rows)
 
     @staticmethod
+    def apply_ops(conn: sqlite3.Connection, rows: Sequence[tuple[bytes, OpList]]) -> None:
+        """Apply each key's atomic operations to its stored value, in SQLite, one statement.
+
+        Reading the stored values first would cost a statement and a pass through Python: the
+        operations run instead inside the write, through a function registered on the
+        connection. None of them may clear the key (the column is NOT NULL): callers settle
+        those (``compare_and_clear``) themselves.
+        """
+        if not rows:
+            return
+        conn.pending_ops = [ops for _key, ops in rows]  # type: ignore[attr-defined]
+        try:
+            conn.executemany(
+                _UPSERT_OPS, [(key, index, _on_nothing(ops)) for index, (key, ops) in enumerate(rows)]
+            )
+        finally:
+            conn.pending_ops = []  # type: ignore[attr-defined]
+
+    @staticmethod
     def delete_many(conn: sqlite3.Connection, keys: Sequence[bytes]) -> None:
         if keys:
             conn.executemany("DELETE FROM kv WHERE key = ?", ((key,) for key in keys))
+
+
+class _Connection(sqlite3.Connection):
+    """A connection with a slot for the atomic operations its commit is applying (apply_ops)."""
+
+    pending_ops: list[OpList] = []
+
+
+def _on_nothing(ops: OpList) -> bytes | None:
+    """What `ops` leave where no value was. One add (a counter's) leaves its parameter."""
+    if len(ops) == 1 and ops[0][0] is atomic.add:
+        return ops[0][1]
+    value = None
+    for op, param in ops:
+        value = op(value, param)
+    return value
+
+
+def _ops_runner(ref: "weakref.ReferenceType[_Connection]") -> Callable[[bytes | None, int], bytes | None]:
+    """The SQL function that applies the ``index``-th pending operation list to a stored value
+    (a weak reference: the connection owns the function, not the other way round)."""
+
+    def run(stored: bytes | None, index: int) -> bytes | None:
+        value = stored
+        for op, param in ref().pending_ops[index]:  # type: ignore[union-attr]
+            value = op(value, param)
+        return value
+
+    return run
 
 
 def _pack_ranges(ranges: Sequence[Range]) -> bytes:
@@ -432,4 +522,3 @@ class _immediate:
             self.conn.execute("COMMIT")
         else:
             self.conn.execute("ROLLBACK")
-

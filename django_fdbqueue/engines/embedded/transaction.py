@@ -132,7 +132,8 @@ class Transaction(ReadView):
         if self._slot.stamp is None and self._slot.error is None:
             self._slot.error = ErrorCode.TRANSACTION_CANCELLED
         self._slot = VersionstampSlot()
-        self._end_watches(make_error(ErrorCode.TRANSACTION_CANCELLED))
+        if self._watches:
+            self._end_watches(make_error(ErrorCode.TRANSACTION_CANCELLED))
 
     def _release_snapshot(self) -> None:
         if self._conn_finalizer is not None:
@@ -525,7 +526,9 @@ class Transaction(ReadView):
             raise make_error(ErrorCode.COMMIT_UNKNOWN_RESULT)
         reads = [(b, e) for b, e in self._read_ranges if b < e]
         try:
-            version = self._storage.commit(self._read_version, reads, self._apply, snapshot=self._conn)
+            version = self._storage.commit(
+                self._read_version, reads, merge_ranges(self._write_ranges), self._apply, snapshot=self._conn
+            )
         except ConflictError:
             raise make_error(ErrorCode.NOT_COMMITTED) from None
         except TooOldError:
@@ -551,10 +554,9 @@ class Transaction(ReadView):
         self.db._signal.publish(version)
         self.db._watcher.notify()
 
-    def _apply(self, conn: "sqlite3.Connection", version: int) -> list[tuple[bytes, bytes]]:
-        """Write the final mutations at `version` (inside the storage's commit); its write ranges."""
+    def _apply(self, conn: "sqlite3.Connection", version: int) -> None:
+        """Write the final mutations at `version` (inside the storage's commit)."""
         self._cache.apply(self._storage, conn, stamp_of(version))
-        return merge_ranges(self._write_ranges)
 
     def on_error(self, error: Any) -> DeferredFuture:
         """Decide on an error: for retryable codes back off, reset and return; else re-raise.

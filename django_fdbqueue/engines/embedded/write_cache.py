@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from django_fdbqueue.fdbapi import ErrorCode, make_error
 
+from .atomic import compare_and_clear
 from .versionstamps import with_stamp
 
 if TYPE_CHECKING:
@@ -152,26 +153,46 @@ class WriteCache:
         """Write the final mutations, the commit's versionstamp filled in (inside the storage's commit).
 
         Range mutations first, in the order they were made; then one write per key, since the
-        cache already folds every later write over earlier ones.
+        cache already folds every later write over earlier ones. Consecutive writes go to SQLite
+        as one statement: a later write of the same key (a point write after a versionstamped
+        key landed there) still wins, as it comes later in the batch.
         """
+        puts: list[tuple[bytes, bytes]] = []
         for mutation in self.range_mutations:
             if mutation[0] == "clear":
+                storage.put_many(conn, puts)  # what came before the clear goes before it
+                puts = []
                 storage.delete_range(conn, mutation[1], mutation[2])
             else:
                 _, body, offset, value = mutation
-                storage.put(conn, with_stamp(body, offset, stamp), value)
-        puts: list[tuple[bytes, bytes]] = []
+                puts.append((with_stamp(body, offset, stamp), value))
         deletes: list[bytes] = []
-        # Atomic operations apply to the stored values: all of them are read in one statement.
-        stored = storage.get_many(conn, [k for k in self.keys if self.entries[k][0] == self.OPS])
+        ops: list[tuple[bytes, Any]] = []
+        settled: list[bytes] = []  # operations that may clear their key: settled from the stored value
         for key in self.keys:
-            value = self._final_value(key, stored.get(key), stamp)
-            if value is None:
-                deletes.append(key)
+            kind, payload = self.entries[key]
+            if kind == self.OPS and any(op is compare_and_clear for op, _param in payload):
+                settled.append(key)
+            elif kind == self.OPS:
+                ops.append((key, payload))
             else:
-                puts.append((key, value))
+                self._sort(key, self._final_value(key, None, stamp), puts, deletes)
+        storage.put_many(conn, puts)
+        storage.apply_ops(conn, ops)  # after the puts: a versionstamped key may have landed there
+        stored = storage.get_many(conn, settled) if settled else {}
+        puts = []
+        for key in settled:
+            self._sort(key, self._final_value(key, stored.get(key), stamp), puts, deletes)
         storage.put_many(conn, puts)
         storage.delete_many(conn, deletes)
+
+    @staticmethod
+    def _sort(key: bytes, value: bytes | None, puts: list[tuple[bytes, bytes]], deletes: list[bytes]) -> None:
+        """A key's final value goes to the writes, or (None) to the deletes."""
+        if value is None:
+            deletes.append(key)
+        else:
+            puts.append((key, value))
 
     def _final_value(self, key: bytes, stored: bytes | None, stamp: bytes) -> bytes | None:
         kind, payload = self.entries[key]
