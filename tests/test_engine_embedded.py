@@ -1001,7 +1001,7 @@ def test_a_store_made_by_the_previous_schema_opens_and_keeps_its_data(tmp_path):
 def test_a_schema_2_store_keeps_its_version_when_it_moves_to_the_history_table(tmp_path):
     """Schema 2 kept the version in meta; schema 3 keeps it in the newest history row. Versions
     must keep growing across the move (a read version must never go back), and the old row goes,
-    so that a process of the older release fails loudly instead of reading a frozen version."""
+    so that a running process of the older release fails at commit instead of reading a frozen version."""
     import sqlite3
 
     path = str(tmp_path / "v2.sqlite3")

@@ -2,8 +2,10 @@
 
 For one item: mark its result RUNNING (one transaction: a record already finished means an
 earlier delivery ran it, so this one is acked and dropped), call the task, then store
-SUCCESSFUL with the return value or FAILED with the exception's class and traceback (one
-transaction, which also forgets a few expired results). A task that raises is a FAILED task,
+SUCCESSFUL with the return value or FAILED with the exception's class and traceback, which
+also forgets a few expired results. A worker stores the result in the transaction that acks the
+item (:meth:`TaskRunner.handle` returns it as ``AckWith``): the result and the ack commit
+together, one transaction fewer per task. A task that raises is a FAILED task,
 as the Tasks framework defines it, and its item is acknowledged; only a failure to read or
 write the store makes the worker release the item and try again later. So a result that
 cannot be stored must not be such a failure: a return value too large for the record makes
@@ -32,6 +34,7 @@ from django_fdbqueue.exceptions import QueueError
 from django_fdbqueue.fdbapi import transactional
 from django_fdbqueue.service.records import now_micros
 from django_fdbqueue.worker import Worker, WorkerStats
+from django_fdbqueue.worker.ack_with import AckWith
 from django_fdbqueue.worker.burst import Burst
 
 from . import limits, results
@@ -111,26 +114,57 @@ class TaskRunner:
         self.worker_id = worker_id or new_worker_id()
 
     def __call__(self, item: Any) -> None:
+        """Run the task an item names, and store its result in a transaction of its own."""
+        writes = self.handle(item)
+        if writes is None:
+            return
+        try:
+            transactional(lambda tr: writes.step(tr))(get_database())
+        except BaseException:
+            writes.done(False)
+            raise
+        writes.done(True)
+
+    def handle(self, item: Any) -> AckWith | None:
+        """Run the task an item names; the result's writes, for the worker to commit with the ack.
+
+        What a worker calls (one transaction fewer per task than storing the result, then
+        acking): see :mod:`django_fdbqueue.worker.ack_with`. None when there is nothing to store.
+        """
         value = item.value
         result_id = value.get("result_id") if isinstance(value, dict) else None
         if not isinstance(result_id, str):
             logger.error("Item %s is not a task (no result id); dropping it.", item.id)
-            return
-        db = get_database()
-        started = _start(db, result_id, self.worker_id)
+            return None
+        started = _start(get_database(), result_id, self.worker_id)
         if started is None:
             logger.info("Task %s already finished or no longer exists; skipping it.", result_id)
-            return
+            return None
         _previous, record = started
         close_old_connections()
         try:
             outcome, result = self._run(record)
         finally:
             close_old_connections()
-        done = _finish(db, result_id, outcome, self.backend.retention_end(now_micros()))
-        if done is not None and done.status != outcome["status"]:
-            logger.warning("Task %s (%s) failed: %s", result_id, record.task_path, done.errors[-1]["traceback"].strip())
-        if done is not None and result is not None:
+        retention_end = self.backend.retention_end(now_micros())
+        stored: list[results.Record] = []
+
+        def step(tr: Any) -> None:
+            done = _finish(tr, result_id, outcome, retention_end)
+            if done is not None:  # None: finished already, by this very step's earlier attempt or another run
+                stored[:] = [done]
+
+        def after(committed: bool) -> None:
+            if committed and stored:
+                self._announce(stored[0], outcome, record, result)
+
+        return AckWith(step, after)
+
+    def _announce(self, done: results.Record, outcome: dict[str, Any], record: results.Record, result: Any) -> None:
+        """After the result is stored: a warning if it is not what the task gave, and the signal."""
+        if done.status != outcome["status"]:
+            logger.warning("Task %s (%s) failed: %s", done.id, record.task_path, done.errors[-1]["traceback"].strip())
+        if result is not None:
             finished = self.backend.to_result(result.task, done)
             task_finished.send(type(self.backend), task_result=finished)
 
@@ -188,7 +222,7 @@ class TaskWorkers:
         db = get_database()
         shared = Burst() if burst else False
         self.workers = [
-            Worker(db, backend.queue_for(name), self.runner, concurrency=concurrency,
+            Worker(db, backend.queue_for(name), self.runner.handle, concurrency=concurrency,
                    lease=lease or backend.lease, end="max", burst=shared)
             for name in names
         ]

@@ -12,16 +12,19 @@ with leases, retries and back-off" can reuse it: ``manage.py fdbqueue worker`` i
     Worker(get_database(), "emails", send, concurrency=4, lease=60).run()
 
 See ``runner`` for how the threads, the heartbeat and stopping work, ``signals`` for running
-under a process supervisor, and ``burst`` for ``burst=True``: process what is ready, then end.
+under a process supervisor, ``burst`` for ``burst=True``: process what is ready, then end, and
+``ack_with`` for a handler whose writes to the store commit in its item's ack.
 """
 
 from __future__ import annotations
 
+from .ack_with import AckWith
 from .backoff import Backoff, retry_delay
 from .burst import Burst
 from .runner import DEFAULT_LEASE, Handler, Worker, WorkerStats
 from .signals import run_until_signalled
 
 __all__ = [
-    "Worker", "WorkerStats", "Handler", "Burst", "DEFAULT_LEASE", "Backoff", "retry_delay", "run_until_signalled",
+    "Worker", "WorkerStats", "Handler", "AckWith", "Burst", "DEFAULT_LEASE", "Backoff", "retry_delay",
+    "run_until_signalled",
 ]

@@ -62,6 +62,7 @@ from django_fdbqueue.fdbapi import FDBError, describe, transactional
 from django_fdbqueue.service import activity
 from django_fdbqueue.service.keys import check_seconds
 
+from .ack_with import AckWith, ack_with, run_alone
 from .backoff import Backoff, retry_delay
 from .burst import Burst
 
@@ -387,14 +388,18 @@ class Worker:
         item = held.item
         logger.debug("Handling item %s of queue %r (attempt %d).", item.id, self.queue, item.attempts)
         try:
-            self.handler(item)
+            returned = self.handler(item)
         except BaseException as error:  # noqa: BLE001 - whatever the handler raises, the item goes back
             failure: BaseException | None = error
+            returned = None
         else:
             failure = None
+        # A handler's writes to commit with its ack (see ack_with): committed alone if no ack comes.
+        writes = returned if isinstance(returned, AckWith) else None
         with held.lock:
             if held.settled:  # abort() released it meanwhile
                 logger.info("Item %s of queue %r finished after it was released; result ignored.", item.id, self.queue)
+                self._writes_alone(writes, item)
                 return
             held.settled = True  # from here on the heartbeat leaves it alone
             if held.lost:
@@ -406,33 +411,55 @@ class Worker:
                     item.id,
                     self.queue,
                 )
+                self._writes_alone(writes, item)
                 return
             if failure is None:
-                if self._settle(held, "ack", lambda: service.ack(self.db, held.receipt, name=self.queue)):
-                    self._count(processed=1)
-                    logger.debug("Acknowledged item %s of queue %r.", item.id, self.queue)
-                return
-            delay = retry_delay(item.attempts, base=self.base_backoff, maximum=self.max_backoff)
-            logger.error(
-                "Handler failed on item %s of queue %r (attempt %d); releasing it with a %.1fs delay.",
+                self._acknowledge(held, writes)
+            else:
+                self._give_back(held, failure)
+
+    def _acknowledge(self, held: _Held, writes: AckWith | None) -> None:
+        """The handler returned: ack the item (with its writes, if it asked for that)."""
+        if writes is None:
+            acked = self._settle(held, "ack", lambda: service.ack(self.db, held.receipt, name=self.queue))
+        else:
+            acked = self._settle(held, "ack", lambda: ack_with(self.db, held.receipt, self.queue, writes))
+        if not acked:
+            self._writes_alone(writes, held.item)
+            return
+        self._count(processed=1)
+        logger.debug("Acknowledged item %s of queue %r.", held.item.id, self.queue)
+        if writes is not None:
+            writes.done(True)
+
+    def _writes_alone(self, writes: AckWith | None, item: Any) -> None:
+        if writes is not None:
+            run_alone(self.db, writes, self.queue, item.id)
+
+    def _give_back(self, held: _Held, failure: BaseException) -> None:
+        """The handler raised: release the item with a delay that grows with its attempts."""
+        item = held.item
+        delay = retry_delay(item.attempts, base=self.base_backoff, maximum=self.max_backoff)
+        logger.error(
+            "Handler failed on item %s of queue %r (attempt %d); releasing it with a %.1fs delay.",
+            item.id,
+            self.queue,
+            item.attempts,
+            delay,
+            exc_info=failure,
+        )
+        self._count(failed=1)
+        outcome = self._settle(
+            held, "release", lambda: service.release(self.db, held.receipt, delay=delay, name=self.queue)
+        )
+        if outcome == "dead":
+            self._count(dead=1)
+            logger.warning(
+                "Item %s of queue %r moved to the dead letters after %d attempts.",
                 item.id,
                 self.queue,
                 item.attempts,
-                delay,
-                exc_info=failure,
             )
-            self._count(failed=1)
-            outcome = self._settle(
-                held, "release", lambda: service.release(self.db, held.receipt, delay=delay, name=self.queue)
-            )
-            if outcome == "dead":
-                self._count(dead=1)
-                logger.warning(
-                    "Item %s of queue %r moved to the dead letters after %d attempts.",
-                    item.id,
-                    self.queue,
-                    item.attempts,
-                )
 
     def _settle(self, held: _Held, action: str, call: Callable[[], Any]) -> Any:
         """Run an ack or release, retrying store errors while the lease lasts; None if it did not happen.

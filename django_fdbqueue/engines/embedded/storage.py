@@ -55,7 +55,7 @@ INSERT INTO commit_ranges (version, committed_at, ranges)
 # Schema 1 kept one row per write range; its history is only seconds of conflict checking, so
 # moving to schema 2 forgets it (transactions older than the move then retry with 1007).
 # Schema 3 keeps the store's version in the newest history row instead of meta: the upgrade
-# writes it there (a process of an older release then fails loudly, finding no version in meta).
+# writes it there (a running process of an older release then fails at commit, finding none in meta).
 SCHEMA_VERSION = 3
 UPGRADE_FROM_1 = """
 DROP TABLE IF EXISTS write_ranges;

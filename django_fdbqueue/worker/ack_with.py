@@ -1,0 +1,69 @@
+"""Writes a handler wants committed with its item's ack: one transaction instead of two.
+
+A handler that records what it did in FoundationDB (a task's result, a processed marker) would
+otherwise write in a transaction of its own and leave the ack to the worker's next one. It can
+instead return ``AckWith(step)``: the worker then runs ``step(tr)`` and the ack in one
+transaction, so the writes and the ack commit together or not at all, and it costs one
+transaction fewer.
+
+When the ack cannot happen (the lease was lost or taken back, or the store kept failing until
+the lease ran out), ``step`` still runs, alone, in a transaction of its own, as it would have
+without ``AckWith``: the handler did its work, and the item will be delivered again. ``step``
+may so run twice for one delivery (once with an ack whose answer was lost, once alone), and
+like any handler it must be idempotent: read what it is about to write, as a task's result does.
+
+``after(committed)`` (optional) is called once the step committed (True) or failed for good
+(False), for what must follow the commit: signals, logs.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable
+
+from django_fdbqueue import service
+from django_fdbqueue.fdbapi import transactional
+
+__all__ = ["AckWith", "ack_with", "run_alone"]
+
+logger = logging.getLogger("django_fdbqueue.worker")
+
+
+class AckWith:
+    """A handler's return value: ``step(tr)`` is to commit in the same transaction as the ack."""
+
+    __slots__ = ("step", "after")
+
+    def __init__(self, step: Callable[[Any], Any], after: Callable[[bool], None] | None = None) -> None:
+        if not callable(step):
+            raise TypeError(f"AckWith needs a callable step(tr), not {type(step).__name__}.")
+        self.step = step
+        self.after = after
+
+    def done(self, committed: bool) -> None:
+        if self.after is not None:
+            self.after(committed)
+
+
+def ack_with(db: Any, receipt: str, queue: str, settle: AckWith) -> None:
+    """One attempt at ``settle.step`` and the ack in one transaction.
+
+    No retry loop here: the worker's own (``Worker._settle``) retries store errors while the
+    lease lasts and, after a lost answer (1021), tells an applied ack from one that was not by
+    whether the item is still queued; the step shares the ack's fate either way.
+    """
+    tr = db.create_transaction()
+    settle.step(tr)
+    service.ack(tr, receipt, name=queue)
+    tr.commit().wait()
+
+
+def run_alone(db: Any, settle: AckWith, queue: str, item_id: str) -> None:
+    """The step in a transaction of its own, for an item that was not acknowledged."""
+    try:
+        transactional(lambda tr: settle.step(tr))(db)
+    except Exception:  # noqa: BLE001 - the handler's writes failed: log, and the item runs again
+        logger.exception("Could not commit the writes of item %s of queue %r.", item_id, queue)
+        settle.done(False)
+        return
+    settle.done(True)
