@@ -132,7 +132,9 @@ class Worker:
 
     ``handler(item)`` gets the service's Item (``item.value``, ``item.attempts``, ...). Keep it
     idempotent: an item whose ack was lost (a crash right after the handler, a lease that ran out)
-    is handled again. Start with :meth:`run` (blocks) or :meth:`start` and :meth:`wait`.
+    is handled again. A handler may return :class:`AckWith` to have its own writes commit in the
+    ack's transaction (see ``ack_with``). Start with :meth:`run` (blocks) or :meth:`start` and
+    :meth:`wait`.
 
     ``burst=True`` ends the worker once no item is ready and none is in hand (delayed items are
     not waited for); several workers given one :class:`Burst` end together, when that holds for
@@ -398,7 +400,10 @@ class Worker:
         writes = returned if isinstance(returned, AckWith) else None
         with held.lock:
             if held.settled:  # abort() released it meanwhile
-                logger.info("Item %s of queue %r finished after it was released; result ignored.", item.id, self.queue)
+                logger.info(
+                    "Item %s of queue %r finished after it was released; %s.", item.id, self.queue,
+                    "not acknowledged, its writes commit alone" if writes else "result ignored",
+                )
                 self._writes_alone(writes, item)
                 return
             held.settled = True  # from here on the heartbeat leaves it alone
