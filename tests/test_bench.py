@@ -28,6 +28,7 @@ from django_fdbqueue import connection, service
 from django_fdbqueue.bench import recipe_ref, redis_ref, task_rows, tasks_db_ref
 from django_fdbqueue.bench.goals import CLAIMS_VS_POP, MANY, REDIS_PAIRS, SQLITE_PAIRS, WAKE_P50_MS
 from django_fdbqueue.bench.recipe_source import RecipeUnavailable, extract_code, load_recipe
+from django_fdbqueue.bench.task_names import ENQUEUED_FIRST
 from django_fdbqueue.bench.strategies import STRATEGIES
 from django_fdbqueue.bench.suite import NO_RECIPE, Bench, BenchConfig
 from django_fdbqueue.tasks.compat import task_backends
@@ -415,32 +416,40 @@ def test_cleans_up_queues_and_client_processes(bench_run):
 
 
 def test_tasks_rows_run_every_task_once_and_relate_to_the_immediate_backend(bench_run):
-    rows = {(row["target"], row["clients"]): row for row in tasks_rows(bench_run)}
-    database = set() if TASKS_DB_MISSING else {(tasks_db_ref.TASKS_DB, 1)}
-    assert set(rows) == {*(("fdbqueue", workers) for workers in TASK_WORKERS), ("immediate", 1), *database}
+    rows = {(row["target"], row["clients"], row["mode"]): row for row in tasks_rows(bench_run)}
+    database = set() if TASKS_DB_MISSING else {(tasks_db_ref.TASKS_DB, 1, "processes")}
+    ours_first = ("fdbqueue", 1, ENQUEUED_FIRST)  # every task enqueued, then one worker: as the reference
+    assert set(rows) == {
+        *(("fdbqueue", workers, "threads") for workers in TASK_WORKERS), ours_first, ("immediate", 1, "threads"),
+        *database,
+    }
     assert len(tasks_rows(bench_run)) == len(rows)
     for row in rows.values():
-        mode = "processes" if row["target"] == tasks_db_ref.TASKS_DB else "threads"
-        assert (row["operation"], row["mode"], row["strategy"], row["depth"]) == ("tasks", mode, "-", None)
+        assert (row["operation"], row["strategy"], row["depth"]) == ("tasks", "-", None)
         assert row["exactly_once"] is True and row["seconds"] > 0 and row["ops_per_s"] > 0, row
-    immediate = rows[("immediate", 1)]
+    immediate = rows[("immediate", 1, "threads")]
     assert immediate["vs_immediate"] is None and immediate["retries"] is None
     assert immediate["ops"] == TASKS * immediate["notes"]["rounds"]  # the same N, repeated
-    for workers in TASK_WORKERS:
-        ours = rows[("fdbqueue", workers)]
+    for workers, mode in [*((workers, "threads") for workers in TASK_WORKERS), (1, ENQUEUED_FIRST)]:
+        ours = rows[("fdbqueue", workers, mode)]
         assert ours["ops"] == TASKS
-        assert ours["vs_immediate"] > 0 and ours["vs_one_client"] > 0, ours
+        assert ours["vs_immediate"] > 0, ours
+        assert (ours["vs_one_client"] is None) is (mode == ENQUEUED_FIRST), ours  # no series of its own
         assert ours["notes"]["enqueue_per_s"] > 0
         assert ours["retries"] == sum(ours["retries_by_code"].values()), ours
         assert ours["vs_redis"] is None and ours["vs_sqlite"] is None
         assert (ours["vs_tasks_db"] is None) is bool(TASKS_DB_MISSING), ours
-    assert rows[("fdbqueue", 1)]["vs_one_client"] == 1.0
+    assert rows[("fdbqueue", 1, "threads")]["vs_one_client"] == 1.0
+    assert "1 thread, enqueued first" in bench_run.stdout
 
 
 def test_the_database_backend_reference_row_and_its_goal(bench_run):
-    """The Tasks goal: ours with one worker thread against django-tasks' database backend, same run."""
+    """The Tasks goal: ours with one worker thread against django-tasks' database backend, same run,
+    each enqueuing every task before its worker starts."""
     goal = next(g for g in bench_run.document["goals"] if g["workload"].startswith("a Tasks enqueue + run"))
-    assert goal["workload"] == f"a Tasks enqueue + run, {TASKS} tasks (1 worker thread)"
+    assert goal["workload"] == (
+        f"a Tasks enqueue + run, {TASKS} tasks (1 worker thread, every task enqueued first, as the reference)"
+    )
     assert goal["goal"] == ">= 3x"
     assert goal["reference"].startswith("django-tasks database backend on SQLite (WAL)")
     meta = bench_run.document["meta"]["tasks"]["database_backend"]
@@ -451,7 +460,7 @@ def test_the_database_backend_reference_row_and_its_goal(bench_run):
     database = next(row for row in tasks_rows(bench_run) if row["target"] == tasks_db_ref.TASKS_DB)
     assert database["ops"] == TASKS and database["notes"]["enqueue_per_s"] > 0
     assert database["vs_immediate"] is None and database["vs_tasks_db"] is None and database["retries"] is None
-    ours = next(row for row in tasks_rows(bench_run) if row["target"] == "fdbqueue" and row["clients"] == 1)
+    ours = next(row for row in tasks_rows(bench_run) if row["target"] == "fdbqueue" and row["mode"] == ENQUEUED_FIRST)
     assert goal["measured"] == pytest.approx(ours["ops_per_s"] / database["ops_per_s"], rel=1e-3)
     assert goal["met"] is (goal["measured"] >= tasks_db_ref.GOAL_TIMES)
     assert meta["backend"] == "django_tasks_db.DatabaseBackend" and meta["package"].startswith("django-tasks-db ")

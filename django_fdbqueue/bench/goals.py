@@ -28,8 +28,9 @@ On both:
 
 * a pop blocked on an empty queue and woken by another process's push: p50 under
   :data:`WAKE_P50_MS` milliseconds;
-* N Django tasks enqueued and run through the app's backend with one worker thread, tasks/s,
-  against django-tasks' database backend on SQLite (WAL) doing the same with one worker: >= 3x
+* N Django tasks enqueued and run through the app's backend with one worker thread, every task
+  enqueued before the worker starts, tasks/s, against django-tasks' database backend on SQLite
+  (WAL) doing the same with one worker: >= 3x
   (:data:`~django_fdbqueue.bench.tasks_db_ref.GOAL_TIMES`), with exactly-once results.
 
 The per-strategy goals are given for every pop strategy the run measured: which one meets them
@@ -46,6 +47,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any, Sequence
 
 from .targets import OURS
+from .task_names import ENQUEUED_FIRST
 from .tasks_db_ref import GOAL_TIMES, TASKS_DB
 
 __all__ = [
@@ -309,8 +311,15 @@ def _wake_goal(rows: dict[tuple, Any]) -> Goal | None:
 
 
 def _tasks_goal(rows: dict[tuple, Any]) -> Goal | None:
-    """Ours with one worker thread against the database backend: None when the run had no tasks rows."""
-    ours = rows.get((OURS, "tasks", 1, "threads", _NONE, None))
+    """Ours with one worker thread against the database backend: None when the run had no tasks rows.
+
+    The row that enqueues every task before its worker starts, as the reference does; a run
+    without it (an older JSON) is judged on the row that enqueues while the worker runs.
+    """
+    ours = rows.get((OURS, "tasks", 1, ENQUEUED_FIRST, _NONE, None))
+    how = "1 worker thread, every task enqueued first, as the reference"
+    if ours is None:
+        ours, how = rows.get((OURS, "tasks", 1, "threads", _NONE, None)), "1 worker thread"
     if ours is None:
         return None
     database = rows.get((TASKS_DB, "tasks", 1, "processes", _NONE, None))
@@ -318,7 +327,7 @@ def _tasks_goal(rows: dict[tuple, Any]) -> Goal | None:
     reference = "django-tasks database backend on SQLite (WAL)"
     once = ours.exactly_once is True and (database is None or database.exactly_once is True)
     goal = Goal(
-        f"a Tasks enqueue + run, {ours.ops:,} tasks (1 worker thread)",
+        f"a Tasks enqueue + run, {ours.ops:,} tasks ({how})",
         f"{reference}: {_rate(database, 'tasks/s')}" if database else f"{reference}: not run",
         f">= {GOAL_TIMES:g}x",
         ratio,

@@ -13,6 +13,7 @@ from .recipe_source import RecipeSource
 from .results import NO_STRATEGY, Row
 from .strategies import registered
 from .targets import OURS
+from .task_names import ENQUEUED_FIRST
 from .task_rows import IMMEDIATE, TASK_WORKERS
 from .tasks_db_ref import TASKS_DB
 
@@ -138,6 +139,7 @@ def plan(config: BenchConfig) -> list[Row]:
         # ImmediateBackend has no workers: each enqueue runs its task, on the bench's one thread.
         # The database backend runs in a process of its own, with one worker.
         rows += [Row(OURS, "tasks", workers, "threads", NO_STRATEGY) for workers in TASK_WORKERS]
+        rows.append(Row(OURS, "tasks", 1, ENQUEUED_FIRST, NO_STRATEGY))
         rows.append(Row(IMMEDIATE, "tasks", 1, "threads", NO_STRATEGY))
         rows.append(Row(TASKS_DB, "tasks", 1, "processes", NO_STRATEGY))
     return rows

@@ -16,6 +16,7 @@ from .store_info import summary as layout_summary
 from .plan import MODES
 from .results import NO_STRATEGY, REFERENCES, BenchResult, Row
 from .targets import OURS
+from .task_names import ENQUEUED_FIRST
 from .task_rows import IMMEDIATE
 from .tasks_db_ref import TASKS_DB
 
@@ -78,7 +79,13 @@ def _workers(row: Row) -> str:
         return "inline"
     if row.target == TASKS_DB:
         return f"{row.clients} process{'es' * (row.clients > 1)}"
-    return f"{row.clients} thread{'s' * (row.clients > 1)}"
+    threads = f"{row.clients} thread{'s' * (row.clients > 1)}"
+    return threads + (", enqueued first" if row.mode == ENQUEUED_FIRST else "")
+
+
+def _mode_order(mode: str) -> int:
+    """Threads, then processes, then the tasks row that enqueues first."""
+    return MODES.index(mode) if mode in MODES else len(MODES)
 
 
 def _check(row: Row) -> str:
@@ -154,7 +161,7 @@ _SECTIONS: list[_Section] = [
             *_COMMON_TAIL,
         ],
         3,
-        lambda r, s: (_series_order(r, s), MODES.index(r.mode), r.clients),
+        lambda r, s: (_series_order(r, s), _mode_order(r.mode), r.clients),
     ),
     (
         "Queue depth (one client; VS SHALLOW: the deep row against the shallow one; fill rates are items/s)",
@@ -434,7 +441,7 @@ def write_plot(result: BenchResult, path: str) -> None:
 
     meta = result.meta
     strategies = list(meta["strategies"])
-    rows = sorted(result.rows, key=lambda r: (_series_order(r, strategies), MODES.index(r.mode), r.clients))
+    rows = sorted(result.rows, key=lambda r: (_series_order(r, strategies), _mode_order(r.mode), r.clients))
     ratio_groups = sum(1 for r in rows if r.target == OURS and r.group != "tasks")
     has_tasks = any(r.group == "tasks" for r in rows)
     # Wide enough for one labelled cluster of ratio bars per row of ours.
@@ -513,7 +520,7 @@ def _ratio_panel(axes: Any, rows: list[Row], strategies: list[str]) -> None:
         key=lambda r: (
             ("one client", "concurrent", "depth").index(r.group),
             _series_order(r, strategies),
-            MODES.index(r.mode),
+            _mode_order(r.mode),
             r.clients,
             r.depth or 0,
             (_DEPTH_ORDER if r.depth is not None else _OPERATION_ORDER).index(r.operation),

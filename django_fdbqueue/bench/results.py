@@ -15,6 +15,7 @@ from typing import Any
 
 from .targets import OURS
 from .task_rows import IMMEDIATE
+from .task_names import ENQUEUED_FIRST
 from .tasks_db_ref import TASKS_DB
 
 #: Every reference, in the order the report lists them; ``vs_<name>`` of a row relates it to one.
@@ -78,7 +79,8 @@ class Row:
                 return text + ", run inline by enqueue"
             if self.target == TASKS_DB:
                 return text + ", database backend on SQLite (WAL), 1 worker process"
-            return text + f", {self.clients} worker thread{'' if self.clients == 1 else 's'}"
+            text += f", {self.clients} worker thread{'' if self.clients == 1 else 's'}"
+            return text + (", every task enqueued first" if self.mode == ENQUEUED_FIRST else "")
         if self.operation == "wake":
             return f"{self.target} pop woken by a push, popper and pusher processes"
         if self.depth is not None:
@@ -140,6 +142,8 @@ class BenchResult:
         for row in self.rows:
             if row.group == "tasks" and row.target == OURS:
                 threads = f"{row.clients} worker thread{'' if row.clients == 1 else 's'}"
+                if row.mode == ENQUEUED_FIRST:
+                    threads += ", every task enqueued first"
                 text = f"Tasks/s with {threads}: {row.ops_per_s:,.0f}"
                 against = [
                     f"{ratio:.3g}x {name} ({references[target].ops_per_s:,.0f})"
@@ -179,7 +183,8 @@ def relate(rows: list[Row], shallow: int, deep: int) -> None:
             row.vs_pop = _ratio(row, index.get((row.target, "pop", 1, "threads", PLAIN_POP, None)))
         if row.group == "tasks" and row.target == OURS:
             row.vs_immediate = _ratio(row, index.get((IMMEDIATE, "tasks", 1, "threads", NO_STRATEGY, None)))
-            row.vs_one_client = _ratio(row, index.get((OURS, "tasks", 1, "threads", NO_STRATEGY, None)))
+            if row.mode == "threads":  # the rows that enqueue while their workers run
+                row.vs_one_client = _ratio(row, index.get((OURS, "tasks", 1, "threads", NO_STRATEGY, None)))
             row.vs_tasks_db = _ratio(row, index.get((TASKS_DB, "tasks", 1, "processes", NO_STRATEGY, None)))
         if row.depth == deep and deep != shallow:
             other = index.get((row.target, row.operation, row.clients, row.mode, row.strategy, shallow))

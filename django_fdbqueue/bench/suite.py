@@ -55,6 +55,7 @@ from .references import open_sqlite, start_redis
 from .results import NO_STRATEGY, REFERENCES, BenchResult, Row, memory_warnings, relate
 from .runner import BenchError, ProcessTeam
 from .targets import OURS, Target
+from .task_names import ENQUEUED_FIRST
 from .task_rows import IMMEDIATE, TASK_WORKERS, TaskRun
 from .tasks_db_ref import TASKS_DB
 
@@ -212,7 +213,9 @@ class Bench(RowMeasuring):
         if row.target == TASKS_DB:
             run = self._run_tasks_db(row, progress)
         else:
-            run = tasks.run_workers(self.config.tasks, row.clients, progress.detail)
+            run = tasks.run_workers(
+                self.config.tasks, row.clients, progress.detail, enqueue_first=row.mode == ENQUEUED_FIRST
+            )
         if run is not None:
             row.notes["enqueue_per_s"] = round(run.enqueue_per_s, 2)
         return run

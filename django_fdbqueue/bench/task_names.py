@@ -8,3 +8,7 @@ once the framework is there and the bench's backend exists.
 BACKEND_ALIAS = "fdbqueue-bench"
 #: The task queue name (results are listed under it); our queue is the backend's prefix + it.
 QUEUE_NAME = "fdbqueue-bench"
+#: The mode of our tasks row that enqueues every task before its one worker starts, as the
+#: database backend's row does: the Tasks goal's like-for-like row. The other rows of ours
+#: ("threads") enqueue while their workers run.
+ENQUEUED_FIRST = "enqueued first"

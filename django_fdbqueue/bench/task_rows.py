@@ -5,7 +5,9 @@ argument, nothing more) from the bench's thread while a :class:`TaskWorkers` poo
 this process: the same pool, with 1 and then 4 threads, that ``manage.py fdbqueue worker
 --tasks --concurrency N`` runs. Its rate is N over the time from the first enqueue to the last
 task's SUCCESSFUL result (seen through the framework's ``task_finished`` signal); the rate of
-the enqueues alone, made while the workers already run, is reported beside it.
+the enqueues alone, made while the workers already run, is reported beside it. One more row
+(mode :data:`~django_fdbqueue.bench.task_names.ENQUEUED_FIRST`) enqueues every task first and
+then starts one worker thread, as the database backend's row does: the goal's like-for-like row.
 
 The reference row runs the same N tasks through the framework's ImmediateBackend, which runs
 each task inside ``enqueue``: no store, no queue, no other thread. It is the framework's own
@@ -178,35 +180,29 @@ class TaskBench:
 
     # -- ours ------------------------------------------------------------------------------------
 
-    def run_workers(self, count: int, workers: int, detail: Callable[[str], None]) -> TaskRun:
-        """Enqueue ``count`` tasks while ``workers`` worker threads run them; timed to the last result."""
+    def run_workers(self, count: int, workers: int, detail: Callable[[str], None], *,
+                    enqueue_first: bool = False) -> TaskRun:
+        """Enqueue ``count`` tasks while ``workers`` worker threads run them; timed to the last result.
+
+        With ``enqueue_first`` every task is enqueued before the workers start, as the database
+        backend's row does it: the like-for-like row of the Tasks goal.
+        """
         from django_fdbqueue import service
         from django_fdbqueue.fdbapi import retry_counts
+        from django_fdbqueue.tasks.backend import ensure_queue
         from django_fdbqueue.tasks.compat import task_finished
         from django_fdbqueue.tasks.runner import TaskWorkers
 
-        finished: list[tuple[str, str]] = []
-        last_finished = [0.0]
-        lock = threading.Lock()
-        all_finished = threading.Event()
-
-        def on_finished(sender: Any, task_result: Any, **kwargs: Any) -> None:
-            if task_result.backend != self.backend.alias:
-                return
-            now = time.monotonic()
-            with lock:
-                finished.append((task_result.id, str(task_result.status)))
-                last_finished[0] = now
-                if len(finished) >= count:
-                    all_finished.set()
-
+        finished = _Finished(self.backend.alias, count)
         group = TaskWorkers(self.backend, [QUEUE_NAME], concurrency=workers)
         for worker in group.workers:
             worker.poll_wait = STOP_POLL_SECONDS
         ids: list[str] = []
-        task_finished.connect(on_finished, weak=False)
+        task_finished.connect(finished.receive, weak=False)
         try:
-            group.start()  # creates the queue on the first row
+            ensure_queue(self.db, self.queue, self.backend.max_attempts)
+            if not enqueue_first:
+                group.start()
             before = service.get_queue(self.db, self.queue)
             retries_before = retry_counts()
             reset_peak_memory()
@@ -214,8 +210,10 @@ class TaskBench:
             for n in range(count):
                 ids.append(self.task.enqueue(n).id)
             enqueued = time.monotonic()
-            self._wait_for(all_finished, lambda: len(finished), count, detail)
-            seconds = last_finished[0] - started
+            if enqueue_first:
+                group.start()
+            self._wait_for(finished.all, lambda: len(finished.results), count, detail)
+            seconds = finished.last - started
             peak = peak_memory_mib()
             retries = _delta(retries_before, retry_counts())
             group.stop()
@@ -230,10 +228,10 @@ class TaskBench:
                 self._forget(ids)
             raise
         finally:
-            task_finished.disconnect(on_finished)
+            task_finished.disconnect(finished.receive)
         after = service.get_queue(self.db, self.queue)
         records = self._forget(ids)
-        problems = _check_ours(ids, finished, records, before, after)
+        problems = _check_ours(ids, finished.results, records, before, after)
         return TaskRun(count, seconds, enqueued - started, retries=retries, peak_mib=peak, problems=problems)
 
     def _wait_for(self, event: threading.Event, done: Callable[[], int], count: int,
@@ -300,6 +298,27 @@ class TaskBench:
                 break
         return TaskRun(rounds * count, seconds, seconds, rounds=rounds, peak_mib=peak_memory_mib(),
                        problems=problems)
+
+
+class _Finished:
+    """The ``task_finished`` signals of one row: (id, status) of each, and when the last came."""
+
+    def __init__(self, alias: str, count: int) -> None:
+        self.alias, self.count = alias, count
+        self.results: list[tuple[str, str]] = []
+        self.last = 0.0
+        self.all = threading.Event()
+        self._lock = threading.Lock()
+
+    def receive(self, sender: Any, task_result: Any, **kwargs: Any) -> None:
+        if task_result.backend != self.alias:
+            return
+        now = time.monotonic()
+        with self._lock:
+            self.results.append((task_result.id, str(task_result.status)))
+            self.last = now
+            if len(self.results) >= self.count:
+                self.all.set()
 
 
 def _delta(before: dict[int, int], after: dict[int, int]) -> dict[int, int]:

@@ -83,7 +83,8 @@ and storage engine, read from the cluster's status.
 
 When the Django Tasks framework is installed (Django 6.0+, or django-tasks), the tasks rows run
 N trivial tasks through django-fdbqueue's Tasks backend with 1 and 4 worker threads (tasks/s from
-the first enqueue to the last SUCCESSFUL result), and the same N through the framework's
+the first enqueue to the last SUCCESSFUL result), again with every task enqueued before one worker
+thread starts (as the database backend's row runs), and the same N through the framework's
 ImmediateBackend, which runs each task inline: the zero-cost reference ours is divided by. They
 use the bench's own backends, never the project's TASKS; without the framework they are skipped.
 With django-tasks-db installed (Django 5.2+), the same N also go through django-tasks' database

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from typing import Any
+from typing import Any, Callable
 
 from django_fdbqueue.exceptions import InvalidArgument
 from django_fdbqueue.fdbapi import is_transaction
@@ -33,6 +33,7 @@ def claim(
     lease: float = DEFAULT_LEASE_SECONDS,
     end: str = "min",
     wait: float | None = None,
+    step: Callable[[Any, Lease], Any] | None = None,
 ) -> Lease | None:
     """Take the next visible item for ``lease`` seconds (at-least-once delivery); None if none.
 
@@ -40,14 +41,23 @@ def claim(
     back at its place in queue order when the lease ends. ``item.attempts`` counts this claim.
     ``wait`` blocks as for ``pop`` (and then needs the database). On a queue with per-key
     limits, items whose key is at its limit are skipped (``keyclaims``).
+
+    ``step(tr, lease)``, if given, runs in the claim's own transaction once the item is taken:
+    what it writes commits with the claim or not at all, one transaction fewer than writing it
+    afterwards (a task marked running, say). It runs again on each retry of the transaction,
+    and what the committed run returned is the Lease's ``step_result``. An exception it raises
+    fails the claim, so it must not raise for an item it cannot handle: it should return
+    something that says so.
     """
     keys.check_name(name)
     keys.check_end(end)
     seconds = _check_lease(lease)
+    if step is not None and not callable(step):
+        raise InvalidArgument(f"step must be callable as step(tr, lease), not {type(step).__name__}.", field="step")
     deadline = time.monotonic() + (wait if isinstance(wait, (int, float)) else 0)
 
     def attempt() -> Lease | None:
-        got = leases.claim_once(db_or_tr, name, seconds, end)
+        got = leases.claim_once(db_or_tr, name, seconds, end, step)
         if isinstance(got, keyclaims.Blocked):  # items, but every candidate's key at its limit
             if wait is not None and not is_transaction(db_or_tr):
                 keyclaims.pause(db_or_tr, got, deadline)

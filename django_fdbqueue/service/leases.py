@@ -21,6 +21,7 @@ item simply comes back when the lease ends: delivered at least once, never lost.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 from typing import Any, Callable
@@ -58,11 +59,14 @@ def _epoch(micros: int) -> int:
 
 
 @transactional(trusts=lambda lease: isinstance(lease, Lease))  # "none ready" needs a fresh read version
-def claim_once(tr: Any, name: str, lease: float, end: str) -> Lease | keyclaims.Blocked | None:
+def claim_once(
+    tr: Any, name: str, lease: float, end: str, step: Callable[[Any, Lease], Any] | None = None
+) -> Lease | keyclaims.Blocked | None:
     """Take the next ready item under a lease of ``lease`` seconds; None when none is ready.
 
     On a queue with per-key limits, the next item whose key is under its limits (``keyclaims``),
-    or ``Blocked`` when there are items but none may be claimed now.
+    or ``Blocked`` when there are items but none may be claimed now. ``step(tr, lease)`` runs
+    last, in this transaction; the Lease returned carries what it returned.
     """
     entry, qk, (limits, sent) = require_with_entry(
         tr, name, lambda entry, qk: keyclaims.first_reads(tr, entry, qk, end), fifo_ok=end == "min"
@@ -85,7 +89,8 @@ def claim_once(tr: Any, name: str, lease: float, end: str) -> Lease | keyclaims.
     activity.count(tr, qk, now_us, activity.CLAIMED)
     receipt = keys.Receipt(name, qk.queue_id, priority, stamp, hidden.token).encode()
     item = visibility.item_from(priority, stamp, hidden.meta, kv.value)
-    return Lease(item, receipt, to_datetime(hidden.visible_us))
+    claimed = Lease(item, receipt, to_datetime(hidden.visible_us))
+    return claimed if step is None else dataclasses.replace(claimed, step_result=step(tr, claimed))
 
 
 # --- the lease a receipt names ------------------------------------------------------------------

@@ -53,11 +53,14 @@ class Lease:
     ``receipt`` is what ack, release and extend take; it names the queue and carries a random
     token that only this claim knows, so no other holder of the item can use it.
     ``lease_expires_at`` has that name in every face (REST and the CLI's JSON too).
+    ``step_result`` is what a ``claim(..., step=...)`` step returned in the claim's transaction
+    (None without a step); it is no part of the lease itself.
     """
 
     item: Item
     receipt: str
     lease_expires_at: dt.datetime
+    step_result: Any = field(default=None, compare=False, repr=False)
 
     @property
     def expires_at(self) -> dt.datetime:

@@ -1,16 +1,18 @@
 """Running tasks: the handler a :class:`~django_fdbqueue.worker.Worker` calls for each claimed item.
 
-For one item: mark its result RUNNING (one transaction: a record already finished means an
-earlier delivery ran it, so this one is acked and dropped), call the task, then store
-SUCCESSFUL with the return value or FAILED with the exception's class and traceback, which
-also forgets a few expired results. A worker stores the result in the transaction that acks the
-item (:meth:`TaskRunner.handle` returns it as ``AckWith``): the result and the ack commit
-together, one transaction fewer per task. A task that raises is a FAILED task,
-as the Tasks framework defines it, and its item is acknowledged; only a failure to read or
-write the store makes the worker release the item and try again later. So a result that
-cannot be stored must not be such a failure: a return value too large for the record makes
-the task FAILED with a ``ResultTooLarge`` error instead, and errors are shortened to fit
-(see ``limits``).
+For one item: mark its result RUNNING (a record already finished means an earlier delivery
+ran it, so this one is acked and dropped), call the task, then store SUCCESSFUL with the return
+value or FAILED with the exception's class and traceback, which also forgets a few expired
+results. A worker does both writes in transactions it runs anyway, so a task costs three
+transactions in all (enqueue, claim, ack): it marks the result RUNNING in the claim's
+transaction (:meth:`TaskRunner.claimed` is its ``on_claim``), and stores the result in the
+one that acks the item (:meth:`TaskRunner.handle` returns it as ``AckWith``).
+
+A task that raises is a FAILED task, as the Tasks framework defines it, and its item is
+acknowledged; only a failure to read or write the store makes the worker release the item and
+try again later. So a result that cannot be stored must not be such a failure: a return value
+too large for the record makes the task FAILED with a ``ResultTooLarge`` error instead, and
+errors are shortened to fit (see ``limits``).
 
 Async task functions run too: ``Task.call`` runs the coroutine to completion with
 ``async_to_sync`` in the worker's thread, which has no event loop of its own.
@@ -31,7 +33,7 @@ from django.db import close_old_connections
 
 from django_fdbqueue.connection import get_database
 from django_fdbqueue.exceptions import QueueError
-from django_fdbqueue.fdbapi import transactional
+from django_fdbqueue.fdbapi import FDBError, transactional
 from django_fdbqueue.service.records import now_micros
 from django_fdbqueue.worker import Worker, WorkerStats
 from django_fdbqueue.worker.ack_with import AckWith
@@ -102,6 +104,26 @@ def _finish(tr: Any, result_id: str, outcome: dict[str, Any], retention_end: int
     return done
 
 
+def _result_id(item: Any) -> str | None:
+    """The id of the result an item's task reports to; None for an item that is no task."""
+    value = item.value
+    result_id = value.get("result_id") if isinstance(value, dict) else None
+    return result_id if isinstance(result_id, str) else None
+
+
+class _StartFailed:
+    """Marking a task RUNNING failed in the claim's transaction: the handler raises ``error``."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+
+#: ``handle``'s default: the worker did not mark the task RUNNING in its claim.
+_NOT_YET = object()
+
+
 def _error(exc: BaseException) -> dict[str, str]:
     return {"exception_class_path": get_module_path(type(exc)), "traceback": get_exception_traceback(exc)}
 
@@ -125,18 +147,41 @@ class TaskRunner:
             raise
         writes.done(True)
 
-    def handle(self, item: Any) -> AckWith | None:
+    def claimed(self, tr: Any, lease: Any) -> Any:
+        """The worker's ``on_claim``: mark the task RUNNING in the transaction that claims its item.
+
+        What it returns reaches :meth:`handle`. A record that cannot be read or written must
+        not fail the claim (the same item would come back first, every time): the error is
+        returned instead, and the handler raises it, so the item is released and retried.
+        Each attempt of the claim reads the clock anew: an attempt after a lost commit (1021)
+        claims another item, the first one being hidden by its lease, so none counts twice.
+        """
+        result_id = _result_id(lease.item)
+        if result_id is None:
+            return None
+        try:
+            return _mark_running(tr, result_id, self.worker_id, now_micros())
+        except FDBError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the handler raises it (see above)
+            return _StartFailed(exc)
+
+    def handle(self, item: Any, started: Any = _NOT_YET) -> AckWith | None:
         """Run the task an item names; the result's writes, for the worker to commit with the ack.
 
         What a worker calls (one transaction fewer per task than storing the result, then
-        acking): see :mod:`django_fdbqueue.worker.ack_with`. None when there is nothing to store.
+        acking): see :mod:`django_fdbqueue.worker.ack_with`. ``started`` is what
+        :meth:`claimed` returned in the claim's transaction; without it, the result is marked
+        RUNNING here, in a transaction of its own. None when there is nothing to store.
         """
-        value = item.value
-        result_id = value.get("result_id") if isinstance(value, dict) else None
-        if not isinstance(result_id, str):
+        result_id = _result_id(item)
+        if result_id is None:
             logger.error("Item %s is not a task (no result id); dropping it.", item.id)
             return None
-        started = _start(get_database(), result_id, self.worker_id)
+        if started is _NOT_YET:
+            started = _start(get_database(), result_id, self.worker_id)
+        elif isinstance(started, _StartFailed):
+            raise started.error
         if started is None:
             logger.info("Task %s already finished or no longer exists; skipping it.", result_id)
             return None
@@ -223,7 +268,7 @@ class TaskWorkers:
         shared = Burst() if burst else False
         self.workers = [
             Worker(db, backend.queue_for(name), self.runner.handle, concurrency=concurrency,
-                   lease=lease or backend.lease, end="max", burst=shared)
+                   lease=lease or backend.lease, end="max", burst=shared, on_claim=self.runner.claimed)
             for name in names
         ]
 

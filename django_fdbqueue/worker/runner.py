@@ -136,6 +136,12 @@ class Worker:
     ack's transaction (see ``ack_with``). Start with :meth:`run` (blocks) or :meth:`start` and
     :meth:`wait`.
 
+    ``on_claim(tr, lease)``, if given, runs in each claim's own transaction (``service.claim``'s
+    ``step``), so what it writes commits with the claim: a task marked running costs no
+    transaction of its own. The handler is then called as ``handler(item, what on_claim
+    returned)``. It must not raise for an item it cannot handle (that fails the claim, again
+    and again): it returns something that tells the handler, which fails the item.
+
     ``burst=True`` ends the worker once no item is ready and none is in hand (delayed items are
     not waited for); several workers given one :class:`Burst` end together, when that holds for
     all their queues.
@@ -154,9 +160,12 @@ class Worker:
         base_backoff: float = 1.0,
         poll_wait: float = 1.0,
         burst: bool | Burst = False,
+        on_claim: Callable[[Any, Any], Any] | None = None,
     ) -> None:
         if not callable(handler):
             raise InvalidArgument(f"The handler must be callable, not {type(handler).__name__}.")
+        if on_claim is not None and not callable(on_claim):
+            raise InvalidArgument(f"on_claim must be callable as on_claim(tr, lease), not {type(on_claim).__name__}.")
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or not 1 <= concurrency <= MAX_CONCURRENCY:
             raise InvalidArgument(
                 f"concurrency must be a whole number from 1 to {MAX_CONCURRENCY}; got {concurrency!r}."
@@ -166,6 +175,7 @@ class Worker:
         self.db = db
         self.queue = queue
         self.handler = handler
+        self.on_claim = on_claim
         self.concurrency = concurrency
         self.lease = check_seconds(lease, "lease", minimum=0, maximum=MAX_LEASE_SECONDS, inclusive_minimum=False)
         self.end = end
@@ -340,7 +350,9 @@ class Worker:
         try:
             # In a burst, a claim that finds nothing answers at once: not waiting is the point.
             wait = None if self.burst else self.poll_wait
-            lease = service.claim(self.db, self.queue, lease=self.lease, end=self.end, wait=wait)
+            lease = service.claim(
+                self.db, self.queue, lease=self.lease, end=self.end, wait=wait, step=self.on_claim
+            )
         except FDBError as error:
             self._count(store_errors=1)
             pause = backoff.next()
@@ -390,7 +402,10 @@ class Worker:
         item = held.item
         logger.debug("Handling item %s of queue %r (attempt %d).", item.id, self.queue, item.attempts)
         try:
-            returned = self.handler(item)
+            if self.on_claim is None:
+                returned = self.handler(item)
+            else:
+                returned = self.handler(item, held.lease.step_result)
         except BaseException as error:  # noqa: BLE001 - whatever the handler raises, the item goes back
             failure: BaseException | None = error
             returned = None

@@ -1,0 +1,173 @@
+"""Writes that commit with a claim: ``claim(..., step=)``, the worker's ``on_claim``, and a task
+marked RUNNING in the transaction that claims its item."""
+
+from __future__ import annotations
+
+import pytest
+
+from django_fdbqueue import service
+from django_fdbqueue.connection import root_subspace
+from django_fdbqueue.exceptions import InvalidArgument
+from django_fdbqueue.fdbapi import FDBError, is_transaction, transactional
+from django_fdbqueue.tasks import results
+from django_fdbqueue.tasks import runner as task_runner
+from tests.test_tasks import backend, workers  # noqa: F401 - fixtures
+from tests.test_worker import DEADLINE, queue, wait_until, worker_factory  # noqa: F401 - fixtures
+
+from . import task_functions as tf
+
+pytestmark = pytest.mark.timeout(120)
+
+NOT_COMMITTED = 1020
+
+
+def _marker(value: str) -> bytes:
+    return root_subspace()["claim-step-test"].pack((value,))
+
+
+@transactional
+def _read(tr, key: bytes) -> bytes | None:
+    value = tr[key]
+    return bytes(value) if value.present() else None
+
+
+@transactional
+def _write(tr, key: bytes, value: bytes) -> None:
+    tr[key] = value
+
+
+def _marking_step(calls: list):
+    """A step that records the item it ran for, in the claim's transaction, and returns a label."""
+
+    def step(tr, lease):
+        calls.append((is_transaction(tr), lease.item.value))
+        tr[_marker(lease.item.value)] = b"claimed"
+        return f"step for {lease.item.value}"
+
+    return step
+
+
+# --- service.claim(step=) -----------------------------------------------------------------------
+
+
+def test_the_step_s_writes_commit_with_the_claim(fdbqueue_db, queue):
+    service.push(fdbqueue_db, queue, "one")
+    calls: list = []
+    lease = service.claim(fdbqueue_db, queue, lease=30, step=_marking_step(calls))
+    assert calls == [(True, "one")]
+    assert lease.step_result == "step for one"
+    assert _read(fdbqueue_db, _marker("one")) == b"claimed"
+    assert service.get_queue(fdbqueue_db, queue).leased == 1
+
+
+def test_without_a_step_the_lease_has_no_step_result(fdbqueue_db, queue):
+    service.push(fdbqueue_db, queue, "one")
+    assert service.claim(fdbqueue_db, queue, lease=30).step_result is None
+
+
+def test_no_item_no_step(fdbqueue_db, queue):
+    calls: list = []
+    assert service.claim(fdbqueue_db, queue, lease=30, step=_marking_step(calls)) is None
+    assert calls == []
+
+
+def test_a_step_that_raises_fails_the_claim_and_nothing_commits(fdbqueue_db, queue):
+    service.push(fdbqueue_db, queue, "one")
+
+    def step(tr, lease):
+        tr[_marker("one")] = b"half-done"
+        raise ValueError("the step failed")
+
+    with pytest.raises(ValueError, match="the step failed"):
+        service.claim(fdbqueue_db, queue, lease=30, step=step)
+    assert _read(fdbqueue_db, _marker("one")) is None
+    info = service.get_queue(fdbqueue_db, queue)
+    assert (info.size, info.leased) == (1, 0)
+    assert service.claim(fdbqueue_db, queue, lease=30).item.attempts == 1  # that claim was never counted
+
+
+def test_a_retried_claim_runs_its_step_again_and_keeps_the_committed_result(fdbqueue_db, queue):
+    service.push(fdbqueue_db, queue, "one")
+    runs: list[int] = []
+
+    def step(tr, lease):
+        runs.append(len(runs) + 1)
+        if len(runs) == 1:
+            raise FDBError(NOT_COMMITTED)  # as a conflict at commit would: the transaction retries
+        return runs[-1]
+
+    lease = service.claim(fdbqueue_db, queue, lease=30, step=step)
+    assert runs == [1, 2] and lease.step_result == 2
+    assert service.get_queue(fdbqueue_db, queue).leased == 1
+
+
+def test_a_step_that_is_not_callable_is_refused(fdbqueue_db, queue):
+    service.push(fdbqueue_db, queue, "one")
+    with pytest.raises(InvalidArgument, match="step must be callable"):
+        service.claim(fdbqueue_db, queue, lease=30, step="mark it")
+    assert service.get_queue(fdbqueue_db, queue).size == 1
+
+
+# --- Worker(on_claim=) --------------------------------------------------------------------------
+
+
+def test_the_worker_s_on_claim_result_reaches_the_handler(fdbqueue_db, queue, worker_factory):
+    for value in ("one", "two"):
+        service.push(fdbqueue_db, queue, value)
+    calls: list = []
+    handled: list = []
+    worker = worker_factory(queue, lambda item, claimed: handled.append((item.value, claimed)),
+                            on_claim=_marking_step(calls))
+    worker.start()
+    wait_until(lambda: worker.stats.processed == 2)
+    worker.stop()
+    assert worker.wait(DEADLINE)
+    assert calls == [(True, "one"), (True, "two")]
+    assert handled == [("one", "step for one"), ("two", "step for two")]
+    assert _read(fdbqueue_db, _marker("two")) == b"claimed"
+
+
+def test_a_worker_refuses_an_on_claim_that_is_not_callable(fdbqueue_db, queue, worker_factory):
+    with pytest.raises(InvalidArgument, match="on_claim must be callable"):
+        worker_factory(queue, lambda item, claimed: None, on_claim=42)
+
+
+# --- tasks: RUNNING in the claim's transaction ----------------------------------------------------
+
+
+def test_a_task_is_marked_running_in_its_claim_not_in_a_transaction_of_its_own(workers, monkeypatch):
+    seen_running: list = []
+    real_mark = task_runner._mark_running
+
+    def mark_running(tr, result_id, worker_id, now_us):
+        assert is_transaction(tr)  # the claim's own transaction, passed through
+        seen_running.append(result_id)
+        return real_mark(tr, result_id, worker_id, now_us)
+
+    def no_own_transaction(*args, **kwargs):
+        raise AssertionError("the worker marked a task RUNNING in a transaction of its own")
+
+    monkeypatch.setattr(task_runner, "_mark_running", mark_running)
+    monkeypatch.setattr(task_runner, "_start", no_own_transaction)
+    result = tf.add.enqueue(2, 3)
+    group = workers()
+    wait_until(lambda: group.stats.processed == 1)
+    result.refresh()
+    assert str(result.status) == "SUCCESSFUL" and result.return_value == 5
+    assert seen_running == [result.id]
+    assert result.worker_ids == [group.worker_id]
+
+
+def test_a_result_that_cannot_be_marked_running_fails_the_item_not_the_claim(fdbqueue_db, workers, caplog):
+    result = tf.add.enqueue(2, 3)
+    _write(fdbqueue_db, results.record_key(result.id), b"{not json")  # a record nothing can read
+    group = workers()
+    queue_name = group.workers[0].queue
+
+    def released() -> bool:  # the handler failed, and the item is back (delayed), not lost
+        info = service.get_queue(fdbqueue_db, queue_name)
+        return group.stats.failed >= 1 and info.leased == 0 and info.delayed + info.size + info.dead == 1
+
+    wait_until(released)
+    assert group.stats.store_errors == 0
+    assert "Claim on queue" not in caplog.text  # the claim itself went through
