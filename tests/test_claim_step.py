@@ -55,14 +55,14 @@ def test_the_step_s_writes_commit_with_the_claim(fdbqueue_db, queue):
     calls: list = []
     lease = service.claim(fdbqueue_db, queue, lease=30, step=_marking_step(calls))
     assert calls == [(True, "one")]
-    assert lease.step_result == "step for one"
+    assert isinstance(lease, service.SteppedLease) and lease.step_result == "step for one"
     assert _read(fdbqueue_db, _marker("one")) == b"claimed"
     assert service.get_queue(fdbqueue_db, queue).leased == 1
 
 
-def test_without_a_step_the_lease_has_no_step_result(fdbqueue_db, queue):
+def test_without_a_step_the_lease_is_a_plain_lease(fdbqueue_db, queue):
     service.push(fdbqueue_db, queue, "one")
-    assert service.claim(fdbqueue_db, queue, lease=30).step_result is None
+    assert type(service.claim(fdbqueue_db, queue, lease=30)) is service.Lease
 
 
 def test_no_item_no_step(fdbqueue_db, queue):

@@ -69,7 +69,7 @@ from .queues import (
     set_max_attempts,
     size,
 )
-from .records import LIMIT_MAX, DeadLetter, Item, Lease, Page, PendingItem, QueueInfo, ScheduledItem
+from .records import LIMIT_MAX, DeadLetter, Item, Lease, Page, PendingItem, QueueInfo, ScheduledItem, SteppedLease
 from .visibility import MAX_DELAY_SECONDS
 from .waiting import MAX_WAIT_SECONDS
 
@@ -84,6 +84,7 @@ __all__ = [
     "QueueInfo",
     "Page",
     "Lease",
+    "SteppedLease",
     "ScheduledItem",
     "DeadLetter",
     "LIMIT_MAX",

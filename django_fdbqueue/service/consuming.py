@@ -44,10 +44,10 @@ def claim(
 
     ``step(tr, lease)``, if given, runs in the claim's own transaction once the item is taken:
     what it writes commits with the claim or not at all, one transaction fewer than writing it
-    afterwards (a task marked running, say). It runs again on each retry of the transaction,
-    and what the committed run returned is the Lease's ``step_result``. An exception it raises
-    fails the claim, so it must not raise for an item it cannot handle: it should return
-    something that says so.
+    afterwards (a task marked running, say). It runs again on each retry of the transaction;
+    the claim then returns a SteppedLease, a Lease whose ``step_result`` is what the committed
+    run returned. An exception it raises fails the claim, so it must not raise for an item it
+    cannot handle: it should return something that says so.
     """
     keys.check_name(name)
     keys.check_end(end)

@@ -21,7 +21,6 @@ item simply comes back when the lease ends: delivered at least once, never lost.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import random
 from typing import Any, Callable
@@ -32,7 +31,7 @@ from django_fdbqueue.fdbapi import ErrorCode, FDBError, _count_retry, bounded, i
 from . import activity, dedup, keyclaims, keylimits, keys, tenantturns, visibility
 from .catalog import counter_bytes, require, require_with_entry
 from .items import promote_and_walk
-from .records import Lease, now_micros, to_datetime
+from .records import Lease, SteppedLease, now_micros, to_datetime
 
 DEFAULT_LEASE_SECONDS = 30.0
 MAX_LEASE_SECONDS = 43_200.0
@@ -66,7 +65,7 @@ def claim_once(
 
     On a queue with per-key limits, the next item whose key is under its limits (``keyclaims``),
     or ``Blocked`` when there are items but none may be claimed now. ``step(tr, lease)`` runs
-    last, in this transaction; the Lease returned carries what it returned.
+    last, in this transaction; a SteppedLease then carries what it returned.
     """
     entry, qk, (limits, sent) = require_with_entry(
         tr, name, lambda entry, qk: keyclaims.first_reads(tr, entry, qk, end), fifo_ok=end == "min"
@@ -90,7 +89,9 @@ def claim_once(
     receipt = keys.Receipt(name, qk.queue_id, priority, stamp, hidden.token).encode()
     item = visibility.item_from(priority, stamp, hidden.meta, kv.value)
     claimed = Lease(item, receipt, to_datetime(hidden.visible_us))
-    return claimed if step is None else dataclasses.replace(claimed, step_result=step(tr, claimed))
+    if step is None:
+        return claimed
+    return SteppedLease(item, receipt, claimed.lease_expires_at, step(tr, claimed))
 
 
 # --- the lease a receipt names ------------------------------------------------------------------

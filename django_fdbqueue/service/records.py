@@ -53,14 +53,11 @@ class Lease:
     ``receipt`` is what ack, release and extend take; it names the queue and carries a random
     token that only this claim knows, so no other holder of the item can use it.
     ``lease_expires_at`` has that name in every face (REST and the CLI's JSON too).
-    ``step_result`` is what a ``claim(..., step=...)`` step returned in the claim's transaction
-    (None without a step); it is no part of the lease itself.
     """
 
     item: Item
     receipt: str
     lease_expires_at: dt.datetime
-    step_result: Any = field(default=None, compare=False, repr=False)
 
     @property
     def expires_at(self) -> dt.datetime:
@@ -69,6 +66,14 @@ class Lease:
             "Lease.expires_at is deprecated: read Lease.lease_expires_at.", DeprecationWarning, stacklevel=2
         )
         return self.lease_expires_at
+
+
+@dataclass(frozen=True)
+class SteppedLease(Lease):
+    """The Lease of a ``claim(..., step=...)``: also what the step returned in the claim's
+    transaction. A class of its own, so a plain claim's Lease keeps exactly its three fields."""
+
+    step_result: Any = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
