@@ -78,8 +78,14 @@ REST_FRAMEWORK = {
 }
 
 # Each test process gets its own embedded store, removed when it exits; tests that need
-# isolation point PATH elsewhere through the `fdbqueue_db` fixture.
-_STORE_DIR = tempfile.mkdtemp(prefix="fdbqueue-tests-")
+# isolation point PATH elsewhere through the `fdbqueue_db` fixture. A process the tests start
+# (a worker, a process a test kills on purpose) makes its folder inside its parent's, so the
+# parent's clean-up removes it too when the child could not remove its own.
+_PARENT_DIR = os.environ.get("FDBQUEUE_TESTS_DIR")
+_STORE_DIR = tempfile.mkdtemp(
+    prefix="fdbqueue-tests-", dir=_PARENT_DIR if _PARENT_DIR and os.path.isdir(_PARENT_DIR) else None
+)
+os.environ.setdefault("FDBQUEUE_TESTS_DIR", _STORE_DIR)
 atexit.register(shutil.rmtree, _STORE_DIR, ignore_errors=True)
 FDBQUEUE = {
     "ENGINE": "embedded",
