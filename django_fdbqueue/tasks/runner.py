@@ -36,7 +36,7 @@ from django_fdbqueue.exceptions import QueueError
 from django_fdbqueue.fdbapi import FDBError, transactional
 from django_fdbqueue.service.records import now_micros
 from django_fdbqueue.worker import Worker, WorkerStats
-from django_fdbqueue.worker.ack_with import AckWith
+from django_fdbqueue.worker.ack_with import AckWith, commit_alone
 from django_fdbqueue.worker.burst import Burst
 
 from . import limits, results
@@ -138,14 +138,8 @@ class TaskRunner:
     def __call__(self, item: Any) -> None:
         """Run the task an item names, and store its result in a transaction of its own."""
         writes = self.handle(item)
-        if writes is None:
-            return
-        try:
-            transactional(lambda tr: writes.step(tr))(get_database())
-        except BaseException:
-            writes.done(False)
-            raise
-        writes.done(True)
+        if writes is not None:
+            commit_alone(get_database(), writes)
 
     def claimed(self, tr: Any, lease: Any) -> Any:
         """The worker's ``on_claim``: mark the task RUNNING in the transaction that claims its item.

@@ -24,7 +24,7 @@ from typing import Any, Callable
 from django_fdbqueue import service
 from django_fdbqueue.fdbapi import transactional
 
-__all__ = ["AckWith", "ack_with", "run_alone"]
+__all__ = ["AckWith", "ack_with", "commit_alone", "run_alone"]
 
 logger = logging.getLogger("django_fdbqueue.worker")
 
@@ -58,12 +58,19 @@ def ack_with(db: Any, receipt: str, queue: str, settle: AckWith) -> None:
     tr.commit().wait()
 
 
+def commit_alone(db: Any, settle: AckWith) -> None:
+    """The step in a transaction of its own (retried as any), then ``after``; errors propagate."""
+    try:
+        transactional(lambda tr: settle.step(tr))(db)
+    except BaseException:
+        settle.done(False)
+        raise
+    settle.done(True)
+
+
 def run_alone(db: Any, settle: AckWith, queue: str, item_id: str) -> None:
     """The step in a transaction of its own, for an item that was not acknowledged."""
     try:
-        transactional(lambda tr: settle.step(tr))(db)
+        commit_alone(db, settle)
     except Exception:  # noqa: BLE001 - the handler's writes failed: log, and the item runs again
         logger.exception("Could not commit the writes of item %s of queue %r.", item_id, queue)
-        settle.done(False)
-        return
-    settle.done(True)
