@@ -26,7 +26,7 @@ import inspect
 import threading
 import time
 import types
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Protocol, TypeAlias, TypeVar
 
 import fdb
 import fdb.subspace_impl
@@ -36,10 +36,13 @@ from django_fdbqueue import clientlib
 
 __all__ = [
     "CLIENT_LIBRARY_AVAILABLE",
+    "Database",
+    "DatabaseOrTransaction",
     "ErrorCode",
     "FDBError",
     "KeySelector",
     "Subspace",
+    "Transaction",
     "describe",
     "fdb",
     "retry_counts",
@@ -48,6 +51,7 @@ __all__ = [
     "subspace_of",
     "bounded",
     "bounded_waits",
+    "commit_in_doubt",
     "is_transaction",
     "latest_api_version",
     "wait_bound",
@@ -71,6 +75,7 @@ class ErrorCode:
     ACCESSED_UNREADABLE = 1036
     PROCESS_BEHIND = 1037
     DATABASE_LOCKED = 1038
+    CLUSTER_VERSION_CHANGED = 1039
     OPERATION_CANCELLED = 1101
     CLIENT_INVALID_OPERATION = 2000
     KEY_OUTSIDE_LEGAL_RANGE = 2004
@@ -98,6 +103,28 @@ RETRYABLE_CODES = frozenset(
     }
 )
 
+# Codes after which a commit may or may not have happened: FoundationDB's "maybe committed" pair
+# (1021, 1039), which `on_error` retries, and a timeout or cancellation, which can end the wait for
+# a commit still in flight and reach the caller (1031 also from the wait bound, wait_bound.py).
+IN_DOUBT_CODES = frozenset(
+    {
+        ErrorCode.COMMIT_UNKNOWN_RESULT,
+        ErrorCode.CLUSTER_VERSION_CHANGED,
+        ErrorCode.TRANSACTION_TIMED_OUT,
+        ErrorCode.TRANSACTION_CANCELLED,
+    }
+)
+
+
+def commit_in_doubt(error: BaseException) -> bool:
+    """Does ``error``, raised by an operation that writes, leave unknown whether it committed?
+
+    Then retry the same call: the service's operations answer a retry as if the first attempt
+    had applied, or say what a blind retry costs (docs: errors, "Commits in doubt").
+    """
+    return getattr(error, "code", None) in IN_DOUBT_CODES
+
+
 # Descriptions used when the client library (which owns the real texts) is not loaded.
 _DESCRIPTIONS = {
     1007: "Transaction is too old to perform reads or be committed",
@@ -110,6 +137,7 @@ _DESCRIPTIONS = {
     1036: "Read or wrote an unreadable key",
     1037: "Storage process does not have recent mutations",
     1038: "Database is locked",
+    1039: "The protocol version of the cluster has changed",
     1101: "Asynchronous operation cancelled",
     2000: "Invalid API call",
     2004: "Key outside legal range",
@@ -281,6 +309,34 @@ def is_transaction(obj: Any) -> bool:
     return not hasattr(obj, "create_transaction")
 
 
+# -- what the service is handed: a database or a transaction, of either engine ----------------
+#
+# Structural types, so that the service names them without importing an engine: the binding's
+# fdb.Database and fdb.Transaction and the embedded engine's classes all fit.
+
+
+class Transaction(Protocol):
+    """An open transaction of either engine, or its snapshot view: a service function given one
+    joins it, and does not commit."""
+
+    def get(self, key: bytes) -> Any: ...
+
+    def set(self, key: bytes, value: bytes) -> None: ...
+
+    def clear(self, key: bytes) -> None: ...
+
+
+class Database(Protocol):
+    """A database handle of either engine (or a tenant of one): a service function given one runs
+    in a transaction of its own, retried on conflicts."""
+
+    def create_transaction(self) -> Transaction: ...
+
+
+#: What every service function takes first (see ``is_transaction`` for telling them apart).
+DatabaseOrTransaction: TypeAlias = Database | Transaction
+
+
 # -- the root subspace a handle was opened for -------------------------------------------------
 #
 # The app keeps every key under FDBQUEUE['ROOT']. The code that opens a handle (the engines) records
@@ -392,9 +448,17 @@ def bounded(func: F) -> F:
 # out of date, so ``trusts(result)`` says whether the result stands; when it does not, the
 # attempt is run again on a fresh read version. After a retryable error the next attempt and the
 # thread's next transaction fetch fresh ones (contention: a stale version would only conflict again).
+#
+# The rule this keeps: an operation that finished before another began is visible to it, whatever
+# client ran it. Another client's commit after the reused version is seen only through conflicts,
+# so it holds for ordinary reads alone; snapshot reads have no such guard. So the reads a pop or
+# claim chooses its item by go through ``choice_reads``: ordinary ones at a reused version, snapshot
+# reads (fewer conflicts between consumers) at a fresh one. Writers that commit outside
+# ``transactional`` call ``remember_commit``, so the thread's next claim sees what they wrote.
 
 REUSE_VERSION_SECONDS = 1.0
 _last_commit = threading.local()
+_attempt = threading.local()  # .tr: the transaction whose current attempt runs at a reused version
 
 
 def _reuse_version(target: Any, tr: Any) -> bool:
@@ -406,6 +470,29 @@ def _reuse_version(target: Any, tr: Any) -> bool:
     return True
 
 
+def at_reused_version(tr: Any) -> bool:
+    """Does this attempt of ``tr`` read at a reused version, with nothing vouched for yet?"""
+    return getattr(_attempt, "tr", None) is tr
+
+
+def choice_reads(tr: Any) -> Any:
+    """What a pop or claim reads to choose its item through.
+
+    Snapshot reads keep consumers that choose different items from conflicting, and at a fresh
+    read version they see everything that finished before the transaction began. A reused
+    version may be older than such a commit: then only read conflicts make the transaction see
+    it (it fails and runs again at a fresh version), so the reads are ordinary ones.
+    """
+    return tr if at_reused_version(tr) else tr.snapshot
+
+
+def vouch(tr: Any) -> None:
+    """The attempt's outcome stands from here on (say, a claim's item is taken): an exception
+    raised after this is the caller's own, not a sign of a stale version, and is not retried."""
+    if at_reused_version(tr):
+        _attempt.tr = None
+
+
 class _Untrusted(Exception):
     """A result that a reused read version cannot vouch for (see ``transactional``'s ``trusts``)."""
 
@@ -415,32 +502,45 @@ def _remember_commit(target: Any, tr: Any) -> None:
     _last_commit.seen = (target, version, time.monotonic()) if version > 0 else None
 
 
+def remember_commit(target: Any, tr: Any) -> None:
+    """After ``tr`` committed on ``target`` outside ``transactional``: the thread's next pop or
+    claim may start from its version (which sees what it wrote)."""
+    if getattr(target, "reuse_read_versions", False):
+        _remember_commit(target, tr)
+
+
 def _run_retrying(target: Any, tr: Any, call: Callable[[], Any], trusts: Callable[[Any], bool] | None) -> Any:
     """The retry loop of a transactional function that owns its transaction ``tr`` on ``target``."""
     reuses = getattr(target, "reuse_read_versions", False)
+    outer = getattr(_attempt, "tr", None)  # a transaction this thread is inside of, on another call
     with bounded_waits(target):
         reused = trusts is not None and reuses and _reuse_version(target, tr)
-        while True:
-            try:
-                result = call()
-                if reused and not trusts(result):  # type: ignore[misc]
-                    raise _Untrusted
-                tr.commit().wait()
-                if reuses:
-                    _remember_commit(target, tr)
-                return result
-            except FDBError as error:
-                reused = False
-                _last_commit.seen = None
-                _count_retry(error.code)
-                tr.on_error(error).wait()
-            except Exception:
-                # Found nothing, or no such queue, at a reused version: only a fresh read
-                # version may conclude that (the queue may be newer than the version).
-                if not reused:
-                    raise
-                reused = False
-                tr.reset()
+        try:
+            while True:
+                _attempt.tr = tr if reused else None
+                try:
+                    result = call()
+                    if reused and not trusts(result):  # type: ignore[misc]
+                        raise _Untrusted
+                    tr.commit().wait()
+                    if reuses:
+                        _remember_commit(target, tr)
+                    return result
+                except FDBError as error:
+                    reused = False
+                    _last_commit.seen = None
+                    _count_retry(error.code)
+                    tr.on_error(error).wait()
+                except Exception:
+                    # Found nothing, or no such queue, at a reused version: only a fresh read
+                    # version may conclude that (the queue may be newer than the version). An
+                    # exception raised after ``vouch`` is the caller's own: it is not run again.
+                    if not at_reused_version(tr):
+                        raise
+                    reused = False
+                    tr.reset()
+        finally:
+            _attempt.tr = outer
 
 
 def transactional(func: F | None = None, *, parameter: str = "tr",

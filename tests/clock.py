@@ -3,13 +3,13 @@ windows end without a test waiting for them."""
 
 from __future__ import annotations
 
-from django_fdbqueue.service import contention, dedup, items, leases, pushing, waiting
+from django_fdbqueue.service import contention, dedup, items, leases, pushing, settled, waiting
 
 
 class Clock:
     """``now_micros`` of every service module that reads the wall clock, plus ``ahead_us``."""
 
-    MODULES = (items, leases, waiting, dedup, contention, pushing)
+    MODULES = (items, leases, waiting, dedup, contention, pushing, settled)
 
     def __init__(self, monkeypatch) -> None:
         self.ahead_us = 0
@@ -19,3 +19,14 @@ class Clock:
 
     def advance(self, seconds: float) -> None:
         self.ahead_us += int(seconds * 1e6)
+
+
+class StillClock(Clock):
+    """The same clock standing still but for ``advance``: a lease ends only when the test says,
+    however slowly a loaded machine runs the threads that keep it."""
+
+    def __init__(self, monkeypatch) -> None:
+        self.ahead_us = 0
+        base = items.now_micros()
+        for module in self.MODULES:
+            monkeypatch.setattr(module, "now_micros", lambda: base + self.ahead_us)

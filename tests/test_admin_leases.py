@@ -341,10 +341,12 @@ def test_requeueing_a_bad_item_id_shows_an_error_and_changes_nothing(op, jobs, i
     assert state(jobs.db) == before
 
 
-def test_requeueing_twice_says_the_dead_letter_is_gone(op, jobs):
-    op.post(url("dead_requeue", "jobs", jobs.dead[0]))
+def test_requeueing_twice_answers_as_the_first_and_deleting_then_says_the_dead_letter_is_gone(op, jobs):
+    first = messages_of(text(op.post(url("dead_requeue", "jobs", jobs.dead[0]), follow=True)))
     before = state(jobs.db)
-    page = text(op.post(url("dead_requeue", "jobs", jobs.dead[0]), follow=True))
+    again = messages_of(text(op.post(url("dead_requeue", "jobs", jobs.dead[0]), follow=True)))
+    assert again == first and again[0][0] == "success"  # a double submit, say: the same answer
+    page = text(op.post(url("dead_delete", "jobs", jobs.dead[0]), follow=True))
     assert ("error", f"There is no dead letter {jobs.dead[0]} in this queue (it may have been requeued or "
             "deleted already); nothing was changed.") in messages_of(page)
     assert state(jobs.db) == before

@@ -82,3 +82,19 @@ def test_claims_skip_a_busy_key_and_the_state_shows_it(api):
 
 def test_key_limits_of_a_missing_queue_is_404(api):
     assert_error(api.get(queue_url("nope", "key-limits")), 404, "queue_not_found")
+
+
+def test_a_lease_that_ran_out_counts_until_taken_back_and_the_schema_says_so(api, clock):
+    """Issue 28: the state and the queue's `leased` read counters, as their field help tells."""
+    make_queue(api, "q", key_concurrency=1)
+    assert push(api, "q", {"value": "a1", "key": "a"}).status_code == 201
+    assert api.post(queue_url("q", "claim"), {"lease": 5}, format="json").status_code == 200
+    clock.advance(6)
+    assert api.get(queue_url("q", "key-limits")).json()["at_limit"] == ["a"]
+    assert api.get(queue_url("q")).json()["leased"] == 1
+    assert claim(api, "q").json()["item"]["value"] == "a1"  # the claim takes it back first
+    from drf_spectacular.generators import SchemaGenerator
+
+    schemas = SchemaGenerator().get_schema(request=None, public=True)["components"]["schemas"]
+    for schema, field in (("Queue", "leased"), ("KeyLimitState", "leased"), ("KeyLimitState", "at_limit")):
+        assert "until the next pop or claim" in schemas[schema]["properties"][field]["description"]

@@ -59,3 +59,17 @@ def test_a_bad_tenant_is_400_and_stores_nothing(api, name, extra):
 def test_bad_tenants_option_is_400_and_creates_nothing(api, body):
     assert_error(api.post(API, {"name": "q", **body}, format="json"), 400)
     assert api.get(API).json()["results"] == []
+
+
+@pytest.mark.parametrize("body", [{"key_concurrency": 1}, {"key_rate": 2.5, "max_attempts": 3},
+                                  {"key_concurrency": None, "key_rate": 1}])
+def test_patching_key_limits_on_a_tenant_queue_is_400_as_at_create(api, body):
+    """Issue 28: the PATCH took what the create refuses; nothing of the PATCH is stored."""
+    at_create = assert_error(api.post(API, {"name": "u", "tenants": True, "key_concurrency": 1}, format="json"), 400)
+    make_queue(api, "t", tenants=True)
+    refused = assert_error(api.patch(queue_url("t"), body, format="json"), 400)
+    assert refused == at_create
+    info = api.get(queue_url("t")).json()
+    assert (info["key_concurrency"], info["key_rate"], info["max_attempts"], info["tenants"]) == (None, None, None, 0)
+    removed = api.patch(queue_url("t"), {"key_concurrency": None, "key_rate": None}, format="json")
+    assert removed.status_code == 200, removed.content

@@ -68,3 +68,16 @@ def test_cli_create_push_and_stats(fdbqueue_db):
     assert run("push", "plain", '"x"', "--tenant", "acme").code == 2
     assert service.get_queue(fdbqueue_db, "jobs").pushed == 2
     assert service.get_queue(fdbqueue_db, "plain").pushed == 0
+
+
+@pytest.mark.parametrize("flags", [("--concurrency", "1"), ("--rate", "2.5"), ("--concurrency", "none", "--rate", "1")])
+def test_cli_set_key_limits_on_a_tenant_queue_exits_2_as_create_does(fdbqueue_db, flags):
+    """Issue 28: set-key-limits took what create refuses; the same message, nothing stored."""
+    at_create = run("create", "u", "--tenants", "--key-concurrency", "1")
+    assert at_create.code == 2 and "no per-key limits" in at_create.err
+    service.create_queue(fdbqueue_db, "t", tenants=True)
+    refused = run("set-key-limits", "t", *flags)
+    assert (refused.code, refused.err) == (2, at_create.err)
+    info = service.get_queue(fdbqueue_db, "t")
+    assert (info.key_concurrency, info.key_rate, info.tenants) == (None, None, 0)
+    assert run("set-key-limits", "t", "--concurrency", "none").code == 0

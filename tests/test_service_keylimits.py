@@ -1,9 +1,11 @@
 """Per-key concurrency and rate limits: claims skip keys at their limit, slots come back.
 
 Every test runs per engine through `fdbqueue_db`. The concurrency tests keep a log of lease
-events (the time after a claim returned, the time before its ack was sent: an interval inside the
-real lease) and check that no moment had more leases of a key than its limit. Token buckets are
-tested with a clock moved ahead on demand, so nothing sleeps.
+events (a sequence number taken after a claim returned, another before its ack was sent: an
+interval inside the real lease) and check that no moment had more leases of a key than its limit.
+The numbers come from one counter under a lock, not from clocks, so the order they give is the
+order things happened in, however loaded the machine. Token buckets are tested with a clock moved
+ahead on demand, so nothing sleeps.
 """
 
 from __future__ import annotations
@@ -24,13 +26,15 @@ from django_fdbqueue.service import keyclaims, keylimits, leases
 from .processes import child_database, join_all, kill_leftovers
 
 JOIN_SECONDS = 120
+#: Keyless items of queue "one" (see `_fill`), all claimed while its first leases of "a" and "b" wait.
+FREE_ONE = 24
 #: Filled in by the concurrency tests: the most leases of one key seen at once, per limit.
 OBSERVED: dict = {}
 #: Half the consumers look at "one" first, half at "three": both queues are busy at once.
 QUEUE_ORDERS = (("one", "three"), ("three", "one"))
 
 
-def most_at_once(events: list[tuple[str, float, float]]) -> dict[str, int]:
+def most_at_once(events: list[tuple[str, int, int]]) -> dict[str, int]:
     """Per key, the most intervals (claimed, acked) that overlap at any moment."""
     by_key: dict[str, list] = defaultdict(list)
     for key, start, stop in events:
@@ -160,6 +164,26 @@ def test_a_lease_that_runs_out_gives_the_slot_back(fdbqueue_db, clock):
     again = service.claim(db, "q", lease=5)
     assert again.item.value == "a1" and again.item.attempts == 2
     assert dict(service.key_limit_state(db, "q").leased) == {"a": 1}
+
+
+def test_a_lease_that_ran_out_counts_until_a_pop_or_claim_takes_it_back(fdbqueue_db, clock):
+    """Issue 28, as documented: the statistics and the limit state read counters, which the
+    next pop or claim corrects (a peek writes nothing); the claim itself sees the slot free."""
+    db = fdbqueue_db
+    service.create_queue(db, "q", key_concurrency=1)
+    service.push_many(db, "q", ["a1", "a2"], key="a")
+    service.claim(db, "q", lease=5)  # never acked
+    clock.advance(6)
+    for _look in range(2):  # a peek moves nothing either
+        state = service.key_limit_state(db, "q")
+        assert (service.get_queue(db, "q").leased, state.leased, state.at_limit) == (1, [("a", 1)], ["a"])
+        assert service.peek(db, "q").value == "a1"
+    again = service.claim(db, "q", lease=5)  # not refused by the stale count
+    assert again.item.value == "a1" and again.item.attempts == 2
+    clock.advance(6)
+    assert service.pop(db, "q").value == "a1"  # a pop takes the lease back too
+    state = service.key_limit_state(db, "q")
+    assert (service.get_queue(db, "q").leased, state.keys_leased, state.at_limit) == (0, 0, [])
 
 
 def test_dead_lettering_gives_the_slot_back(fdbqueue_db, clock):
@@ -297,30 +321,78 @@ def _fill(db):
     return 12 * 4 + 12 * 4  # items in both queues
 
 
-def _consume(db, total, done, log, lock, errors, hold, names):
+class _Shared:
+    """What the consumer threads share, under one lock: the sequence, the log, the counts.
+
+    The first leases of "a" and "b" in queue "one" are held until every keyless item of that
+    queue has been claimed: those items sit behind the held keys' other items, so they can only
+    be claimed if busy keys do not hold the queue back. A hold that waits in vain is an error.
+    """
+
+    def __init__(self, total: int) -> None:
+        self.lock = threading.Lock()
+        self.total, self.done, self.seq, self.free_one = total, 0, 0, 0
+        self.log: list[tuple[str, int, int]] = []  # (key, claimed, acked) in sequence numbers
+        self.errors: list[str] = []
+        self.free_one_claimed = threading.Event()
+
+    def finished(self) -> bool:
+        with self.lock:
+            return self.done >= self.total
+
+    def tick(self, key: str | None = None) -> int:
+        """The next sequence number; a claim of a keyless item of "one" is counted with it."""
+        with self.lock:
+            self.seq += 1
+            if key == "free-one":
+                self.free_one += 1
+                if self.free_one == FREE_ONE:
+                    self.free_one_claimed.set()
+            return self.seq
+
+    def hold(self, key: str, seconds: float) -> None:
+        """Keep the lease a while; one of "a" or "b" until the keyless items of "one" are claimed."""
+        if key in ("a", "b") and not self.free_one_claimed.wait(JOIN_SECONDS / 4):
+            with self.lock:
+                self.errors.append(f"keyless items of 'one' held back behind the lease of {key!r}")
+            self.free_one_claimed.set()  # reported once: the other holds need not wait in vain
+        threading.Event().wait(seconds)
+
+    def record(self, key: str, claimed: int, acked: int) -> None:
+        with self.lock:
+            self.log.append((key, claimed, acked))
+            self.done += 1
+
+
+def _key_of(value: str) -> str:
+    """"a".."d" for limited items, "free-one" or "free-three" for keyless ones."""
+    return value.rsplit("-", 2)[0] if value.startswith("free") else value[0]
+
+
+def _claim_first(db, names):
+    for name in names:
+        got = service.claim(db, name, lease=60)
+        if got is not None:
+            return got
+    return None
+
+
+def _consume(db, shared: _Shared, hold: float, names) -> None:
     try:
-        while True:
-            with lock:
-                if done[0] >= total:
-                    return
-            got = None
-            for name in names:
-                got = service.claim(db, name, lease=60)
-                if got is not None:
-                    break
+        while not shared.finished():
+            got = _claim_first(db, names)
             if got is None:
-                threading.Event().wait(0.002)
+                threading.Event().wait(0.002)  # a pause between polls, not a synchronisation
                 continue
-            claimed = time.monotonic()
-            key = got.item.value.rsplit("-", 2)[0] if got.item.value.startswith("free") else got.item.value[0]
-            threading.Event().wait(hold if not key.startswith("free") else 0.001)
-            acked = time.monotonic()
+            key = _key_of(got.item.value)
+            claimed = shared.tick(key)
+            shared.hold(key, hold if not key.startswith("free") else 0.001)
+            acked = shared.tick()
             service.ack(db, got.receipt)
-            with lock:
-                log.append((key, claimed, acked))
-                done[0] += 1
+            shared.record(key, claimed, acked)
     except BaseException as exc:  # noqa: BLE001 - reported by the test
-        errors.append(repr(exc))
+        with shared.lock:
+            shared.errors.append(repr(exc))
 
 
 def _check_log(log):
@@ -328,28 +400,24 @@ def _check_log(log):
     assert at_once["a"] <= 1 and at_once["b"] <= 1, at_once
     assert at_once["c"] <= 3 and at_once["d"] <= 3, at_once
     # Keyless items are not held back: in the queue limited to one lease per key, they were all
-    # done while its limited keys still had work.
-    last_free = max(e for k, _s, e in log if k == "free-one")
-    last_one = max(e for k, _s, e in log if k in ("a", "b"))
-    assert last_free < last_one
+    # claimed while its first leases of "a" and "b" were held (in sequence, not by the clock).
+    last_free = max(s for k, s, _e in log if k == "free-one")
+    first_ack = min(e for k, _s, e in log if k in ("a", "b"))
+    assert last_free < first_ack, (last_free, first_ack)
     return at_once
 
 
 def test_eight_threads_never_exceed_a_keys_limit(fdbqueue_db, engine_name):
     db = fdbqueue_db
-    total = _fill(db)
-    done, log, lock, errors = [0], [], threading.Lock(), []
-    threads = [
-        threading.Thread(target=_consume, args=(db, total, done, log, lock, errors, 0.02, QUEUE_ORDERS[n % 2]))
-        for n in range(8)
-    ]
+    shared = _Shared(_fill(db))
+    threads = [threading.Thread(target=_consume, args=(db, shared, 0.02, QUEUE_ORDERS[n % 2])) for n in range(8)]
     for t in threads:
         t.start()
     for t in threads:
         t.join(JOIN_SECONDS)
-    assert not any(t.is_alive() for t in threads) and errors == []
-    assert len(log) == total
-    at_once = _check_log(log)
+    assert not any(t.is_alive() for t in threads) and shared.errors == []
+    assert len(shared.log) == shared.total
+    at_once = _check_log(shared.log)
     OBSERVED[("threads", engine_name)] = at_once
     print(f"\nthreads on {engine_name}: most leases of a key at once {at_once}")
     for name in ("one", "three"):
@@ -358,18 +426,21 @@ def test_eight_threads_never_exceed_a_keys_limit(fdbqueue_db, engine_name):
         assert service.key_limit_state(db, name).keys_leased == 0
 
 
-def _consuming_child(setting, names, start, results):
+def _tick(counter) -> int:
+    """The next number of a sequence shared by processes (a ``multiprocessing.Value``)."""
+    with counter.get_lock():
+        counter.value += 1
+        return counter.value
+
+
+def _consuming_child(setting, names, start, counter, results):
     try:
         db = child_database(setting)
         start.wait(JOIN_SECONDS)
         log = []
         idle_since = None
         while True:
-            got = None
-            for name in names:
-                got = service.claim(db, name, lease=60)
-                if got is not None:
-                    break
+            got = _claim_first(db, names)
             if got is None:
                 empty = all(service.get_queue(db, n).size + service.get_queue(db, n).leased == 0 for n in ("one", "three"))
                 if empty:
@@ -377,14 +448,13 @@ def _consuming_child(setting, names, start, results):
                 idle_since = idle_since or time.monotonic()
                 if time.monotonic() - idle_since > JOIN_SECONDS:
                     raise TimeoutError("no progress")
-                threading.Event().wait(0.002)
+                threading.Event().wait(0.002)  # a pause between polls, not a synchronisation
                 continue
             idle_since = None
-            claimed = time.monotonic()  # CLOCK_MONOTONIC: one clock for every process
-            value = got.item.value
-            key = value.rsplit("-", 2)[0] if value.startswith("free") else value[0]
+            claimed = _tick(counter)  # one sequence for every process, in the order things happened
+            key = _key_of(got.item.value)
             threading.Event().wait(0.02 if not key.startswith("free") else 0.001)
-            acked = time.monotonic()
+            acked = _tick(counter)
             service.ack(db, got.receipt)
             log.append((key, claimed, acked))
         results.put(("ok", os.getpid(), log))
@@ -398,9 +468,12 @@ def test_eight_processes_never_exceed_a_keys_limit(fdbqueue_db, engine_name):
     ctx = multiprocessing.get_context("spawn")
     start = ctx.Barrier(8)
     results = ctx.Queue()
+    counter = ctx.Value("q", 0)
     setting = dict(django_settings.FDBQUEUE)
-    procs = [ctx.Process(target=_consuming_child, args=(setting, QUEUE_ORDERS[n % 2], start, results), daemon=True)
-             for n in range(8)]
+    procs = [
+        ctx.Process(target=_consuming_child, args=(setting, QUEUE_ORDERS[n % 2], start, counter, results), daemon=True)
+        for n in range(8)
+    ]
     for p in procs:
         p.start()
     try:

@@ -106,7 +106,8 @@ def test_a_used_or_forged_receipt_is_refused_and_changes_nothing(fdbqueue_db, pq
     service.push(db, pq, "a")
     lease = service.claim(db, pq, lease=30)
     service.ack(db, lease.receipt)
-    for action in (lambda r: service.ack(db, r), lambda r: service.release(db, r), lambda r: service.extend(db, r, 5)):
+    service.ack(db, lease.receipt)  # a repeated ack answers as the first did (its settled marker)
+    for action in (lambda r: service.release(db, r), lambda r: service.extend(db, r, 5)):
         with pytest.raises(LeaseNotFound):
             action(lease.receipt)
     for bad in ("", "nonsense", lease.receipt + "A", lease.receipt[:-2], 12, None, "x" * 5000):
@@ -299,9 +300,12 @@ def test_max_attempts_sends_an_item_to_the_dead_letters(fdbqueue_db, clock):
     assert service.claim(db, "jobs").item.attempts == 1
     service.delete_dead_letter(db, "jobs", last.item.id)
     assert counts(db, "jobs") == (0, 1, 0, 0)
-    for action in (service.requeue_dead_letter, service.delete_dead_letter):
+    # Repeated, each answers as the first did (settled markers); the other one finds nothing.
+    assert service.requeue_dead_letter(db, "jobs", a.id) == requeued
+    assert service.delete_dead_letter(db, "jobs", last.item.id) is None
+    for action, item_id in ((service.requeue_dead_letter, last.item.id), (service.delete_dead_letter, a.id)):
         with pytest.raises(DeadLetterNotFound):
-            action(db, "jobs", a.id)
+            action(db, "jobs", item_id)
         with pytest.raises(InvalidArgument):
             action(db, "jobs", "not-an-id")
 

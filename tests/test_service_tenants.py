@@ -165,6 +165,68 @@ def test_bad_queue_options(fdbqueue_db):
     assert service.get_queue(db, "plain").tenants is None
 
 
+class _Scripted:
+    """Stands in for tenantturns' random source: returns the given picks, records each range."""
+
+    def __init__(self, picks: list[int]) -> None:
+        self.picks = picks
+        self.ranges: list[int] = []
+
+    def randrange(self, n: int) -> int:
+        self.ranges.append(n)
+        return self.picks.pop(0)
+
+
+def test_the_pick_is_spread_over_the_first_choices_tenants(fdbqueue_db, monkeypatch):
+    """A consumer picks among the first CHOICES tenants of the ring, not always the first, never
+    one further back (every other test sets CHOICES to 1, where the two are the same)."""
+    db = fdbqueue_db
+    monkeypatch.setattr(tenantturns, "CHOICES", 4)
+    picks = _Scripted([1, 0, 3, 2])
+    monkeypatch.setattr(tenantturns, "_SHUFFLE", picks)
+    service.create_queue(db, "t", tenants=True)
+    for tenant in "ABCDE":
+        service.push_many(db, "t", [f"{tenant.lower()}0", f"{tenant.lower()}1"], tenant=tenant)
+    # The ring goes A B C D E; a tenant served goes to the back, or leaves once empty.
+    got = [service.pop(db, "t").value for _ in range(4)]
+    assert got == ["b0", "a0", "b1", "e0"]  # B, then A, then B (4th of C D E B), then E
+    assert picks.ranges == [4, 4, 4, 4]  # five tenants, the first four to choose from
+    assert _ring(db, "t") == ["C", "D", "A", "E"]
+    assert service.get_queue(db, "t").tenants == 4
+
+
+def test_key_limits_are_refused_on_a_tenant_queue_as_at_create(fdbqueue_db, one_choice):
+    """Issue 28: the update took limits create refuses, and claims then left the tenant turns."""
+    db = fdbqueue_db
+    with pytest.raises(InvalidArgument) as at_create:
+        service.create_queue(db, "u", tenants=True, key_concurrency=1)
+    service.create_queue(db, "t", tenants=True)
+    for limits in ({"concurrency": 1}, {"rate": 2.5}, {"concurrency": None, "rate": 3}):
+        with pytest.raises(InvalidArgument) as refused:
+            service.set_key_limits(db, "t", **limits)
+        assert (refused.value.code, refused.value.message, refused.value.context) == (
+            at_create.value.code, at_create.value.message, at_create.value.context)
+    info = service.set_key_limits(db, "t", concurrency=None, rate=None)  # no limits: accepted
+    assert (info.key_concurrency, info.key_rate, info.tenants) == (None, None, 0)
+    service.push_many(db, "t", ["a0", "a1"], tenant="A", key="k")
+    service.push(db, "t", "b0", tenant="B", key="k")
+    got = [service.claim(db, "t").item.value for _ in range(3)]
+    assert got == ["a0", "b0", "a1"]
+    assert service.get_queue(db, "t").tenants == 0
+
+
+def test_limits_stored_on_a_tenant_queue_by_an_older_version_are_ignored(fdbqueue_db, one_choice):
+    """Claims still take tenants in turn and keep the tenant count, and the limits can be removed."""
+    db = fdbqueue_db
+    service.create_queue(db, "t", tenants=True)
+    catalog.set_options(db, "t", {"key_concurrency": 1}, lambda tr, qk: None)  # as the old update did
+    service.push_many(db, "t", ["a0", "a1"], tenant="A")
+    service.push(db, "t", "b0", tenant="B")
+    assert [service.claim(db, "t").item.value for _ in range(3)] == ["a0", "b0", "a1"]
+    assert service.get_queue(db, "t").tenants == 0
+    assert service.set_key_limits(db, "t", concurrency=None).key_concurrency is None
+
+
 def fairness(db, name: str, big: int, small: int) -> int:
     """A pushes ``big`` items, then B ``small``; one consumer claims and acks until B is done.
     Returns how many of A's items were consumed by then."""

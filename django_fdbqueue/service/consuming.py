@@ -11,7 +11,7 @@ import warnings
 from typing import Any, Callable
 
 from django_fdbqueue.exceptions import InvalidArgument
-from django_fdbqueue.fdbapi import is_transaction
+from django_fdbqueue.fdbapi import DatabaseOrTransaction, is_transaction
 
 from . import keyclaims, keys, leases
 from .leases import DEFAULT_LEASE_SECONDS, MAX_LEASE_SECONDS
@@ -27,7 +27,7 @@ def _check_lease(seconds: object, what: str = "lease") -> float:
 
 @observed(none_is_empty=True)
 def claim(
-    db_or_tr: Any,
+    db_or_tr: DatabaseOrTransaction,
     name: str,
     *,
     lease: float = DEFAULT_LEASE_SECONDS,
@@ -68,19 +68,20 @@ def claim(
 
 
 @observed
-def ack(db_or_tr: Any, receipt: str, *, name: str | None = None) -> None:
+def ack(db_or_tr: DatabaseOrTransaction, receipt: str, *, name: str | None = None) -> None:
     """The claimed item is done: remove it for good.
 
     Raises LeaseExpired once the lease's time is up, LeaseNotFound when the lease is over
     (acked, released, or expired and moved on), InvalidReceipt for anything not a receipt (or,
-    with ``name``, a receipt of another queue). A retry after ``commit_unknown_result`` that
-    finds its own earlier ack reports success.
+    with ``name``, a receipt of another queue). Repeated within an hour, given a database, it
+    answers as the first ack did: a retry after a commit in doubt succeeds (see the error codes'
+    "Commits in doubt").
     """
     leases.ack(db_or_tr, receipt, name)
 
 
 @observed
-def release(db_or_tr: Any, receipt: str, *, delay: float = 0, name: str | None = None) -> str:
+def release(db_or_tr: DatabaseOrTransaction, receipt: str, *, delay: float = 0, name: str | None = None) -> str:
     """Give the item back: visible again at once, or after ``delay`` seconds.
 
     Returns "ready", "delayed", or "dead" when the item had its queue's ``max_attempts`` claims
@@ -92,7 +93,7 @@ def release(db_or_tr: Any, receipt: str, *, delay: float = 0, name: str | None =
 
 @observed
 def extend(
-    db_or_tr: Any, receipt: str, lease: float | None = None, *, name: str | None = None, seconds: float | None = None
+    db_or_tr: DatabaseOrTransaction, receipt: str, lease: float | None = None, *, name: str | None = None, seconds: float | None = None
 ) -> Lease:
     """Make the lease end ``lease`` seconds from now (the receipt stays the same).
 

@@ -4,9 +4,10 @@ Each key has one record, ``k/"k"/dedup_key -> (priority, vs, enqueued_at_us, kep
 written with a versionstamped value in the push's own transaction, so it names the item's
 versionstamp exactly. ``kept_until_us`` is 0 while the item exists in any state (ready, hidden,
 dead, or waiting in a high-contention pop's result); when the item is consumed (popped, acked,
-collected, or its dead letter deleted) the record is kept :data:`DEDUP_WINDOW_SECONDS` longer and
-an expiry entry ``k/"t"/kept_until_us/dedup_key`` says when to forget it. An item that comes back
-into the queue after all (:func:`restored`) makes its record alive again.
+collected, or its dead letter deleted) the record, if it still names that item, is kept
+:data:`DEDUP_WINDOW_SECONDS` longer and an expiry entry ``k/"t"/kept_until_us/dedup_key`` says
+when to forget it. An item that comes back into the queue after all (:func:`restored`) makes its
+record alive again.
 
 A push reads the record with an ordinary read: two pushes of one key conflict, and the retry
 sees the first. A push retried after ``commit_unknown_result`` finds the record of its own first
@@ -72,13 +73,30 @@ def remember(tr: Any, qk: keys.QueueKeys, dedup_key: str, priority: int, stamp: 
 
 
 def consumed(tr: Any, qk: keys.QueueKeys, priority: int, stamp: Any, meta: keys.ItemMeta) -> None:
-    """The item is gone for good: keep its key for the window, then forget it."""
-    if meta.dedup is None:
+    """The item is gone for good: keep its key for the window, then forget it (see ``consumed_all``)."""
+    consumed_all(tr, qk, [(priority, stamp, meta)])
+
+
+def consumed_all(tr: Any, qk: keys.QueueKeys, gone: list[tuple[int, Any, keys.ItemMeta]]) -> None:
+    """These items are gone for good: each key whose record still names its item is kept for the
+    window, then forgotten.
+
+    A record naming another item is that item's: ``clear`` forgets keys but keeps dead letters,
+    so a requeued dead letter and a newer item can carry one key, and consuming the old one must
+    not make a push of the key answer with it (nor let a second copy of the newer one in once the
+    window passes). A forgotten record stays forgotten. Ordinary reads, issued together: a push
+    of the key at the same moment conflicts, and its retry sees the outcome.
+    """
+    pending = [(priority, stamp, meta, read(tr, qk, meta.dedup)) for priority, stamp, meta in gone
+               if meta.dedup is not None]
+    if not pending:
         return
     kept_until_us = now_micros() + DEDUP_WINDOW_SECONDS * 1_000_000
-    record = qk.dedup_records.pack((meta.dedup,))
-    tr[record] = fdb.tuple.pack((priority, stamp, meta.enqueued_us, kept_until_us))
-    tr[qk.dedup_expiry.pack((kept_until_us, meta.dedup))] = b""
+    for priority, stamp, meta, raw in pending:
+        if not raw.present() or tuple(fdb.tuple.unpack(bytes(raw))[:2]) != (priority, stamp):
+            continue
+        tr[qk.dedup_records.pack((meta.dedup,))] = fdb.tuple.pack((priority, stamp, meta.enqueued_us, kept_until_us))
+        tr[qk.dedup_expiry.pack((kept_until_us, meta.dedup))] = b""
 
 
 def restored(tr: Any, qk: keys.QueueKeys, priority: int, stamp: Any, meta: keys.ItemMeta) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django_fdbqueue.fdbapi import transactional
+from django_fdbqueue.fdbapi import DatabaseOrTransaction, transactional
 
 from . import catalog, items, keys, visibility
 from .observe import observed
@@ -17,7 +17,7 @@ from .records import LIMIT_MAX, Item, Page, ScheduledItem
 
 @observed
 def browse(
-    db_or_tr: Any, name: str, *, end: str = "min", cursor: str | None = None, limit: int = 50
+    db_or_tr: DatabaseOrTransaction, name: str, *, end: str = "min", cursor: str | None = None, limit: int = 50
 ) -> Page[Item]:
     """A page of items in the order they would be popped from ``end``; nothing is removed."""
     keys.check_name(name)
@@ -28,7 +28,7 @@ def browse(
 
 
 @observed(none_is_empty=True)
-def get_item(db_or_tr: Any, name: str, item_id: str) -> Item | None:
+def get_item(db_or_tr: DatabaseOrTransaction, name: str, item_id: str) -> Item | None:
     """The item with this id if it is still queued (None once popped or cleared)."""
     keys.check_name(name)
     priority, stamp = keys.parse_item_id(item_id)
@@ -44,7 +44,7 @@ def _scheduled(tr: Any, name: str, after: tuple | None, limit: int) -> Page[Sche
 
 
 @observed
-def scheduled(db_or_tr: Any, name: str, *, cursor: str | None = None, limit: int = 50) -> Page[ScheduledItem]:
+def scheduled(db_or_tr: DatabaseOrTransaction, name: str, *, cursor: str | None = None, limit: int = 50) -> Page[ScheduledItem]:
     """Leased and delayed items, in the order they become visible."""
     keys.check_name(name)
     limit = keys.check_count(limit, "limit", minimum=1, maximum=LIMIT_MAX)

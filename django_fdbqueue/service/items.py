@@ -414,11 +414,8 @@ def take(tr: Any, entry: Entry, qk: keys.QueueKeys, end: str, n: int,
     """
     walker = tenantturns.promote_and_walk if entry.tenants else promote_and_walk
     kvs, cut = walker(tr, entry, qk, end, n, max_bytes, sent)
-    items = []
-    for kv in kvs:
-        priority, stamp, meta = visibility.take_ready(tr, qk, bytes(kv.key))
-        dedup.consumed(tr, qk, priority, stamp, meta)
-        items.append(decode_item(qk, kv))
+    items = [decode_item(qk, kv) for kv in kvs]
+    dedup.consumed_all(tr, qk, [visibility.take_ready(tr, qk, bytes(kv.key)) for kv in kvs])
     if items:
         tr.add(qk.counter(keys.SIZE), counter_bytes(-len(items)))
         tr.add(qk.counter(keys.POPPED), counter_bytes(len(items)))

@@ -8,10 +8,12 @@
    From the min end the scan is a snapshot read and the claim adds a read conflict on the item
    it takes only, so claims that take different candidates do not conflict (an item pushed ahead
    of the candidates meanwhile, at a lower priority, may be passed over by this claim). From the
-   max end the walk is the ordinary one, conflicts included.
+   max end the walk is the ordinary one, conflicts included. At a reused read version (see
+   ``fdbapi.choice_reads``) every read here is an ordinary one: what finished before the claim
+   began but after that version must make it conflict, or it would be passed over.
 2. It walks the candidates in queue order, skipping keys marked full. The first item without a
    key is taken at once. Otherwise the counters (and buckets) of the remaining candidates' keys
-   are read together (snapshot reads: a second round trip), and the first candidate whose key is
+   are read together (snapshot reads, as above: a second round trip), and the first candidate whose key is
    under its limits is taken, with a read conflict on that key's counter and bucket only.
 3. When every candidate is blocked, the claim returns :class:`Blocked`: the queue holds items,
    but none may be claimed at this moment. ``claim`` reports None; with ``wait=`` it waits for
@@ -30,7 +32,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from django_fdbqueue.fdbapi import FDBError
+from django_fdbqueue.fdbapi import FDBError, choice_reads
 
 from . import items, keylimits, keys, visibility, waiting
 from .catalog import Entry, read_counter
@@ -56,14 +58,14 @@ def first_reads(tr: Any, entry: Entry, qk: keys.QueueKeys, end: str) -> tuple[Li
     markers: Any = ()
     if limits.concurrency is not None:
         r = qk.key_full.range()
-        markers = tr.snapshot.get_range(r.start, r.stop, limit=MARKERS_READ)
+        markers = choice_reads(tr).get_range(r.start, r.stop, limit=MARKERS_READ)
     if end != "min":
         return limits, (items.first_reads(tr, qk, end, CANDIDATES), markers)
     # From the min end the candidates are a snapshot read: the claim then conflicts only on the
     # item it takes, not with every claim that takes another candidate.
     now_us = items.now_micros()
     r = qk.items.range()
-    head = tr.snapshot.get_range(r.start, r.stop, limit=CANDIDATES)
+    head = choice_reads(tr).get_range(r.start, r.stop, limit=CANDIDATES)
     return limits, ((now_us, visibility.due(tr, qk, now_us), head), markers)
 
 
@@ -94,8 +96,9 @@ def choose(tr: Any, entry: Entry, qk: keys.QueueKeys, end: str, limits: Limits, 
         if key not in full:
             candidates.append((kv, key))
     wanted = {key for _kv, key in candidates if key is not None}
-    counts = {k: tr.snapshot[qk.key_counts.pack((k,))] for k in wanted} if limits.concurrency is not None else {}
-    buckets = {k: tr.snapshot[qk.key_buckets.pack((k,))] for k in wanted} if limits.rate is not None else {}
+    reads = choice_reads(tr)
+    counts = {k: reads[qk.key_counts.pack((k,))] for k in wanted} if limits.concurrency is not None else {}
+    buckets = {k: reads[qk.key_buckets.pack((k,))] for k in wanted} if limits.rate is not None else {}
     soonest = MAX_PAUSE
     for kv, key in candidates:
         if key is None:

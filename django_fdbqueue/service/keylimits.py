@@ -43,7 +43,8 @@ from django_fdbqueue.exceptions import InvalidArgument
 from django_fdbqueue.fdbapi import fdb, transactional
 
 from . import keys
-from .catalog import Entry, counter_bytes, require
+from .catalog import Entry, counter_bytes, require, set_options
+from .records import QueueInfo
 
 #: Longest limit key, in bytes of UTF-8.
 KEY_MAX_BYTES = 100
@@ -98,6 +99,12 @@ def check_rate(value: object) -> float | None:
     return float(value)  # type: ignore[arg-type]
 
 
+def check_not_split(tenants: bool, concurrency: object, rate: object) -> None:
+    """Refuse limits on a queue split by tenant: its claims take tenants in turn, not keys."""
+    if tenants and (concurrency is not None or rate is not None):
+        raise InvalidArgument("A queue split by tenant takes no per-key limits.", field="tenants")
+
+
 # --- the limits of a queue -------------------------------------------------------------------------
 
 
@@ -113,10 +120,23 @@ class Limits:
 
 
 def of(entry: Entry) -> Limits | None:
-    """The queue's limits, or None when it has none (then claims cost what they always did)."""
-    if entry.key_concurrency is None and entry.key_rate is None:
+    """The queue's limits, or None when it has none (then claims cost what they always did).
+
+    A queue split by tenant has none, even if an older version stored some on it: its claims
+    must take tenants in turn (``tenantturns``), which is what keeps its tenant counters true.
+    """
+    if entry.tenants or (entry.key_concurrency is None and entry.key_rate is None):
         return None
     return Limits(entry.key_concurrency, entry.key_rate)
+
+
+@transactional
+def update(tr: Any, name: str, changes: dict[str, Any]) -> QueueInfo:
+    """Store the checked ``changes`` of limits, refused as ``create_queue`` refuses them on a
+    queue split by tenant; markers and buckets start afresh when anything changed."""
+    entry, _qk = require(tr, name)
+    check_not_split(entry.tenants, changes.get("key_concurrency"), changes.get("key_rate"))
+    return set_options(tr, name, changes, lambda tr, qk: reset(tr, qk, counts=False))
 
 
 # --- counting leases -------------------------------------------------------------------------------
@@ -185,7 +205,8 @@ class KeyLimitState:
 
     ``leased`` is the keys holding leases, most first (at most ``top``), each with its count;
     ``at_limit`` the keys with as many leases as ``concurrency`` allows; ``keys_leased`` how many
-    keys hold any lease (up to STATE_KEYS_MAX counted).
+    keys hold any lease (up to STATE_KEYS_MAX counted). These are the stored counters: a lease
+    that ran out counts until the next pop or claim takes it back (claims take it back first).
     """
 
     name: str

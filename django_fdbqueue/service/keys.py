@@ -19,7 +19,9 @@ Everything the service writes lives under the app's root subspace (``FDBQUEUE["R
     root / "q" / queue_id / "x" / priority / vs / died_at_us / meta... -> payload   dead letters
     root / "q" / queue_id / "k" / "k" / dedup_key -> (priority, vs, enqueued_at_us, kept_until_us)
     root / "q" / queue_id / "k" / "t" / kept_until_us / dedup_key -> b""   when to forget a key
-    root / "q" / queue_id / "s" / epoch / lease_token -> outcome   settled leases (for 1021 retries)
+    root / "q" / queue_id / "s" / epoch / lease_token -> outcome   settled leases (for retries in doubt)
+    root / "q" / queue_id / "s" / epoch / "dead" / priority / vs -> outcome   settled dead letters
+                                                   (a requeue's payload under the same key + "p")
     root / "q" / queue_id / "w"                    -> 8-byte counter      wake-up key for watches
     root / "q" / queue_id / "y" / "n" / key       -> 8-byte counter   leases held by items of a key
     root / "q" / queue_id / "y" / "f" / key       -> b""         the key is at its concurrency limit

@@ -8,50 +8,43 @@ claim of the same item (whose lease ran out and was claimed again) or a forged o
 act on the current lease.
 
 Nothing has to run for an expired lease to come back: the item is hidden until its expiry, and
-the next pop, claim or peek moves it back to its place in queue order (``visibility.promote``),
+the next pop or claim moves it back to its place in queue order (``visibility.promote``),
 or to the dead letters once it has had ``max_attempts`` claims.
 
-Retries after ``commit_unknown_result`` (1021). An ack or release whose commit may have
-happened must not then report ``LeaseNotFound`` (its own first attempt removed the lease). So
-both leave a small marker ``s/epoch/token -> outcome`` in the same transaction, and an attempt
-that follows a 1021 looks for it first. Markers live one to two hours (blind clears of older
-epochs, no reads). A claim retried after 1021 may leave the first attempt's lease behind; that
-item simply comes back when the lease ends: delivered at least once, never lost.
+Commits in doubt (1021, 1031: ``fdbapi.commit_in_doubt``). An ack or release whose commit may
+have happened must not then report ``LeaseNotFound`` to its retry (its own first attempt removed
+the lease), whether the retry is ``_settle``'s or the caller's. So both leave a settled marker of
+the lease's token with their outcome (``settled``), and a lease not found is looked up there
+first: a repeated ack of one receipt answers as the first did for an hour or more. A claim
+retried after 1021 may leave the first attempt's lease behind; that item simply comes back when
+the lease ends: delivered at least once, never lost.
 """
 
 from __future__ import annotations
 
 import os
-import random
 from typing import Any, Callable
 
 from django_fdbqueue.exceptions import InvalidReceipt, LeaseExpired, LeaseNotFound
-from django_fdbqueue.fdbapi import ErrorCode, FDBError, _count_retry, bounded, is_transaction, transactional
+from django_fdbqueue.fdbapi import transactional, vouch
 
-from . import activity, dedup, keyclaims, keylimits, keys, tenantturns, visibility
+from . import activity, dedup, keyclaims, keylimits, keys, settled, tenantturns, visibility
 from .catalog import counter_bytes, require, require_with_entry
 from .items import promote_and_walk
 from .records import Lease, SteppedLease, now_micros, to_datetime
 
 DEFAULT_LEASE_SECONDS = 30.0
 MAX_LEASE_SECONDS = 43_200.0
-SETTLED_EPOCH_SECONDS = 3600
-# Clearing markers of old epochs is a blind range clear; doing it on one settle in this many
-# keeps them bounded without adding a write to every ack.
-EXPIRE_SETTLED_EVERY = 32
 
 ACKED = "acked"
 READY = "ready"
 DELAYED = "delayed"
 DEAD = "dead"
+RELEASED = frozenset({READY, DELAYED, DEAD})
 
 
 def _micros(seconds: float) -> int:
     return int(round(seconds * 1_000_000))
-
-
-def _epoch(micros: int) -> int:
-    return micros // (SETTLED_EPOCH_SECONDS * 1_000_000)
 
 
 # --- claim -----------------------------------------------------------------------------------------
@@ -91,6 +84,7 @@ def claim_once(
     claimed = Lease(item, receipt, to_datetime(hidden.visible_us))
     if step is None:
         return claimed
+    vouch(tr)  # the item is taken: an exception of the step's fails the claim, it is not run again
     return SteppedLease(item, receipt, claimed.lease_expires_at, step(tr, claimed))
 
 
@@ -120,16 +114,6 @@ class Held:
         self.now_us = now_us
 
 
-def _settled(tr: Any, qk: keys.QueueKeys, r: keys.Receipt, since_us: int) -> str | None:
-    """After a 1021: the outcome an earlier attempt of this call recorded, if it committed."""
-    now_us = now_micros()
-    futures = [tr[qk.settled.pack((epoch, r.token))] for epoch in range(_epoch(since_us), _epoch(now_us) + 1)]
-    for future in futures:
-        if future.present():
-            return bytes(future).decode("ascii")
-    return None
-
-
 def _held(tr: Any, r: keys.Receipt) -> Held:
     entry, qk = require(tr, r.name)
     if entry.queue_id != r.queue_id:
@@ -148,41 +132,32 @@ def _held(tr: Any, r: keys.Receipt) -> Held:
     return Held(entry, qk, hidden, now_us)
 
 
-def _mark(tr: Any, held: Held, token: bytes, outcome: str) -> None:
-    qk = held.qk
-    tr[qk.settled.pack((_epoch(held.now_us), token))] = outcome.encode("ascii")
-    if random.randrange(EXPIRE_SETTLED_EVERY) == 0:
-        r = qk.settled.range()
-        tr.clear_range(r.start, qk.settled.pack((_epoch(held.now_us) - 1,)))
+def _settle(db_or_tr: Any, r: keys.Receipt, body: Callable[[Any, Held], str], answers: frozenset[str]) -> str:
+    """Run ``body`` on the held lease, retrying like ``transactional``, safe against commits in doubt.
 
-
-@bounded
-def _settle(db_or_tr: Any, r: keys.Receipt, body: Callable[[Any, Held], str]) -> str:
-    """Run ``body`` on the held lease, retrying like ``transactional``, safe against 1021.
-
-    Given a caller's transaction, it joins it (the caller commits, and owns any 1021).
+    A lease not found whose token has a settled marker among ``answers`` (the outcomes this
+    operation gives) was settled by an earlier attempt, this call's or its caller's: that outcome.
+    Given a caller's transaction, it joins it and consults no marker (the caller commits).
     """
-    if is_transaction(db_or_tr):
-        return body(db_or_tr, _held(db_or_tr, r))
-    tr = db_or_tr.create_transaction()
-    started_us = now_micros()
-    in_doubt = False
-    while True:
+
+    def attempt(tr: Any, owned: bool) -> str:
         try:
-            if in_doubt:
-                entry, qk = require(tr, r.name)
-                if entry.queue_id == r.queue_id:
-                    outcome = _settled(tr, qk, r, started_us)
-                    if outcome is not None:
-                        return outcome
-            outcome = body(tr, _held(tr, r))
-            tr.commit().wait()
+            held = _held(tr, r)
+        except LeaseNotFound:
+            outcome = _settled_as(tr, r) if owned else None
+            if outcome not in answers:
+                raise
             return outcome
-        except FDBError as error:
-            if error.code == ErrorCode.COMMIT_UNKNOWN_RESULT:
-                in_doubt = True
-            _count_retry(error.code)
-            tr.on_error(error).wait()
+        return body(tr, held)
+
+    return settled.run(db_or_tr, attempt)
+
+
+def _settled_as(tr: Any, r: keys.Receipt) -> str | None:
+    """The outcome a settled marker records for this receipt's lease, if any."""
+    _entry, qk = require(tr, r.name)  # the queue is the receipt's: _held checked its id
+    found = settled.recorded(tr, qk, (r.token,))
+    return None if found is None else found[0].decode("ascii")
 
 
 # --- ack, release, extend --------------------------------------------------------------------------
@@ -198,10 +173,10 @@ def ack(db_or_tr: Any, receipt: str, name: str | None = None) -> None:
         tr.add(qk.counter(keys.POPPED), counter_bytes(1))
         activity.count(tr, qk, held.now_us, activity.ACKED)
         dedup.consumed(tr, qk, hidden.priority, hidden.stamp, hidden.meta)
-        _mark(tr, held, r.token, ACKED)
+        settled.mark(tr, qk, (r.token,), ACKED.encode("ascii"), now_us=held.now_us)
         return ACKED
 
-    _settle(db_or_tr, r, body)
+    _settle(db_or_tr, r, body, frozenset({ACKED}))
 
 
 def release(db_or_tr: Any, receipt: str, delay: float, name: str | None = None) -> str:
@@ -229,10 +204,10 @@ def release(db_or_tr: Any, receipt: str, delay: float, name: str | None = None) 
             visibility.ready_again(tr, qk, hidden, payload)
             visibility.wake(tr, qk)
             outcome = READY
-        _mark(tr, held, r.token, outcome)
+        settled.mark(tr, qk, (r.token,), outcome.encode("ascii"), now_us=held.now_us)
         return outcome
 
-    return _settle(db_or_tr, r, body)
+    return _settle(db_or_tr, r, body, RELEASED)
 
 
 @transactional

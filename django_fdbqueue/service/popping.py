@@ -6,10 +6,10 @@ any popper serves in batches (``contention``). ``wait=`` blocks on a watch (``wa
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from django_fdbqueue.exceptions import InvalidArgument
-from django_fdbqueue.fdbapi import is_transaction
+from django_fdbqueue.fdbapi import DatabaseOrTransaction, is_transaction
 
 from . import contention, items, keys
 from .observe import observed
@@ -27,7 +27,7 @@ MAX_POP_MANY = 2**31 - 1
 
 @observed(none_is_empty=True)
 def pop(
-    db_or_tr: Any,
+    db_or_tr: DatabaseOrTransaction,
     name: str,
     end: str = "min",
     *,
@@ -64,42 +64,42 @@ def pop(
     return blocking(db_or_tr, name, end, wait, once)
 
 
-def pop_min(db_or_tr: Any, name: str, *, mode: PopMode = "plain", timeout: float | None = None,
+def pop_min(db_or_tr: DatabaseOrTransaction, name: str, *, mode: PopMode = "plain", timeout: float | None = None,
             wait: float | None = None) -> Item | None:
     """The earliest-pushed item of the lowest priority."""
     return pop(db_or_tr, name, "min", mode=mode, timeout=timeout, wait=wait)
 
 
-def pop_max(db_or_tr: Any, name: str, *, mode: PopMode = "plain", timeout: float | None = None,
+def pop_max(db_or_tr: DatabaseOrTransaction, name: str, *, mode: PopMode = "plain", timeout: float | None = None,
             wait: float | None = None) -> Item | None:
     """The earliest-pushed item of the highest priority (the recipe would give the latest)."""
     return pop(db_or_tr, name, "max", mode=mode, timeout=timeout, wait=wait)
 
 
-def dequeue(db_or_tr: Any, name: str, *, mode: PopMode = "plain", timeout: float | None = None,
+def dequeue(db_or_tr: DatabaseOrTransaction, name: str, *, mode: PopMode = "plain", timeout: float | None = None,
             wait: float | None = None) -> Item | None:
     """FIFO spelling of ``pop_min``."""
     return pop(db_or_tr, name, "min", mode=mode, timeout=timeout, wait=wait)
 
 
 @observed(none_is_empty=True)
-def peek(db_or_tr: Any, name: str, end: str = "min") -> Item | None:
+def peek(db_or_tr: DatabaseOrTransaction, name: str, end: str = "min") -> Item | None:
     """The item ``pop`` would return, without removing it."""
     keys.check_name(name)
     keys.check_end(end)
     return items.peek_one(db_or_tr, name, end)
 
 
-def peek_min(db_or_tr: Any, name: str) -> Item | None:
+def peek_min(db_or_tr: DatabaseOrTransaction, name: str) -> Item | None:
     return peek(db_or_tr, name, "min")
 
 
-def peek_max(db_or_tr: Any, name: str) -> Item | None:
+def peek_max(db_or_tr: DatabaseOrTransaction, name: str) -> Item | None:
     return peek(db_or_tr, name, "max")
 
 
 @observed
-def pop_many(db_or_tr: Any, name: str, n: int, end: str = "min") -> list[Item]:
+def pop_many(db_or_tr: DatabaseOrTransaction, name: str, n: int, end: str = "min") -> list[Item]:
     """Pop up to ``n`` items from ``end`` in pop order, in as few transactions as the limits allow."""
     keys.check_name(name)
     keys.check_end(end)

@@ -11,7 +11,7 @@ from typing import Any, Iterable
 
 from django_fdbqueue import codecs
 from django_fdbqueue.exceptions import InvalidArgument
-from django_fdbqueue.fdbapi import is_transaction
+from django_fdbqueue.fdbapi import DatabaseOrTransaction, is_transaction
 
 from . import catalog, keylimits, keys, tenantkeys
 from . import items as _items  # push_many's parameter is called items
@@ -43,7 +43,7 @@ def _visible_at(delay: object, not_before: object) -> int | None:
 
 @observed
 def push(
-    db_or_tr: Any,
+    db_or_tr: DatabaseOrTransaction,
     name: str,
     value: Any,
     priority: int = 0,
@@ -79,7 +79,7 @@ def push(
     return pending if is_transaction(db_or_tr) else pending.result(wait=True)
 
 
-def enqueue(db_or_tr: Any, name: str, value: Any, *, codec: Codec = None, **options: Any) -> Item | PendingItem:
+def enqueue(db_or_tr: DatabaseOrTransaction, name: str, value: Any, *, codec: Codec = None, **options: Any) -> Item | PendingItem:
     """FIFO spelling of ``push(..., priority=0)`` (same ``delay``, ``not_before``, ``dedup_key``, ``key``)."""
     return push(db_or_tr, name, value, 0, codec=codec, **options)
 
@@ -95,7 +95,7 @@ def _split_pair(entry: Any) -> tuple[Any, Any]:
 
 @observed
 def push_many(
-    db_or_tr: Any,
+    db_or_tr: DatabaseOrTransaction,
     name: str,
     items: Iterable[Any],
     *,

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from django_fdbqueue.exceptions import InvalidArgument
+from django_fdbqueue.fdbapi import DatabaseOrTransaction
 
 from . import catalog, items, keylimits, keys
 from .observe import observed
@@ -26,7 +27,7 @@ def _check_max_attempts(max_attempts: object) -> int | None:
 
 @observed
 def create_queue(
-    db_or_tr: Any, name: str, kind: str = "fifo", *, max_attempts: int | None = None,
+    db_or_tr: DatabaseOrTransaction, name: str, kind: str = "fifo", *, max_attempts: int | None = None,
     key_concurrency: int | None = None, key_rate: float | None = None, tenants: bool = False,
 ) -> QueueInfo:
     """Create an empty queue; an existing name raises QueueAlreadyExists (never an overwrite).
@@ -40,8 +41,7 @@ def create_queue(
     keys.check_kind(kind)
     if not isinstance(tenants, bool):
         raise InvalidArgument("tenants must be true or false.", field="tenants")
-    if tenants and (key_concurrency is not None or key_rate is not None):
-        raise InvalidArgument("A queue split by tenant takes no per-key limits.", field="tenants")
+    keylimits.check_not_split(tenants, key_concurrency, key_rate)
     return catalog.create_queue(
         db_or_tr, name, kind, _check_max_attempts(max_attempts),
         keylimits.check_concurrency(key_concurrency), keylimits.check_rate(key_rate), tenants,
@@ -52,13 +52,17 @@ _UNCHANGED: Any = object()
 
 
 @observed
-def set_key_limits(db_or_tr: Any, name: str, *, concurrency: Any = _UNCHANGED, rate: Any = _UNCHANGED) -> QueueInfo:
+def set_key_limits(
+    db_or_tr: DatabaseOrTransaction, name: str, *, concurrency: int | None = _UNCHANGED,
+    rate: float | None = _UNCHANGED,
+) -> QueueInfo:
     """Change the queue's per-key limits; an argument left out stays as it is, None removes it.
 
     ``concurrency``: at most this many items of one key leased at once (1 to 1,000,000).
     ``rate``: at most this many claims per second per key (above 0), a token bucket holding
     ``max(1, rate)`` tokens. Items pushed with ``key=`` are limited; items without are not.
-    Leases held now keep counting; the keys' markers and buckets start afresh.
+    Leases held now keep counting; the keys' markers and buckets start afresh. A queue split
+    by tenant takes no limits (InvalidArgument, as ``create_queue``): None is all it accepts.
     """
     keys.check_name(name)
     changes = {}
@@ -66,11 +70,11 @@ def set_key_limits(db_or_tr: Any, name: str, *, concurrency: Any = _UNCHANGED, r
         changes["key_concurrency"] = keylimits.check_concurrency(concurrency)
     if rate is not _UNCHANGED:
         changes["key_rate"] = keylimits.check_rate(rate)
-    return catalog.set_options(db_or_tr, name, changes, lambda tr, qk: keylimits.reset(tr, qk, counts=False))
+    return keylimits.update(db_or_tr, name, changes)
 
 
 @observed
-def key_limit_state(db_or_tr: Any, name: str, *, top: int = 20) -> keylimits.KeyLimitState:
+def key_limit_state(db_or_tr: DatabaseOrTransaction, name: str, *, top: int = 20) -> keylimits.KeyLimitState:
     """The queue's per-key limits and where its keys stand: the ``top`` keys by leases held, and
     those at their concurrency limit (snapshot reads: never conflicts)."""
     keys.check_name(name)
@@ -79,27 +83,27 @@ def key_limit_state(db_or_tr: Any, name: str, *, top: int = 20) -> keylimits.Key
 
 
 @observed
-def set_max_attempts(db_or_tr: Any, name: str, max_attempts: int | None) -> QueueInfo:
+def set_max_attempts(db_or_tr: DatabaseOrTransaction, name: str, max_attempts: int | None) -> QueueInfo:
     """Change the queue's ``max_attempts`` (None: no limit); applies to leases ending from now on."""
     keys.check_name(name)
     return catalog.set_max_attempts(db_or_tr, name, _check_max_attempts(max_attempts))
 
 
 @observed
-def get_queue(db_or_tr: Any, name: str) -> QueueInfo:
+def get_queue(db_or_tr: DatabaseOrTransaction, name: str) -> QueueInfo:
     """The queue's kind and statistics (constant time); QueueNotFound if there is none."""
     keys.check_name(name)
     return catalog.get_queue(db_or_tr, name)
 
 
 @observed
-def queue_exists(db_or_tr: Any, name: str) -> bool:
+def queue_exists(db_or_tr: DatabaseOrTransaction, name: str) -> bool:
     keys.check_name(name)
     return catalog.queue_exists(db_or_tr, name)
 
 
 @observed
-def delete_queue(db_or_tr: Any, name: str) -> None:
+def delete_queue(db_or_tr: DatabaseOrTransaction, name: str) -> None:
     """Delete the queue and all its items in one transaction."""
     keys.check_name(name)
     catalog.delete_queue(db_or_tr, name)
@@ -107,7 +111,7 @@ def delete_queue(db_or_tr: Any, name: str) -> None:
 
 @observed
 def list_queues(
-    db_or_tr: Any, *, prefix: str = "", cursor: str | None = None, limit: int = 50
+    db_or_tr: DatabaseOrTransaction, *, prefix: str = "", cursor: str | None = None, limit: int = 50
 ) -> Page[QueueInfo]:
     """Queues ordered by name (byte order), ``limit`` per page, optionally those starting with ``prefix``."""
     keys.check_prefix(prefix)
@@ -117,20 +121,20 @@ def list_queues(
 
 
 @observed
-def size(db_or_tr: Any, name: str) -> int:
+def size(db_or_tr: DatabaseOrTransaction, name: str) -> int:
     """Number of items (an atomic counter: one read)."""
     keys.check_name(name)
     return items.size(db_or_tr, name)
 
 
 @observed
-def empty(db_or_tr: Any, name: str) -> bool:
+def empty(db_or_tr: DatabaseOrTransaction, name: str) -> bool:
     keys.check_name(name)
     return items.empty(db_or_tr, name)
 
 
 @observed
-def clear(db_or_tr: Any, name: str) -> None:
+def clear(db_or_tr: DatabaseOrTransaction, name: str) -> None:
     """Remove every item (the queue itself stays)."""
     keys.check_name(name)
     items.clear(db_or_tr, name)

@@ -162,7 +162,7 @@ class QueueInfo:
 
     ``size`` counts the items a pop could take (ready ones); ``leased``, ``delayed`` and ``dead``
     the claimed, not-yet-visible and dead-lettered ones. An item whose lease or delay ran out is
-    counted where it was until the next pop, claim or peek of the queue moves it.
+    counted where it was until the next pop or claim of the queue moves it (a peek only looks).
     """
 
     name: str

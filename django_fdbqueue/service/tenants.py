@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from django_fdbqueue.exceptions import InvalidArgument
-from django_fdbqueue.fdbapi import transactional
+from django_fdbqueue.fdbapi import DatabaseOrTransaction, transactional
 
 from . import keys, tenantturns
 from .catalog import require
@@ -27,7 +27,7 @@ def _sizes(tr: Any, name: str, top: int) -> list[tuple[str, int]]:
 
 
 @observed
-def tenant_sizes(db_or_tr: Any, name: str, *, top: int = 20) -> list[tuple[str, int]]:
+def tenant_sizes(db_or_tr: DatabaseOrTransaction, name: str, *, top: int = 20) -> list[tuple[str, int]]:
     """The ``top`` tenants by ready items, largest first, as ``(tenant, ready items)`` pairs.
 
     Snapshot reads (never conflicts): an overview, not a count to act on. Leased and delayed

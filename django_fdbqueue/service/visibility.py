@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Iterator
 
 from django_fdbqueue import codecs
-from django_fdbqueue.fdbapi import fdb
+from django_fdbqueue.fdbapi import choice_reads, fdb
 
 from . import activity, keylimits, keys, tenantkeys
 from .catalog import Entry, counter_bytes
@@ -136,13 +136,14 @@ def exhausted(entry: Entry, meta: keys.ItemMeta) -> bool:
 
 
 def due(tr: Any, qk: keys.QueueKeys, now_us: int, limit: int = PROMOTE_BATCH) -> Iterable[Any]:
-    """Hidden entries whose time has come, earliest first (a snapshot read: no conflict).
+    """Hidden entries whose time has come, earliest first (a snapshot read: no conflict, except
+    at a reused read version, where an item that came due since must conflict: ``choice_reads``).
 
     The read is sent now and waited for when iterated (once), so a caller can send its other
     reads before waiting: on a cluster each read waited for in turn is a round trip.
     """
     r = qk.hidden.range()
-    return tr.snapshot.get_range(r.start, qk.hidden.pack((now_us + 1,)), limit=limit)
+    return choice_reads(tr).get_range(r.start, qk.hidden.pack((now_us + 1,)), limit=limit)
 
 
 def promote(tr: Any, qk: keys.QueueKeys, entry: Entry, now_us: int, rows: Iterable[Any] | None = None) -> int:

@@ -46,8 +46,14 @@ class QueueSerializer(serializers.Serializer):
     created_at = serializers.DateTimeField(
         default_timezone=datetime.timezone.utc, help_text="When the queue was created."
     )
-    leased = serializers.IntegerField(help_text="Items claimed and not yet acked, released or expired.")
-    delayed = serializers.IntegerField(help_text="Items pushed or released with a delay that has not passed.")
+    leased = serializers.IntegerField(
+        help_text="Items claimed and not yet acked or released. A lease that ran out counts here until "
+        "the next pop or claim of the queue takes it back."
+    )
+    delayed = serializers.IntegerField(
+        help_text="Items pushed or released with a delay, until the next pop or claim after the delay "
+        "moves them into the ready items."
+    )
     dead = serializers.IntegerField(help_text="Dead letters.")
     max_attempts = serializers.IntegerField(
         allow_null=True, help_text="Claims without an ack after which an item becomes a dead letter; null: no limit."
@@ -148,9 +154,13 @@ class KeyLimitStateSerializer(serializers.Serializer):
     concurrency = serializers.IntegerField(allow_null=True, help_text="key_concurrency; null: no limit.")
     rate = serializers.FloatField(allow_null=True, help_text="key_rate; null: no limit.")
     keys_leased = serializers.IntegerField(help_text="How many keys hold at least one lease.")
-    leased = KeyCountSerializer(many=True, help_text="The keys holding the most leases, most first.")
+    leased = KeyCountSerializer(
+        many=True, help_text="The keys holding the most leases, most first. A lease that ran out counts "
+        "until the next pop or claim of the queue takes it back (a claim does so before it counts)."
+    )
     at_limit = serializers.ListField(
-        child=serializers.CharField(), help_text="Keys with as many leases as key_concurrency allows."
+        child=serializers.CharField(), help_text="Keys with as many leases as key_concurrency allows, "
+        "leases that ran out included until the next pop or claim takes them back."
     )
 
     def to_representation(self, state: Any) -> dict[str, Any]:

@@ -3,7 +3,7 @@ with the transaction's own writes that every range read and key selector goes th
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol
 
 from django_fdbqueue.fdbapi import FDBError, strinc
 
@@ -11,17 +11,31 @@ from .futures import Future, Key, KeyValue, RangeResult, Value
 from .keys import key_bytes
 
 if TYPE_CHECKING:
-    from .transaction import Transaction
     from .write_cache import WriteCache
 
 # Rows a range read fetches when get_range is called, before anyone iterates it.
 FIRST_BATCH_ROWS = 100
 
 
+class Reader(Protocol):
+    """What the read methods need of their transaction (``transaction.Transaction`` is the one):
+    named here so that this module does not import the transaction's, which imports it."""
+
+    db: Any
+
+    def _read_key(self, key: bytes, snapshot: bool) -> bytes | None: ...
+
+    def _resolve_selector(self, selector: Any, snapshot: bool) -> bytes: ...
+
+    def _range(self, begin: Any, end: Any, limit: int, reverse: bool, snapshot: bool) -> RangeResult: ...
+
+    def _ensure_read_version(self) -> int: ...
+
+
 class ReadView:
     """The read methods, shared by a transaction and its ``snapshot`` view."""
 
-    _tr: "Transaction"
+    _tr: Reader
     _snapshot: bool
 
     def get(self, key: Any) -> Value:
@@ -51,7 +65,7 @@ class ReadView:
 class Snapshot(ReadView):
     """``tr.snapshot``: the same reads (own writes included) with no read conflict ranges."""
 
-    def __init__(self, tr: "Transaction") -> None:
+    def __init__(self, tr: Reader) -> None:
         self._tr = tr
         self._snapshot = True
         self.db = tr.db
