@@ -12,6 +12,7 @@ class FDBQueueConfig(AppConfig):
 
     def ready(self) -> None:
         # Registered here rather than at import so the checks exist only when the app is installed.
-        from django_fdbqueue.checks import check_settings
+        from django_fdbqueue.checks import check_declared_schedules, check_settings
 
         checks.register(check_settings, "fdbqueue")
+        checks.register(check_declared_schedules, "fdbqueue")

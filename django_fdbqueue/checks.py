@@ -22,6 +22,9 @@ of letting it surface as an obscure error at the first queue operation. Check id
 - fdbqueue.W004  CLIENT_LIBRARY differs from the library this process loaded at start-up.
 - fdbqueue.E101  a TASKS backend of this app has OPTIONS it cannot use (reported by the backend's
                  own check, django_fdbqueue.tasks.backend).
+- fdbqueue.W005  a schedule declared in code is not in the queue store: no scheduler has written
+                 it there (``check_declared_schedules``).
+- fdbqueue.E013  an installed app's schedules module cannot be imported (a refused declaration).
 """
 
 from __future__ import annotations
@@ -226,3 +229,45 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     if "fdbqueue.E002" in shape_ids:
         return messages  # engine-specific checks mean nothing for an unknown engine
     return messages + _environment_messages(options, shape_ids)
+
+
+#: How long the declared-schedules check waits for the store, in seconds: it must not hold up a command.
+SCHEDULES_CHECK_TIMEOUT = 1.0
+
+
+def check_declared_schedules(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """fdbqueue.W005 for each declared schedule missing from the store; fdbqueue.E013 when an app's
+    schedules module fails to import. Free without declarations; else one bounded read, skipped
+    when the store cannot be read (the settings checks say why)."""
+    from django_fdbqueue.schedules import registry
+
+    try:
+        names = [schedule.name for schedule in registry.declared()]
+    except Exception as exc:  # an InvalidSchedule at import, or whatever the module raises
+        return [Error(
+            f"An installed app's {registry.MODULE} module cannot be imported: {type(exc).__name__}: {exc}.",
+            hint="Fix the declaration it names: the scheduler imports that module to find its schedules.",
+            id="fdbqueue.E013",
+        )]
+    return [Warning(
+        f"The schedule {name!r} is declared in code but not in the queue store: no scheduler has written it there.",
+        hint="Start `manage.py fdbqueue scheduler` (it writes the declared schedules when it starts) or call "
+        "schedules.sync(db). If one runs already, declare the schedule in an app's schedules.py (or import its "
+        "module from there): the scheduler imports only those.",
+        id="fdbqueue.W005",
+    ) for name in _not_stored(names)]
+
+
+def _not_stored(names: list[str]) -> list[str]:
+    """Those of ``names`` the store has no schedule for; none when the store cannot be read in time."""
+    if not names:
+        return []
+    from django_fdbqueue.connection import get_database
+    from django_fdbqueue.schedules import store
+
+    try:
+        tr = get_database().create_transaction()
+        tr.options.set_timeout(int(SCHEDULES_CHECK_TIMEOUT * 1000))
+        return store.missing(tr, names)
+    except Exception:  # noqa: BLE001 - an unreachable or misconfigured store: the settings checks report it
+        return []

@@ -422,6 +422,19 @@ def test_retry_queues_a_failed_task_again_keeping_its_history(op, fdbqueue_db, b
     assert page.count("ValueError: boom") == 2 and re.search(r'id="stat-attempts">2<', page)
 
 
+def test_each_attempt_is_labelled_with_its_worker(op, fdbqueue_db, backend, states):
+    """Issue 28: a task retried on the same worker listed that worker twice, with nothing to
+    tell the attempts apart."""
+    failed = states["FAILED"].id
+    assert op.post(url("task_retry", failed)).status_code == 302
+    run_queued(fdbqueue_db, backend, worker_id="test-worker-1")  # the same worker, again
+    assert record(fdbqueue_db, failed).worker_ids == ["test-worker-1", "test-worker-1"]
+    page = text(op.get(url("task_detail", failed)))
+    workers = re.search(r'id="stat-workers">(.*?)</td>', page, re.S).group(1)
+    items = [html.unescape(re.sub(r"<[^>]+>", "", li)).strip() for li in re.findall(r"<li[^>]*>(.*?)</li>", workers)]
+    assert items == ["attempt 1: test-worker-1", "attempt 2: test-worker-1"]
+
+
 def test_only_a_failed_task_can_be_retried(op, fdbqueue_db, states):
     for status in ("READY", "RUNNING", "SUCCESSFUL"):
         result_id = states[status].id

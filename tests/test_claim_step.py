@@ -3,6 +3,10 @@ marked RUNNING in the transaction that claims its item."""
 
 from __future__ import annotations
 
+import threading
+import time
+import types
+
 import pytest
 
 from django_fdbqueue import service
@@ -11,6 +15,8 @@ from django_fdbqueue.exceptions import InvalidArgument
 from django_fdbqueue.fdbapi import FDBError, is_transaction, transactional
 from django_fdbqueue.tasks import results
 from django_fdbqueue.tasks import runner as task_runner
+from django_fdbqueue.worker import Worker
+from django_fdbqueue.worker import runner as worker_runner
 from tests.test_tasks import backend, workers  # noqa: F401 - fixtures
 from tests.test_worker import DEADLINE, queue, wait_until, worker_factory  # noqa: F401 - fixtures
 
@@ -132,6 +138,63 @@ def test_a_worker_refuses_an_on_claim_that_is_not_callable(fdbqueue_db, queue, w
         worker_factory(queue, lambda item, claimed: None, on_claim=42)
 
 
+def _claimed_and_extended(db, worker: Worker) -> worker_runner._Held:
+    """An item as a slot holds it after its claim, once the heartbeat extended its lease (as it does
+    when the extend falls due before the slot calls the handler)."""
+    lease = service.claim(db, worker.queue, lease=worker.lease, step=worker.on_claim)
+    held = worker_runner._Held(lease, time.monotonic(), worker.lease)
+    worker._extend(held)
+    assert held.lease is not lease and not held.lost  # the extend's own lease replaced the claim's
+    return held
+
+
+def test_an_extend_before_the_handler_keeps_what_on_claim_returned(fdbqueue_db, queue):
+    """Issue 28: the extend's plain Lease dropped ``step_result``, so calling the handler raised
+    AttributeError, the item counted as failed and an attempt was spent."""
+    service.push(fdbqueue_db, queue, "one")
+    handled: list = []
+    worker = Worker(fdbqueue_db, queue, lambda item, claimed: handled.append((item.value, claimed)),
+                    on_claim=_marking_step([]))
+    worker._handle(_claimed_and_extended(fdbqueue_db, worker))
+    assert handled == [("one", "step for one")]
+    assert (worker.stats.processed, worker.stats.failed) == (1, 0)
+    info = service.get_queue(fdbqueue_db, queue)
+    assert (info.size, info.leased, info.delayed) == (0, 0, 0)  # acknowledged
+
+
+def test_the_heartbeat_is_timed_from_when_the_claim_returned(fdbqueue_db, queue, worker_factory, monkeypatch):
+    """Issue 28: the first extend was timed from before the claim's wait for an item, so after a
+    long wait it was due at once. The worker's clock here jumps 100 s inside the claim, as if
+    the claim had waited that long."""
+    jumped = [0.0]
+    clock = types.SimpleNamespace(monotonic=lambda: time.monotonic() + jumped[0], sleep=time.sleep)
+    monkeypatch.setattr(worker_runner, "time", clock)
+    step_ran_at: list[float] = []
+    first_extend_due: list[float] = []
+
+    class RecordingHeld(worker_runner._Held):
+        __slots__ = ()
+
+        def __init__(self, *args) -> None:
+            super().__init__(*args)
+            first_extend_due.append(self.next_extend)
+
+    monkeypatch.setattr(worker_runner, "_Held", RecordingHeld)
+
+    def on_claim(tr, lease):
+        jumped[0] += 100.0
+        step_ran_at.append(clock.monotonic())  # the claim returns after this
+
+    service.push(fdbqueue_db, queue, "one")
+    handled = threading.Event()
+    worker = worker_factory(queue, lambda item, claimed: handled.set(), on_claim=on_claim, lease=30)
+    worker.start()
+    assert handled.wait(DEADLINE)
+    worker.stop()
+    assert worker.wait(DEADLINE)
+    assert first_extend_due[0] >= step_ran_at[-1] + 30 * worker_runner.HEARTBEAT_FRACTION
+
+
 # --- tasks: RUNNING in the claim's transaction ----------------------------------------------------
 
 
@@ -156,6 +219,18 @@ def test_a_task_is_marked_running_in_its_claim_not_in_a_transaction_of_its_own(w
     assert str(result.status) == "SUCCESSFUL" and result.return_value == 5
     assert seen_running == [result.id]
     assert result.worker_ids == [group.worker_id]
+
+
+@pytest.mark.django_db  # TaskRunner closes Django's old connections, in this thread here
+def test_a_task_whose_lease_is_extended_before_it_runs_runs_once(fdbqueue_db, backend):
+    """Issue 28: the task ran not at all (AttributeError), spent an attempt and stayed RUNNING."""
+    result = tf.add.enqueue(2, 3)
+    runner = task_runner.TaskRunner(backend, "test-worker")
+    worker = Worker(fdbqueue_db, backend.queue_for("default"), runner.handle, on_claim=runner.claimed, end="max")
+    worker._handle(_claimed_and_extended(fdbqueue_db, worker))
+    result.refresh()
+    assert str(result.status) == "SUCCESSFUL" and result.return_value == 5 and result.attempts == 1
+    assert (worker.stats.processed, worker.stats.failed) == (1, 0)
 
 
 def test_a_result_that_cannot_be_marked_running_fails_the_item_not_the_claim(fdbqueue_db, workers, caplog):

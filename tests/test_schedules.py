@@ -284,6 +284,23 @@ def test_a_task_that_does_not_exist_is_an_error_result(db):
     assert done.result["status"] == "error" and "nothing_here" in done.result["detail"]
 
 
+@pytest.mark.parametrize("how", ["run_now", "fire"])
+def test_a_task_target_failing_half_way_commits_nothing_of_it(db, how):
+    """The task's queue refuses its item (a FIFO queue, a priority 5 task) after its result record
+    was written in the firing transaction: that record must not commit (READY results never expire)."""
+    service.create_queue(db, "tasks.emails", kind="fifo")
+    shout = schedules.create(db, "shout", {"kind": "task", "task": "tests.task_functions.shout",
+                                           "kwargs": {"text": "hi"}}, interval=60)
+    done = schedules.run_now(db, "shout") if how == "run_now" else schedules.fire(db, "shout", shout.next_run_us)
+    after = schedules.get(db, "shout")
+    assert done.result["status"] == "error" and "FIFO" in done.result["detail"], done.result
+    assert after.last_result["status"] == "error" and after.last_result["task_result"] is None
+    assert results.counts(db, "default", "emails")[results.READY] == 0  # no orphan result record
+    assert service.size(db, "tasks.emails") == 0
+    expected_next = shout.next_run_us + 60 * S if how == "fire" else shout.next_run_us
+    assert after.next_run_us == expected_next  # the occurrence is used up all the same
+
+
 def test_list_limit_is_checked(db):
     with pytest.raises(InvalidArgument):
         store.list_schedules(db, limit=0)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
+import logging
 import os
 import signal
 import time
@@ -19,6 +20,8 @@ from django.utils import timezone
 
 from django_fdbqueue import service
 from django_fdbqueue.cli import worker as worker_command
+from django_fdbqueue.fdbapi import ErrorCode, FDBError, make_error
+from django_fdbqueue.tasks import backend as backend_module
 from django_fdbqueue.tasks import FDBQueueBackend, limits, results
 from django_fdbqueue.tasks import runner as task_runner
 from django_fdbqueue.tasks.compat import InvalidTaskError, TaskResultDoesNotExist, TaskResultStatus, task_backends
@@ -451,6 +454,103 @@ def test_a_retry_is_a_new_run_and_needs_a_queue_still_configured(fdbqueue_db, ba
     settings.TASKS = {"default": {**settings.TASKS["default"], "QUEUES": ["emails"]}}
     with pytest.raises(InvalidTaskError, match="no longer one of"):
         backend_named("default").retry(failed_again.id)
+
+
+# --- a failed task: counted as failed, logged with its traceback, retried safely --------------------
+
+
+def test_a_task_that_raised_counts_as_failed_in_the_worker_s_summary(fdbqueue_db, workers):
+    """Issue 28: the summary said "3 processed, 0 failed" although tasks had failed."""
+    ok, raised = tf.add.enqueue(1, 2), tf.fail.enqueue("boom")
+    too_large = tf.big_result.enqueue(150_000)  # FAILED with ResultTooLarge, though it returned
+    group = workers()
+    for result in (ok, raised, too_large):
+        finished(result)
+    wait_until(lambda: group.stats.processed + group.stats.failed == 3, what="the three acks to be counted")
+    stats = group.stats
+    assert (stats.processed, stats.failed, stats.dead, stats.lost, stats.store_errors) == (1, 2, 0, 0, 0)
+    info = service.get_queue(fdbqueue_db, "tasks.default")
+    assert (info.size, info.leased, info.delayed, info.popped) == (0, 0, 0, 3)  # acknowledged, not retried
+
+
+def test_a_failed_task_s_finished_signal_logs_its_traceback(fdbqueue_db, workers, caplog):
+    """Issue 28: the framework logs a failed task with ``logger.exception``; sent outside any
+    exception handling, its log showed ``NoneType: None`` instead of the traceback."""
+    caplog.set_level(logging.INFO)
+    raised, too_large = tf.fail.enqueue("boom"), tf.big_result.enqueue(150_000)
+    workers()
+    for result in (raised, too_large):
+        finished(result)
+
+    def logged() -> dict:
+        return {r.getMessage().split()[1]: r for r in caplog.records if r.getMessage().endswith("state=FAILED")}
+
+    wait_until(lambda: len(logged()) == 2, what="the framework's log of both failures")
+    by_id = logged()
+    assert by_id[f"id={raised.id}"].exc_info[0] is ValueError
+    assert by_id[f"id={too_large.id}"].exc_info[0] is ResultTooLarge
+    assert "ValueError: boom" in caplog.text and "NoneType: None" not in caplog.text
+
+
+def _failed_task(db, backend):
+    """A FAILED task, run once (without a worker) and its item gone."""
+    result = tf.fail.enqueue("boom")
+    task_runner.TaskRunner(backend, "test-worker")(service.pop(db, "tasks.default", end="max"))
+    result.refresh()
+    assert result.status == TaskResultStatus.FAILED
+    return result
+
+
+def _queued_again_once(db, backend, result_id: str) -> None:
+    assert backend.get_result(result_id).status == TaskResultStatus.READY
+    assert service.get_queue(db, "tasks.default").size == 1
+
+
+@pytest.mark.django_db  # TaskRunner closes Django's old connections, in this thread here
+@pytest.mark.parametrize("fault", ["unknown_applied", "unknown_not_applied"])
+def test_a_retry_whose_commit_answer_was_lost_is_applied_once(fdbqueue_db, backend, faults, fault):
+    """Issue 28: after a lost answer (1021) that had applied, the retry refused its own write
+    ("Only a failed task can be retried; this one is READY")."""
+    result = _failed_task(fdbqueue_db, backend)
+    faults.fail_next(fault)
+    assert backend.retry(result.id).status == TaskResultStatus.READY
+    assert faults.injected[fault] == 1
+    _queued_again_once(fdbqueue_db, backend, result.id)
+
+
+@pytest.mark.django_db  # TaskRunner closes Django's old connections, in this thread here
+@pytest.mark.parametrize("applied", [True, False], ids=["applied", "not-applied"])
+def test_a_retry_that_timed_out_at_commit_is_applied_once(fdbqueue_db, backend, monkeypatch, applied):
+    """A timeout (1031) leaves a commit in doubt too: the retry runs once more and knows its own write."""
+    result = _failed_task(fdbqueue_db, backend)
+    real_retry, calls = backend_module._retry, []
+
+    def times_out_once(db, *args):
+        calls.append(args)
+        if len(calls) == 1:
+            if applied:
+                real_retry(db, *args)
+            raise make_error(ErrorCode.TRANSACTION_TIMED_OUT)
+        return real_retry(db, *args)
+
+    monkeypatch.setattr(backend_module, "_retry", times_out_once)
+    assert backend.retry(result.id).status == TaskResultStatus.READY
+    assert len(calls) == 2
+    _queued_again_once(fdbqueue_db, backend, result.id)
+
+
+@pytest.mark.django_db  # TaskRunner closes Django's old connections, in this thread here
+def test_a_retry_that_keeps_timing_out_raises_the_timeout(fdbqueue_db, backend, monkeypatch):
+    result = _failed_task(fdbqueue_db, backend)
+
+    def times_out(db, *args):
+        raise make_error(ErrorCode.TRANSACTION_TIMED_OUT)
+
+    monkeypatch.setattr(backend_module, "_retry", times_out)
+    with pytest.raises(FDBError) as caught:
+        backend.retry(result.id)
+    assert caught.value.code == ErrorCode.TRANSACTION_TIMED_OUT
+    assert backend.get_result(result.id).status == TaskResultStatus.FAILED
 
 
 # --- per-key limits: LIMIT_KEY_ARG ------------------------------------------------------------------

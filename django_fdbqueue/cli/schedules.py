@@ -1,8 +1,10 @@
 """``manage.py fdbqueue scheduler``: fire periodic schedules until told to stop, or once with ``--once``.
 
 The loop is :class:`django_fdbqueue.schedules.Scheduler`: it syncs the schedules declared in
-code (``@periodic``, ``schedules.declare``) into the store, fires what is due, waits until the
-next due time (at most ``--max-wait`` seconds, so schedules created elsewhere are seen), again.
+code (``@periodic``, ``schedules.declare``, found by importing each installed app's
+``schedules`` module; a refused declaration is exit code 2) into the store, fires what is due,
+waits until the next due time (at most ``--max-wait`` seconds, so schedules created elsewhere
+are seen), again.
 SIGTERM or SIGINT ends it after the pass in progress. Any number may run: each occurrence fires
 once. ``manage.py fdbqueue schedules`` lists the stored schedules.
 """
@@ -30,9 +32,10 @@ def register(subparsers: Any) -> None:
         subparsers, "scheduler", handle_scheduler,
         help="Fire periodic schedules (push an item or enqueue a task) exactly once each, until stopped.",
         description=(
-            "Sync the schedules declared in code into the store, then fire every due schedule and wait\n"
-            "for the next due time, until SIGTERM or Ctrl-C. Run as many as you like: each occurrence\n"
-            "fires once. With --once, fire what is due now and exit 0 (for cron jobs and tests)."
+            "Sync the schedules declared in code (in each installed app's schedules.py, imported for\n"
+            "them) into the store, then fire every due schedule and wait for the next due time, until\n"
+            "SIGTERM or Ctrl-C. Run as many as you like: each occurrence fires once. With --once,\n"
+            "fire what is due now and exit 0 (for cron jobs and tests)."
         ),
     )
     parser.add_argument("--once", action="store_true", help="Fire what is due now, print what fired, and exit.")

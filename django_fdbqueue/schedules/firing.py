@@ -16,9 +16,12 @@ One transaction reads the schedule (an ordinary read), checks that it is due, pu
   before its transaction starts, so its retry after 1021 finds ``last_run`` equal to it (and its
   push's dedup key, or its task's result record with the same id) and fires nothing again.
 
-A target that cannot be fired (its queue does not exist, its task cannot be imported) does not
-block the schedule: the occurrence is used up, ``next_run`` advances, and the last result says
-``"error"`` with the reason.
+A target that cannot be fired (its queue does not exist or is of the wrong kind, its task cannot
+be imported) does not block the schedule: the occurrence is used up, ``next_run`` advances, and
+the last result says ``"error"`` with the reason. None of the target's writes commit: a task's
+result record is written before its queue item is pushed, so the failed firing's transaction is
+abandoned (``_TargetFailed``) and a second one, which re-reads the schedule, records the error
+only if it is still due (or, for ``run_now``, not yet recorded).
 
 The id of a pushed item is made of its commit's versionstamp, so it exists only once the
 transaction committed: ``fire``/``run_now`` then write it into the last result in a second small
@@ -53,6 +56,14 @@ class Fired:
     pending: list[Any] = dataclasses.field(default_factory=list, repr=False)
 
 
+class _TargetFailed(Exception):
+    """Raised out of a firing transaction whose target failed, so that none of its writes commit."""
+
+    def __init__(self, result: dict) -> None:
+        super().__init__(result["detail"])
+        self.result = result
+
+
 def dedup_key(name: str, occurrence_us: int) -> str:
     return f"schedule:{name}:{occurrence_us}"
 
@@ -70,7 +81,10 @@ def _task(tr: Any, schedule: Schedule, result_id: str | None) -> str:
 
 
 def _fire_targets(tr: Any, schedule: Schedule, occurrences: list[int], result_id: str | None = None) -> tuple[dict, list]:
-    """Push or enqueue once per occurrence; the result to store and the pending pushes."""
+    """Push or enqueue once per occurrence; the result to store and the pending pushes.
+
+    _TargetFailed, with the error result to store, when the target cannot fire: what it wrote
+    in ``tr`` so far (a task's result record, earlier occurrences' items) must not commit."""
     pending: list[Any] = []
     task_ids: list[str] = []
     try:
@@ -82,8 +96,8 @@ def _fire_targets(tr: Any, schedule: Schedule, occurrences: list[int], result_id
     except FDBError:
         raise
     except Exception as error:  # noqa: BLE001 - any reason the target cannot fire is the result
-        return {"status": "error", "detail": f"{type(error).__name__}: {error}", "item": None,
-                "task_result": None}, []
+        raise _TargetFailed({"status": "error", "detail": f"{type(error).__name__}: {error}", "item": None,
+                             "task_result": None}) from error
     detail = f"fired {len(occurrences)} occurrence(s)"
     return {"status": "ok", "detail": detail, "item": None, "task_result": task_ids[-1] if task_ids else None}, pending
 
@@ -93,12 +107,15 @@ def _result(base: dict, now_us: int, fired: int, skipped: bool) -> dict:
 
 
 @transactional
-def _fire(tr: Any, name: str, now_us: int) -> Fired | None:
+def _fire(tr: Any, name: str, now_us: int, failed: dict | None = None) -> Fired | None:
+    """Fire ``name`` if due; given ``failed`` (a target's error result), record it instead of firing."""
     schedule = store.read(tr, name)
     if schedule is None or schedule.paused or schedule.next_run_us is None or schedule.next_run_us > now_us:
         return None  # not due (any more): another scheduler, or our own first attempt, fired it
     occurrences, skipped = model.due_occurrences(schedule, now_us)
-    if occurrences:
+    if occurrences and failed is not None:
+        base, pending = failed, []
+    elif occurrences:
         base, pending = _fire_targets(tr, schedule, occurrences)
     else:
         base, pending = {"status": "skipped", "detail": "missed occurrences skipped (catch_up=none)",
@@ -115,7 +132,10 @@ def _fire(tr: Any, name: str, now_us: int) -> Fired | None:
 def fire(db: Any, name: str, now_us: int | None = None) -> Fired | None:
     """Fire ``name`` if it is due at ``now_us`` (default: now): None when it is not due."""
     now_us = now_micros() if now_us is None else now_us
-    fired = _fire(db, model.check_name(name), now_us)
+    try:
+        fired = _fire(db, model.check_name(name), now_us)
+    except _TargetFailed as failure:  # nothing of the target committed: record the error alone
+        fired = _fire(db, name, now_us, failure.result)
     if fired is not None:
         _note_item(db, fired, now_us)
     return fired
@@ -137,12 +157,13 @@ def fire_due(db: Any, now_us: int | None = None) -> list[Fired]:
 
 
 @transactional
-def _run_now(tr: Any, name: str, now_us: int, result_id: str | None) -> Fired:
+def _run_now(tr: Any, name: str, now_us: int, result_id: str | None, failed: dict | None = None) -> Fired:
+    """Fire ``name`` once at ``now_us``; given ``failed`` (a target's error result), record it instead."""
     schedule = store.require(tr, name)
     last = schedule.last_result or {}
     if schedule.last_run_us == now_us and last.get("at_us") == now_us:
         return Fired(name, [now_us], last)  # our own first attempt committed (1021)
-    base, pending = _fire_targets(tr, schedule, [now_us], result_id)
+    base, pending = (failed, []) if failed is not None else _fire_targets(tr, schedule, [now_us], result_id)
     result = _result(base, now_us, int(base["status"] == "ok"), False)
     store.write(tr, schedule.replace(last_run_us=now_us, last_result=result), schedule)
     return Fired(name, [now_us], result, pending)
@@ -153,7 +174,11 @@ def run_now(db: Any, name: str, now_us: int | None = None) -> Fired:
     from .tasks_target import new_result_id
 
     now_us = now_micros() if now_us is None else now_us
-    fired = _run_now(db, model.check_name(name), now_us, new_result_id())
+    result_id = new_result_id()
+    try:
+        fired = _run_now(db, model.check_name(name), now_us, result_id)
+    except _TargetFailed as failure:  # nothing of the target committed: record the error alone
+        fired = _run_now(db, name, now_us, result_id, failure.result)
     _note_item(db, fired, now_us)
     return fired
 

@@ -5,11 +5,19 @@ fails at import time), and written to the store by :func:`sync`, which the sched
 it starts. ``sync`` creates the missing ones and updates those whose definition changed,
 keeping their runtime state (paused, last run, last result; ``next_run`` too unless the trigger
 or time zone changed). It never deletes: a schedule no longer declared stays until deleted.
+
+Where declarations are found: :func:`discover` imports every installed app's ``schedules``
+module (:data:`MODULE`), as Django's admin imports ``admin.py``, the first time the registry is
+read (:func:`declared`: the scheduler's sync, the system check), not when the app starts, so a
+process that never reads it pays nothing.
 """
 
 from __future__ import annotations
 
+import threading
 from typing import Any, Callable
+
+from django.utils.module_loading import autodiscover_modules
 
 from django_fdbqueue.fdbapi import transactional
 from django_fdbqueue.service.records import now_micros
@@ -18,6 +26,28 @@ from . import model, store
 from .model import Schedule
 
 _registry: dict[str, Schedule] = {}
+#: The module of each installed app that :func:`discover` imports for its declarations.
+MODULE = "schedules"
+_discovered = False
+_discovering = threading.RLock()  # re-entrant: a schedules module may read the registry itself
+
+
+def discover() -> None:
+    """Import every installed app's ``schedules`` module, once a process (again after a failure).
+
+    A module that fails to import (a refused declaration, a bad import) raises here, as it does
+    at Django's start-up for ``admin.py``: a schedule that is silently missing is worse.
+    """
+    global _discovered
+    with _discovering:
+        if _discovered:
+            return
+        _discovered = True
+        try:
+            autodiscover_modules(MODULE)
+        except BaseException:
+            _discovered = False
+            raise
 
 
 def declare(name: str, *, queue: str | None = None, value: Any = None, priority: int = 0,
@@ -54,7 +84,8 @@ def periodic(cron: str | None = None, *, interval: float | None = None, name: st
 
 
 def declared() -> list[Schedule]:
-    """The schedules declared in this process, by name."""
+    """The schedules declared in this process, by name (the apps' ``schedules`` modules imported first)."""
+    discover()
     return [_registry[name] for name in sorted(_registry)]
 
 

@@ -20,7 +20,7 @@ import os
 from typing import Any
 
 from django_fdbqueue.exceptions import InvalidArgument, ScheduleAlreadyExists, ScheduleNotFound
-from django_fdbqueue.fdbapi import transactional
+from django_fdbqueue.fdbapi import DatabaseOrTransaction, transactional
 from django_fdbqueue.service import catalog
 from django_fdbqueue.service.records import now_micros
 
@@ -51,6 +51,12 @@ def read(tr: Any, name: str) -> Schedule | None:
     return Schedule.unpack(raw) if raw.present() else None
 
 
+def missing(tr: Any, names: list[str]) -> list[str]:
+    """Those of ``names`` that no stored schedule has (the reads are issued together)."""
+    reads = [(name, tr[record_key(tr, model.check_name(name))]) for name in names]
+    return [name for name, value in reads if not value.present()]
+
+
 def require(tr: Any, name: str) -> Schedule:
     found = read(tr, name)
     if found is None:
@@ -77,7 +83,7 @@ def _scheduled(schedule: Schedule, now_us: int) -> Schedule:
 # --- the Python API ------------------------------------------------------------------------------
 
 
-def create(db_or_tr: Any, name: str, target: dict, *, cron: str | None = None, interval: float | None = None,
+def create(db_or_tr: DatabaseOrTransaction, name: str, target: dict, *, cron: str | None = None, interval: float | None = None,
            tz: str = "UTC", catch_up: str = "last", paused: bool = False) -> Schedule:
     """Create a schedule that fires ``target`` on ``cron`` (in ``tz``) or every ``interval`` seconds.
 
@@ -121,7 +127,7 @@ def list_schedules(tr: Any, *, limit: int = LIST_LIMIT_MAX) -> list[Schedule]:
 UPDATABLE = ("target", "cron", "interval", "tz", "catch_up")
 
 
-def update(db_or_tr: Any, name: str, **changes: Any) -> Schedule:
+def update(db_or_tr: DatabaseOrTransaction, name: str, **changes: Any) -> Schedule:
     """Change a schedule's definition; a new trigger or time zone re-anchors it and sets next_run anew.
 
     Given ``cron`` the interval is dropped and the other way round. Runtime state (last run, last

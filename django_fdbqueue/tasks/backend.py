@@ -9,9 +9,10 @@ record in ``results`` holds the task's path and arguments.
 
 ``enqueue`` writes the record and pushes the item in one transaction; a retry after
 ``commit_unknown_result`` that finds the record knows its first attempt committed, so a task is
-never enqueued twice. Arguments that are not JSON raise ``InvalidTaskArguments``, both the
-framework's ``InvalidTaskError`` and the ``TypeError`` its contract names; arguments that would
-leave the record no room for its runs raise ``ArgumentsTooLarge`` (see ``limits``).
+never enqueued twice (``retry`` knows its own write the same way). Arguments that are not JSON
+raise ``InvalidTaskArguments``, both the framework's ``InvalidTaskError`` and the ``TypeError``
+its contract names; arguments that would leave the record no room for its runs raise
+``ArgumentsTooLarge`` (see ``limits``).
 
 With the ``LIMIT_KEY_ARG`` option, the keyword argument of that name gives the item its limit
 key (``service.push(..., key=)``), so a queue's ``key_concurrency`` and ``key_rate`` apply to
@@ -35,7 +36,7 @@ from django.utils.module_loading import import_string
 from django_fdbqueue import service
 from django_fdbqueue.connection import get_database
 from django_fdbqueue.exceptions import InvalidArgument, InvalidQueueName, QueueAlreadyExists, QueueNotFound
-from django_fdbqueue.fdbapi import transactional
+from django_fdbqueue.fdbapi import FDBError, commit_in_doubt, transactional
 from django_fdbqueue.service.records import now_micros, to_datetime
 from django_fdbqueue.worker.runner import DEFAULT_LEASE
 
@@ -181,8 +182,20 @@ class FDBQueueBackend(BaseTaskBackend):
         return self.to_result(self.task_of(record), record)
 
     def retry(self, result_id: str) -> TaskResult:
-        """Run a FAILED task again: READY, queued anew (its errors and worker ids are kept)."""
-        record = _retry(get_database(), result_id, self)
+        """Run a FAILED task again: READY, queued anew (its errors and worker ids are kept).
+
+        Safe when a commit's answer is lost: the new enqueue time, chosen once here, marks the
+        record as this call's own, so a retry of the transaction after ``commit_unknown_result``
+        (1021), or one more run after a timeout (1031), finds its own write and does not refuse
+        it as "not FAILED" or queue the task twice.
+        """
+        db, enqueued_us = get_database(), now_micros()
+        try:
+            record = _retry(db, result_id, self, enqueued_us)
+        except FDBError as error:
+            if not commit_in_doubt(error):  # 1021 itself is retried inside; 1031 reaches here
+                raise
+            record = _retry(db, result_id, self, enqueued_us)  # in doubt: see whether it applied
         return self.to_result(self.task_of(record), record)
 
     # --- records and results ----------------------------------------------------------------------------
@@ -276,10 +289,14 @@ def _enqueue(tr: Any, record: results.Record, queue: str, max_attempts: int | No
 
 
 @transactional
-def _retry(tr: Any, result_id: str, backend: FDBQueueBackend) -> results.Record:
+def _retry(tr: Any, result_id: str, backend: FDBQueueBackend, enqueued_us: int) -> results.Record:
+    """The retry's transaction; finding ``enqueued_us`` already stored means an earlier attempt
+    of this very call committed (its answer lost), whatever the task's status is by now."""
     record = results.read(tr, result_id)
     if record is None or record.backend != backend.alias:
         raise TaskResultDoesNotExist(result_id)
+    if record.enqueued_us == enqueued_us:
+        return record
     if record.status != results.FAILED:
         raise InvalidTaskError(f"Only a failed task can be retried; this one is {record.status}.")
     if backend.queues and record.queue_name not in backend.queues:
@@ -288,7 +305,7 @@ def _retry(tr: Any, result_id: str, backend: FDBQueueBackend) -> results.Record:
         )
     # A new run: new enqueue time, no start or finish yet; errors and worker ids (the attempts) are kept.
     again = results.Record(**{**record.__dict__, "status": results.READY, "started_us": None, "finished_us": None,
-                              "expires_us": None, "run_after_us": None, "enqueued_us": now_micros()})
+                              "expires_us": None, "run_after_us": None, "enqueued_us": enqueued_us})
     results.write(tr, again, record)
     queue = backend.queue_for(record.queue_name)
     key = backend.limit_key(record.kwargs)  # the same limit key as its first run

@@ -9,10 +9,10 @@ transaction (:meth:`TaskRunner.claimed` is its ``on_claim``), and stores the res
 one that acks the item (:meth:`TaskRunner.handle` returns it as ``AckWith``).
 
 A task that raises is a FAILED task, as the Tasks framework defines it, and its item is
-acknowledged; only a failure to read or write the store makes the worker release the item and
-try again later. So a result that cannot be stored must not be such a failure: a return value
-too large for the record makes the task FAILED with a ``ResultTooLarge`` error instead, and
-errors are shortened to fit (see ``limits``).
+acknowledged (the worker counts it as failed all the same); only a failure to read or write the
+store makes the worker release the item and try again later. So a result that cannot be stored
+must not be such a failure: a return value too large for the record makes the task FAILED with
+a ``ResultTooLarge`` error instead, and errors are shortened to fit (see ``limits``).
 
 Async task functions run too: ``Task.call`` runs the coroutine to completion with
 ``async_to_sync`` in the worker's thread, which has no event loop of its own.
@@ -86,14 +86,17 @@ def _mark_running(tr: Any, result_id: str, worker_id: str, now_us: int) -> tuple
 
 
 @transactional
-def _finish(tr: Any, result_id: str, outcome: dict[str, Any], retention_end: int | None) -> results.Record | None:
-    """Store the outcome; one too large for the record is stored as a ResultTooLarge failure."""
+def _finish(tr: Any, result_id: str, outcome: dict[str, Any],
+            retention_end: int | None) -> tuple[results.Record, Exception | None] | None:
+    """Store the outcome; one too large for the record is stored as a ResultTooLarge failure,
+    which is returned beside the record (None otherwise)."""
     record = results.read(tr, result_id)
     if record is None or record.finished:
         return None  # another delivery finished it first (or it was deleted): keep theirs
     done = results.Record(**{**record.__dict__, **outcome})
     done.finished_us = now_micros()
     done.expires_us = retention_end
+    too_large = None
     if done.status == results.SUCCESSFUL and not limits.fits(done):
         too_large = limits.result_too_large(done)
         done.status, done.return_value = results.FAILED, None
@@ -101,7 +104,7 @@ def _finish(tr: Any, result_id: str, outcome: dict[str, Any], retention_end: int
     done = limits.fitted(done)
     results.write(tr, done, record)
     results.prune(tr, done.finished_us)
-    return done
+    return done, too_large
 
 
 def _result_id(item: Any) -> str | None:
@@ -126,6 +129,22 @@ _NOT_YET = object()
 
 def _error(exc: BaseException) -> dict[str, str]:
     return {"exception_class_path": get_module_path(type(exc)), "traceback": get_exception_traceback(exc)}
+
+
+def _send_finished(sender: type, task_result: Any, failure: BaseException | None) -> None:
+    """``task_finished``; for a failed task, sent while its exception is being handled, as the
+    framework's own backends do: its receiver logs a failure with ``logger.exception``, which
+    outside an ``except`` block logs ``NoneType: None`` instead of the traceback."""
+    if failure is None:
+        task_finished.send(sender, task_result=task_result)
+        return
+    original = failure.__traceback__
+    try:
+        raise failure
+    except BaseException:  # noqa: BLE001 - the task's own failure, raised here to be handled
+        task_finished.send(sender, task_result=task_result)
+    finally:
+        failure.__traceback__ = original  # without the frame the raise above added
 
 
 class TaskRunner:
@@ -182,37 +201,42 @@ class TaskRunner:
         _previous, record = started
         close_old_connections()
         try:
-            outcome, result = self._run(record)
+            outcome, result, failure = self._run(record)
         finally:
             close_old_connections()
         retention_end = self.backend.retention_end(now_micros())
-        stored: list[results.Record] = []
+        stored: list[tuple[results.Record, Exception | None]] = []
 
         def step(tr: Any) -> None:
-            done = _finish(tr, result_id, outcome, retention_end)
-            if done is not None:  # None: finished already, by this very step's earlier attempt or another run
-                stored[:] = [done]
+            finished = _finish(tr, result_id, outcome, retention_end)
+            if finished is not None:  # None: finished already, by this very step's earlier attempt or another run
+                stored[:] = [finished]
+                writes.failed = finished[0].status == results.FAILED
 
         def after(committed: bool) -> None:
             if committed and stored:
-                self._announce(stored[0], outcome, record, result)
+                done, too_large = stored[0]
+                self._announce(done, outcome, record, result, too_large or failure)
 
-        return AckWith(step, after)
+        writes = AckWith(step, after, failed=outcome["status"] == results.FAILED)  # the worker counts it
+        return writes
 
-    def _announce(self, done: results.Record, outcome: dict[str, Any], record: results.Record, result: Any) -> None:
+    def _announce(self, done: results.Record, outcome: dict[str, Any], record: results.Record, result: Any,
+                  failure: BaseException | None) -> None:
         """After the result is stored: a warning if it is not what the task gave, and the signal."""
         if done.status != outcome["status"]:
             logger.warning("Task %s (%s) failed: %s", done.id, record.task_path, done.errors[-1]["traceback"].strip())
         if result is not None:
             finished = self.backend.to_result(result.task, done)
-            task_finished.send(type(self.backend), task_result=finished)
+            _send_finished(type(self.backend), finished, failure if done.status == results.FAILED else None)
 
-    def _run(self, record: results.Record) -> tuple[dict[str, Any], Any]:
+    def _run(self, record: results.Record) -> tuple[dict[str, Any], Any, BaseException | None]:
+        """Call the task: (the outcome to store, its TaskResult or None, the exception it raised)."""
         try:
             task = self.backend.task_of(record)
         except Exception as exc:  # noqa: BLE001 - an unimportable task is a failed task
             logger.error("Task %s (%s) cannot be loaded.", record.id, record.task_path, exc_info=exc)
-            return {"status": results.FAILED, "errors": [*record.errors, _error(exc)]}, None
+            return {"status": results.FAILED, "errors": [*record.errors, _error(exc)]}, None, exc
         result = self.backend.to_result(task, record)
         task_started.send(type(self.backend), task_result=result)
         try:
@@ -226,8 +250,8 @@ class TaskRunner:
             raise
         except BaseException as exc:  # noqa: BLE001 - whatever the task raises is its failure
             logger.warning("Task %s (%s) failed.", record.id, record.task_path, exc_info=exc)
-            return {"status": results.FAILED, "errors": [*record.errors, _error(exc)]}, result
-        return {"status": results.SUCCESSFUL, "return_value": value}, result
+            return {"status": results.FAILED, "errors": [*record.errors, _error(exc)]}, result, exc
+        return {"status": results.SUCCESSFUL, "return_value": value}, result, None
 
 
 def backend_named(alias: str) -> FDBQueueBackend:

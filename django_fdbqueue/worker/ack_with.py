@@ -14,6 +14,10 @@ like any handler it must be idempotent: read what it is about to write, as a tas
 
 ``after(committed)`` (optional) is called once the step committed (True) or failed for good
 (False), for what must follow the commit: signals, logs.
+
+``failed=True`` makes the worker count the acknowledged item as failed, not processed: the
+handler's work failed, and its writes record that instead of having the item retried (a task
+that raised is a FAILED result). The step may still change it before the ack commits.
 """
 
 from __future__ import annotations
@@ -32,13 +36,15 @@ logger = logging.getLogger("django_fdbqueue.worker")
 class AckWith:
     """A handler's return value: ``step(tr)`` is to commit in the same transaction as the ack."""
 
-    __slots__ = ("step", "after")
+    __slots__ = ("step", "after", "failed")
 
-    def __init__(self, step: Callable[[Any], Any], after: Callable[[bool], None] | None = None) -> None:
+    def __init__(self, step: Callable[[Any], Any], after: Callable[[bool], None] | None = None,
+                 failed: bool = False) -> None:
         if not callable(step):
             raise TypeError(f"AckWith needs a callable step(tr), not {type(step).__name__}.")
         self.step = step
         self.after = after
+        self.failed = failed  # count the acked item as failed (see the module docstring)
 
     def done(self, committed: bool) -> None:
         if self.after is not None:

@@ -95,7 +95,7 @@ class WorkerStats:
     """What a worker did, for the log line at exit and for callers that want to know."""
 
     processed: int = 0  # handler returned, item acked
-    failed: int = 0  # handler raised, item released (or moved to the dead letters)
+    failed: int = 0  # handler raised, item released (or dead); or acked with AckWith(failed=True)
     dead: int = 0  # of the failed: released for the last time, now a dead letter
     lost: int = 0  # lease over before the worker could settle the item: not acked, it runs again
     released: int = 0  # handed back unprocessed by abort()
@@ -108,13 +108,17 @@ class WorkerStats:
 class _Held:
     """One claimed item while a slot works on it."""
 
-    __slots__ = ("lease", "lock", "next_extend", "lease_end", "settled", "lost")
+    __slots__ = ("lease", "step_result", "lock", "next_extend", "lease_end", "settled", "lost")
 
     def __init__(self, lease: Any, claimed_at: float, seconds: float) -> None:
         self.lease = lease
+        # What on_claim returned, kept here: the heartbeat's extends replace ``lease`` with a
+        # plain Lease, which does not carry it.
+        self.step_result = getattr(lease, "step_result", None)
         self.lock = threading.Lock()
+        # ``claimed_at`` is when the claim returned: its lease starts after any wait for an item.
         self.next_extend = claimed_at + seconds * HEARTBEAT_FRACTION  # monotonic clock
-        self.lease_end = claimed_at + seconds  # a conservative guess, monotonic clock
+        self.lease_end = claimed_at + seconds  # a guess (late by the claim's commit), monotonic clock
         self.settled = False  # acked, released or abandoned: nobody uses the receipt again
         self.lost = False  # an extend found the lease over
 
@@ -329,8 +333,8 @@ class Worker:
         try:
             while self._running():
                 seen = burst.claiming(member) if burst else 0
-                claimed_at = time.monotonic()
                 claimed, lease = self._claim(backoff)
+                claimed_at = time.monotonic()  # after the claim's wait, not before it
                 if not claimed:
                     continue
                 if lease is None:
@@ -405,7 +409,7 @@ class Worker:
             if self.on_claim is None:
                 returned = self.handler(item)
             else:
-                returned = self.handler(item, held.lease.step_result)
+                returned = self.handler(item, held.step_result)
         except BaseException as error:  # noqa: BLE001 - whatever the handler raises, the item goes back
             failure: BaseException | None = error
             returned = None
@@ -447,7 +451,8 @@ class Worker:
         if not acked:
             self._writes_alone(writes, held.item)
             return
-        self._count(processed=1)
+        # A handler may settle an item that failed (a task that raised, recorded as FAILED).
+        self._count(**{"failed" if writes is not None and writes.failed else "processed": 1})
         logger.debug("Acknowledged item %s of queue %r.", held.item.id, self.queue)
         if writes is not None:
             writes.done(True)

@@ -53,6 +53,7 @@ class Page:
         self.module_names.add(self.module.__name__)
         sys.path.insert(0, str(self.modules_dir))
         self.stack.callback(self._forget_modules)
+        self.stack.enter_context(declarations_restored())
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
@@ -67,6 +68,20 @@ class Page:
             if name in self.module_names or (getattr(module, "__file__", None) or "").startswith(prefix):
                 del sys.modules[name]
         importlib.invalidate_caches()
+
+
+@contextlib.contextmanager
+def declarations_restored() -> Iterator[None]:
+    """Schedules the page declares (``@periodic``, ``declare``) leave the process's registry with
+    it, as its modules leave sys.modules: the next page, or engine, starts without them."""
+    from django_fdbqueue.schedules import registry
+
+    saved = dict(registry._registry)
+    try:
+        yield
+    finally:
+        registry._registry.clear()
+        registry._registry.update(saved)
 
 
 #: APIView's class attributes that DRF fills from REST_FRAMEWORK, and the settings they come from.

@@ -1,6 +1,7 @@
 """Serializers of the schedules routes: the checks are the schedule model's own (``schedules.model``),
-run here so that a malformed cron expression, an unknown time zone, a bad catch-up policy or an
-interval of zero is a field-level 400 before any transaction starts."""
+run here so that a malformed cron expression, an unknown time zone, a bad catch-up policy, a bad
+name, an interval of zero, or both or neither of cron and interval, is a field-level 400 before
+any transaction starts, coded ``invalid_schedule`` with the model's words, as in Python."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
+from rest_framework.fields import empty
 
 from django_fdbqueue.exceptions import InvalidArgument, InvalidSchedule
 from django_fdbqueue.schedules import model
@@ -30,6 +32,29 @@ def _checked(check: Any, *args: Any) -> Any:
         raise serializers.ValidationError(error.message, code=InvalidSchedule.code) from None
 
 
+def _refused(error: InvalidArgument) -> serializers.ValidationError:
+    """A model check's refusal that is about two fields at once, on the field the model names."""
+    field = error.context.get("field", "cron")
+    return serializers.ValidationError({field: [error.message]}, code=InvalidSchedule.code)
+
+
+class CatchUpField(serializers.ChoiceField):
+    """One of the catch-up policies; any other value, null included, is the model's refusal."""
+
+    def run_validation(self, data: Any = empty) -> Any:
+        return super().run_validation(data) if data is empty else _checked(model.check_catch_up, data)
+
+
+class NameField(serializers.RegexField):
+    """A schedule's name; any other value, blank or null included, is the model's refusal."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(rf"^{NAME_REGEX}\Z", trim_whitespace=False, **kwargs)
+
+    def run_validation(self, data: Any = empty) -> Any:
+        return super().run_validation(data) if data is empty else _checked(model.check_name, data)
+
+
 @extend_schema_field({"type": "object", "required": ["kind"],
                       "properties": {"kind": {"type": "string", "enum": ["push", "task"]}}})
 class TargetField(serializers.JSONField):
@@ -44,8 +69,8 @@ class _DefinitionFields(StrictFieldsMixin, serializers.Serializer):
                                       help_text=f"Seconds between runs, {model.MIN_INTERVAL} to {model.MAX_INTERVAL}.")
     tz = serializers.CharField(required=False, trim_whitespace=False, min_length=1, max_length=100,
                                help_text="IANA time zone; default UTC.")
-    catch_up = serializers.ChoiceField(choices=model.CATCH_UP_POLICIES, required=False,
-                                       help_text="Missed occurrences: last (default), all (bounded) or none.")
+    catch_up = CatchUpField(choices=model.CATCH_UP_POLICIES, required=False,
+                            help_text="Missed occurrences: last (default), all (bounded) or none.")
 
     def validate_target(self, value: Any) -> dict:
         return _checked(model.check_target, value)
@@ -63,13 +88,15 @@ class _DefinitionFields(StrictFieldsMixin, serializers.Serializer):
 class ScheduleCreateSerializer(_DefinitionFields):
     """POST schedules/."""
 
-    name = serializers.RegexField(rf"^{NAME_REGEX}\Z", trim_whitespace=False,
-                                  help_text=f"1 to {model.NAME_MAX_LENGTH} letters, digits, '.', '_' or '-'.")
+    name = NameField(help_text=f"1 to {model.NAME_MAX_LENGTH} letters, digits, '.', '_' or '-'.")
     paused = serializers.BooleanField(required=False, default=False)
 
     def validate(self, data: dict) -> dict:
-        if (data.get("cron") is None) == (data.get("interval") is None):
-            raise serializers.ValidationError({"cron": ["Give a cron expression or an interval (exactly one)."]})
+        """Exactly one of cron and interval, refused as the Python API refuses it (same code and words)."""
+        try:
+            model.check_trigger(data.get("cron"), data.get("interval"))
+        except InvalidArgument as error:
+            raise _refused(error) from None
         return data
 
 
