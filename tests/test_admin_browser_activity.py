@@ -87,3 +87,25 @@ def test_the_charts_render_and_move_without_a_reload(fdbqueue_db, live_server, o
     )
     assert not errors, errors
     context.close()
+
+
+def test_the_per_queue_links_stand_apart(fdbqueue_db, live_server, operator, browser):
+    """The activity page's per-queue links are apart, without the admin's square list markers
+    (its ``ul li`` rule) drawn between them."""
+    for name in ("emails", "jobs", "reports"):
+        service.create_queue(fdbqueue_db, name, "fifo")
+        service.push(fdbqueue_db, name, 1)
+    context, page, errors = open_page(browser)
+    log_in(page, live_server.url + reverse("admin:login"))
+    page.wait_for_url(re.compile(r"/admin/$"))
+    page.goto(live_server.url + reverse("admin:fdbqueue_queue_activity"))
+    links = page.evaluate("""() => [...document.querySelectorAll('.fdbqueue-activity-queues li')].map(li => {
+        const box = li.querySelector('a').getBoundingClientRect();
+        return {marker: getComputedStyle(li).listStyleType, left: box.left, right: box.right, top: box.top};
+    })""")
+    assert [link["marker"] for link in links] == ["none"] * 3, links
+    for before, after in zip(links, links[1:]):
+        if after["top"] == before["top"]:  # on one line: a clear gap between the two
+            assert after["left"] - before["right"] >= 12, links
+    assert not errors, errors
+    context.close()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import datetime
 import json
+import re
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -778,3 +779,14 @@ def test_parser_bounds_the_body_even_when_reading_the_raw_stream(settings):
         parser.parse(io.BytesIO(b'{"a": 123456}'), "application/json", {})
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE = None
     assert parser.parse(io.BytesIO(b'{"a": 123456}'), "application/json", {}) == {"a": 123456}
+
+
+def test_the_browsable_root_speaks_to_the_apis_users(api):
+    """The root page's title and description are written for the API's users, not the class's
+    name ("Queue Api Root") and internal docstring."""
+    page = api.get("/api/", HTTP_ACCEPT="text/html").content.decode()
+    assert re.search(r"<h1>\s*FDB queues API\s*</h1>", page), page[:2000]
+    assert "<title>FDB queues API" in page
+    assert "priority queues (push, pop, claim and ack" in page
+    for internal in ("Queue Api Root", "DEFAULT_PERMISSION_CLASSES", "PERMISSION_CLASSES"):
+        assert internal not in page

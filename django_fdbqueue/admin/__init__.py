@@ -9,10 +9,11 @@ and breadcrumbs lead to them. What the pages share is in ``pages``, their forms 
 When the Tasks framework can be imported (``django.tasks``, or the ``django-tasks`` backport),
 the task pages of ``tasks`` join them under ``tasks/``; without it the app works as before,
 with no task pages. Likewise, when django-rest-knox is in INSTALLED_APPS, the API token pages
-of ``tokens`` join them under ``tokens/``, and knox's own admin entry ("Knox › Auth tokens") is
-replaced by one that leads to them (``knox``), so the admin has one place to manage tokens.
+of ``tokens`` join them under ``tokens/``, and knox's own admin ("Knox › Auth tokens") leaves
+the index, its addresses leading to them (``knox``), so the admin has one place to manage tokens.
 The periodic schedules page of ``schedules`` is under ``schedules/``, the activity charts of
-``activity`` under ``activity/``.
+``activity`` under ``activity/``. Each of these has its entry beside Queues on the admin index
+and in its sidebar (``entries``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from django.urls import URLPattern, path, register_converter, reverse
 from django_fdbqueue.models import Queue
 from django_fdbqueue.paths import QueueNameConverter
 
+from .entries import register_entries
 from .knox import fold_knox_admin_in
 from .pages import tasks_framework_available
 from .queues import QueueAdminViews
@@ -142,3 +144,4 @@ class QueueAdmin(admin.ModelAdmin):
 
 
 fold_knox_admin_in(admin.site)
+register_entries(admin.site)

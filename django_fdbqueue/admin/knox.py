@@ -3,9 +3,10 @@
 knox registers an admin of its own ("Knox › Auth tokens"), which lists every token's digest and
 shows a new token in a message (kept in a cookie until the next page). Beside the token pages of
 ``tokens`` that made two places to manage the same tokens, with different rules. So when the
-token pages are installed, the package replaces knox's admin with ``TokenPagesAdmin``: the
-admin index keeps one "Auth tokens" entry, shown to the users knox's permissions allow, and every
-address of knox's admin (its list, its add page, a token's page) redirects to the token pages.
+token pages are installed, the package replaces knox's admin with ``TokenPagesAdmin``: it leaves
+the admin index and sidebar (the app's own "API tokens" entry, ``entries``, leads to the token
+pages), and every address of knox's admin (its list, its add page, a token's page) redirects to
+the token pages, so old links and bookmarks still arrive.
 
 A project that wants knox's admin back registers it again, from the ``admin.py`` of an app listed
 after ``"django_fdbqueue"``: ``admin.site.unregister(AuthToken)`` then
@@ -28,8 +29,12 @@ TOKEN_LIST = "fdbqueue_queue_tokens"
 
 
 class TokenPagesAdmin(admin.ModelAdmin):
-    """Stands in for knox's ``AuthTokenAdmin``: the index entry and knox's addresses lead to the
-    token pages; nothing here reads or writes a token."""
+    """Stands in for knox's ``AuthTokenAdmin``: knox's addresses lead to the token pages; nothing
+    here reads or writes a token."""
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        """Never listed on the index: the app's "API tokens" entry is the one place for tokens."""
+        return False
 
     def get_urls(self) -> list[URLPattern]:
         info = f"{self.opts.app_label}_{self.opts.model_name}"

@@ -23,11 +23,18 @@ app_name = "fdbqueue-api"
 
 
 class QueueAPIRootView(APIRootView):
-    """The API's root page (a list of links), guarded like every other route of the API.
+    """The API's root page (a list of links), guarded like every other route of the API."""
 
-    DRF's root view would follow the project's DEFAULT_PERMISSION_CLASSES (AllowAny unless set),
-    not FDBQUEUE["PERMISSION_CLASSES"].
-    """
+    # DRF's root view would follow the project's DEFAULT_PERMISSION_CLASSES (AllowAny unless set),
+    # not FDBQUEUE["PERMISSION_CLASSES"]. The browsable API shows ``name`` and ``description`` at
+    # the top of the page (without them: the class's name and docstring), so they speak to the
+    # API's users.
+    name = "FDB queues API"
+    description = (
+        "The REST API of the project's queues, stored in FoundationDB: FIFO and double-ended "
+        "priority queues (push, pop, claim and ack, dead letters) and their periodic schedules. "
+        "Follow a link below to list them; each route's page says what it takes."
+    )
 
     def get_permissions(self) -> list[BasePermission]:
         return permissions.get_permissions()

@@ -10,6 +10,7 @@ import logging
 from typing import Any, Callable
 
 from drf_spectacular.utils import (
+    OpenApiExample,
     OpenApiParameter,
     OpenApiResponse,
     PolymorphicProxySerializer,
@@ -175,6 +176,29 @@ _PUSH_REQUEST = PolymorphicProxySerializer(
     serializers=[PushItemSerializer, PushBatchSerializer],
     resource_type_field_name=None,
 )
+# Swagger UI would otherwise make up a body from the schema: every field at once (delay *and*
+# not_before, a 400) and "string" for tenant and key. Each of these works as offered; the first,
+# the default, on any queue (tests/test_api_schema.py runs them all).
+_PUSH_EXAMPLES = [
+    OpenApiExample("One item", value={"value": {"task": "resize", "image": 7}}, request_only=True,
+                   description="Priority 0, the only one a FIFO queue accepts."),
+    OpenApiExample("One item with a priority", value={"value": {"task": "resize", "image": 8}, "priority": 5},
+                   request_only=True, description="On a priority queue: lower pops first from the min end."),
+    OpenApiExample(
+        "A batch",
+        value={"items": [{"value": {"task": "email", "to": "ops"}}, {"value": {"task": "email", "to": "dev"}}]},
+        request_only=True, description="All stored in one transaction, or none.",
+    ),
+    OpenApiExample("Delayed", value={"value": {"task": "remind"}, "delay": 60}, request_only=True,
+                   description="Invisible for 60 seconds; `not_before` gives a time instead (not both)."),
+    OpenApiExample("Deduplicated by a key", value={"value": {"task": "invoice", "order": 42},
+                   "dedup_key": "invoice-42"}, request_only=True,
+                   description="A retry with the same dedup_key adds nothing and answers 200 with the item."),
+    OpenApiExample("With a limit key", value={"value": {"url": "https://example.com/a"}, "key": "example.com"},
+                   request_only=True, description="Claims are limited per key by the queue's key limits."),
+    OpenApiExample("On a queue split by tenant", value={"value": {"task": "export"}, "tenant": "acme"},
+                   request_only=True, description="Only there: every push names its tenant."),
+]
 _EXTEND_REQUEST = PolymorphicProxySerializer(
     component_name="ExtendRequest",
     serializers=[ExtendSerializer, ExtendSecondsSerializer],
@@ -369,6 +393,7 @@ class QueueViewSet(AppViewSet):
         },
         (400, 404, 413),
         request=_PUSH_REQUEST,
+        examples=_PUSH_EXAMPLES,
         description=(
             '`{"value": any JSON, "priority": int}` pushes one item (priority defaults to 0; a FIFO '
             'queue accepts only 0). `{"items": [{"value", "priority"}, ...]}` pushes a batch in one '
