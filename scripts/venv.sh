@@ -27,8 +27,8 @@ ensure_venv() {
         # Debian ships venv's pip bootstrap separately.
         if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
             echo "Installing Debian's python3-venv ..."
-            DEBIAN_FRONTEND=noninteractive apt-get update -qq
-            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
+            apt_get update -qq
+            apt_get install -y -qq python3-venv >/dev/null
             rm -rf "$VENV"
             "$python" -m venv "$VENV"
         else
@@ -36,6 +36,12 @@ ensure_venv() {
             return 1
         fi
     fi
+}
+
+# apt-get, non-interactive, waiting for the dpkg lock (another apt-get or an unattended upgrade
+# may hold it) for up to APT_LOCK_TIMEOUT seconds instead of failing at once.
+apt_get() {
+    DEBIAN_FRONTEND=noninteractive apt-get -o "DPkg::Lock::Timeout=${APT_LOCK_TIMEOUT:-600}" "$@"
 }
 
 # pip install into the venv, quietly unless something goes wrong.

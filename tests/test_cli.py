@@ -396,11 +396,74 @@ def test_two_modules_cannot_claim_one_subcommand(monkeypatch):
         run("list")
 
 
-def test_every_registered_module_keeps_the_contract():
+def _leaf_parsers(parser) -> list:
+    """The parsers that run a handler: ``parser`` itself, or those of its nested actions."""
+    import argparse
+
+    nested = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not nested:
+        return [parser]
+    return [leaf for action in nested for child in action.choices.values() for leaf in _leaf_parsers(child)]
+
+
+def _contract_breaches(dotted_paths) -> list[str]:
+    """What breaks the contract of ``django_fdbqueue.cli`` (its docstring), per module, or []."""
+    import inspect
     from importlib import import_module
 
-    for dotted in cli.SUBCOMMAND_MODULES:
-        assert callable(import_module(dotted).register), dotted
+    from django.core.management.base import CommandParser
+
+    subparsers = CommandParser(prog="fdbqueue").add_subparsers(dest="subcommand", parser_class=cli_base.UsageParser)
+    breaches = []
+    for dotted in dotted_paths:
+        register = getattr(import_module(dotted), "register", None)
+        if not callable(register):
+            breaches.append(f"{dotted}: no register(subparsers)")
+            continue
+        before = set(subparsers.choices)
+        register(subparsers)
+        added = {name: subparsers.choices[name] for name in subparsers.choices if name not in before}
+        breaches += [f"{dotted}: registers no subcommand"] if not added else []
+        for parser in added.values():
+            for leaf in _leaf_parsers(parser):
+                flags = {a.dest: a for a in leaf._actions if "--json" in a.option_strings}
+                if "as_json" not in flags or flags["as_json"].const is not True:
+                    breaches.append(f"{dotted}: {leaf.prog} has no --json storing as_json")
+                handler = leaf.get_default("handler")
+                try:
+                    inspect.signature(handler).bind(object(), {})
+                except (TypeError, ValueError):
+                    breaches.append(f"{dotted}: {leaf.prog} has no handler(ctx, options)")
+        try:  # through add_subcommand, a name registered again is refused with ImproperlyConfigured
+            register(subparsers)
+            breaches.append(f"{dotted}: registering its subcommands twice is not refused")
+        except ImproperlyConfigured:
+            pass
+        except Exception as error:  # noqa: BLE001 - argparse's own refusal: not add_subcommand's
+            breaches.append(f"{dotted}: not registered through add_subcommand ({error})")
+    return breaches
+
+
+def test_every_registered_module_keeps_the_contract():
+    """Each module registers subcommands through add_subcommand: a usage parser, ``--json`` on
+    every parser that runs, a ``handler(ctx, options)``, and names nobody may take twice."""
+    assert _contract_breaches(cli.SUBCOMMAND_MODULES) == []
+    assert len(cli.SUBCOMMAND_MODULES) == len(set(cli.SUBCOMMAND_MODULES))
+
+
+def test_the_contract_check_finds_a_module_that_breaks_it(monkeypatch):
+    """A module adding its parser by hand, without --json, with a handler of the wrong shape."""
+    import sys
+
+    broken = types.ModuleType("tests.broken_subcommands")
+    broken.register = lambda subparsers: subparsers.add_parser("broken").set_defaults(handler=lambda: None)
+    monkeypatch.setitem(sys.modules, broken.__name__, broken)
+    breaches = _contract_breaches([broken.__name__])
+    assert breaches[:2] == [
+        f"{broken.__name__}: fdbqueue broken has no --json storing as_json",
+        f"{broken.__name__}: fdbqueue broken has no handler(ctx, options)",
+    ]
+    assert len(breaches) == 3 and "not registered through add_subcommand" in breaches[2], breaches
 
 
 # --- through manage.py, in a real process -------------------------------------------------------

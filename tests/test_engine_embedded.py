@@ -180,13 +180,20 @@ def test_faults_given_to_the_constructor_as_a_dict(open_db):
 
 
 def test_faults_configured_to_zero_stop_failing(embedded_db):
-    """configure() with no fractions switches injection off again."""
+    """configure() with no fractions switches injection off again: every commit lands, as written."""
     embedded_db.faults.configure(not_committed=1.0)
+    tr = embedded_db.create_transaction()
+    tr[key("a", "refused")] = b"x"
+    assert commit_outcome(tr) == NOT_COMMITTED  # injection was on
     embedded_db.faults.configure(not_committed=0.0, unknown_applied=0.0, unknown_not_applied=0.0)
-    for i in range(5):
+    assert not embedded_db.faults.active
+    for i in range(20):
         tr = embedded_db.create_transaction()
-        tr[key("a", i)] = b"x"
-        tr.commit().wait()
+        tr[key("a", i)] = b"v%d" % i
+        assert commit_outcome(tr) == "committed", i
+    stored = [(bytes(kv.key), bytes(kv.value)) for kv in embedded_db.create_transaction().get_range_startswith(key("a"))]
+    assert stored == [(key("a", i), b"v%d" % i) for i in range(20)]  # and nothing of the refused one
+    assert set(embedded_db.faults.injected.values()) == {0}
 
 
 def _fault_pattern(database: Any, commits: int) -> list[Any]:
