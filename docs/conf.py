@@ -24,6 +24,8 @@ django.setup()
 
 project = "django-fdbqueue"
 author = "django-fdbqueue contributors"
+# The footer's line ("Copyright © ..."): without it, furo prints the sign and nothing after it.
+copyright = f"the {author}; Apache License 2.0"
 release = package_version("django-fdbqueue")
 version = ".".join(release.split(".")[:2])
 
@@ -31,6 +33,8 @@ extensions = [
     "myst_parser",
     "sphinx.ext.autodoc",
     "sphinx.ext.viewcode",
+    # A copy button on every code block; it leaves out the prompts ("$ ", ">>> ") and outputs.
+    "sphinx_copybutton",
     "fdbqueue_docs",
 ]
 
@@ -47,6 +51,10 @@ smartquotes = False
 autodoc_member_order = "bysource"
 autodoc_typehints = "description"
 autodoc_default_options = {"show-inheritance": True}
+
+# Copy the commands of a console block, not its "$ " prompts or the output lines between them
+# (Pygments marks those spans .gp and .go).
+copybutton_exclude = ".linenos, .gp, .go"
 
 html_theme = "furo"
 html_title = f"django-fdbqueue {release}"

@@ -127,7 +127,7 @@ def test_without_the_package_the_reference_is_skipped_with_how_to_get_it(monkeyp
     assert [row.target for row in bench.rows if row.group == "tasks"] == ["fdbqueue", "fdbqueue", "fdbqueue", "immediate"]
     line = bench.skipped[0]
     assert line.startswith("django-tasks database backend reference") and "not installed" in line
-    assert "pip install 'django-fdbqueue[bench-tasks-db]'" in line and bench.skipped[1:] == [NO_RECIPE]
+    assert "the app's 'bench-tasks-db' extra" in line and bench.skipped[1:] == [NO_RECIPE]
     left_out = _bench(tasks=0)  # --tasks 0: no tasks rows, so no line about them either
     assert not _has_reference_row(left_out) and left_out.skipped == [NO_RECIPE]
 

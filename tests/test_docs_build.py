@@ -148,3 +148,49 @@ def test_front_page_and_moved_pages(site):
     assert "One name for one thing" in page_text(site, "reference/names.html")
     assert "This release" in page_text(site, "reference/changes.html")
     assert (site[0] / "_static" / "admin-queue.png").exists()
+
+
+# -- the site's presentation: the front page, the sidebar, the footer, code blocks, types -----------
+
+
+def test_the_front_page_leads_with_the_four_kinds_of_page(site):
+    """The first screen is an introduction and the links to the tutorial, guides, reference and
+    explanation, before the install section, the example and the screenshot."""
+    article = page_html(site, "index.html").split("<article", 1)[1]
+    positions = [article.find(f'href="{target}"') for target in
+                 ("tutorial.html", "howto/index.html", "reference/index.html", "explanation/index.html")]
+    assert -1 not in positions, positions
+    assert max(positions) < article.find('id="install"') < article.find("admin-queue.png")
+
+
+def test_the_sidebar_lists_every_page_of_each_section(site):
+    """Every guide (and reference and explanation page) is a first-level entry of the sidebar,
+    not hidden behind a collapsed one."""
+    sidebar = page_html(site, "index.html").split('class="sidebar-tree"', 1)[1].split("</nav>", 1)[0]
+    first_level = set(re.findall(r'<li class="toctree-l1[^"]*"><a class="reference internal" href="([^"]+)"',
+                                 sidebar))
+    pages = {f"{section}/{path.stem}.html" for section in ("howto", "reference", "explanation")
+             for path in (DOCS / section).glob("*.md") if path.stem != "index"}
+    assert len([p for p in pages if p.startswith("howto/")]) >= 16
+    assert sorted(pages - first_level) == []
+    assert 'class="toctree-l2' not in sidebar
+
+
+def test_the_footer_names_its_copyright_holder(site):
+    footer = re.search(r'<div class="copyright">(.*?)</div>', page_html(site, "index.html"), flags=re.S)
+    assert footer is not None
+    words = html.unescape(footer.group(1)).replace("Copyright", "").replace("©", "").strip()
+    assert "contributors" in words
+
+
+def test_code_blocks_have_a_copy_button(site):
+    assert re.search(r'<script src="[^"]*copybutton\.js', page_html(site, "howto/tasks.html"))
+    assert (site[0] / "_static" / "copybutton.js").exists()
+
+
+def test_the_python_api_reference_types_the_handle_and_the_key_limits(site):
+    text = page_text(site, "reference/python-api.html")
+    params = re.findall(r"\b(db_or_tr|concurrency|rate) \(([^)]*)\)", text)
+    assert params and [p for p in params if "Any" in p[1]] == []
+    assert ("db_or_tr", "Database | Transaction") in params
+    assert ("concurrency", "int | None") in params and ("rate", "float | None") in params

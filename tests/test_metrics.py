@@ -390,7 +390,7 @@ def test_the_app_works_without_prometheus_client():
     assert out["install"] == MISSING_DEPENDENCY
     assert out["anonymous"] in (401, 403)
     assert out["status"] == 501
-    assert "pip install" in out["body"] and "django-fdbqueue[metrics]" in out["body"]
+    assert "pip install" in out["body"] and "prometheus-client" in out["body"]
     assert out["imported"] == []
 
 

@@ -70,7 +70,7 @@ def check_available() -> str:
         import redis  # noqa: F401
     except ImportError:
         raise RedisUnavailable(
-            "--compare redis needs the redis client package: pip install 'django-fdbqueue[bench]' "
+            "--compare redis needs the redis client package: the app's 'bench' extra "
             "(or pip install 'redis>=5')."
         ) from None
     return binary

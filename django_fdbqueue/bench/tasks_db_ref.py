@@ -54,7 +54,7 @@ GOAL_TIMES = 3.0
 #: The first Django the backend supports.
 NEEDS_DJANGO = (5, 2)
 #: How to get the reference.
-INSTALL = "pip install 'django-fdbqueue[bench-tasks-db]' (or pip install django-tasks-db)"
+INSTALL = "the app's 'bench-tasks-db' extra (or pip install django-tasks-db)"
 _REFERENCE = "django-tasks database backend reference (the Tasks goal's)"
 _CHILD = "django_fdbqueue.bench.tasks_db_child"
 _STDERR_TAIL = 2000

@@ -180,7 +180,8 @@ def _task_workers(ctx: Context, options: dict[str, Any]) -> tuple[Any, str]:
         from django_fdbqueue.tasks.runner import TaskWorkers, backend_named
     except ImportError as error:
         raise usage_error(
-            f"--tasks needs the Tasks framework (Django 6.0+, or pip install 'django-fdbqueue[tasks]'): {error}"
+            f"--tasks needs the Tasks framework (Django 6.0+, or the app's \"tasks\" extra: "
+            f"pip install 'django-tasks>=0.12,<0.13'): {error}"
         ) from None
     try:
         backend = backend_named(options["backend"])

@@ -1,6 +1,6 @@
 """Prometheus metrics for the queues, served at a URL the project mounts.
 
-Optional: it needs ``prometheus-client`` (``pip install "django-fdbqueue[metrics]"``). Without it
+Optional: it needs ``prometheus-client`` (the app's ``metrics`` extra). Without it
 the rest of the app works as before, importing this package and its ``urls`` still works, and
 the metrics URL answers 501 with a text saying what to install (after the same authentication
 and permission checks as every other request to it).
@@ -40,7 +40,7 @@ DEFAULT_MAX_QUEUES = 1000
 #: What the endpoint and :func:`install` say when ``prometheus-client`` is not installed.
 MISSING_DEPENDENCY = (
     "Prometheus metrics need the prometheus-client package, which is not installed. "
-    'Install it with: pip install "django-fdbqueue[metrics]"'
+    'Install the app\'s "metrics" extra, or: pip install "prometheus-client>=0.20"'
 )
 
 

@@ -12,7 +12,7 @@ scrape, in multiprocess mode too. When the store cannot be read, the queue metri
 and ``fdbqueue_store_up`` is 0: the scrape still succeeds and still carries the process metrics.
 
 Like ``QueueInfo``, an item whose lease or delay ran out is counted where it was (leased,
-delayed) until the next pop, claim or peek of its queue moves it back among the ready items.
+delayed) until the next pop or claim of its queue moves it back among the ready items.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ knox's tokens are long random strings of which the server keeps only a SHA-512 d
 first 15 characters, ``token_key``, to find the row and to name the token to people), so checking
 one is a lookup and a hash, and a leaked database does not leak usable tokens.
 
-This package is optional, like knox itself (``pip install "django-fdbqueue[tokens]"``, then
+This package is optional, like knox itself (the app's ``tokens`` extra installs knox, then
 ``"knox"`` in ``INSTALLED_APPS`` and ``manage.py migrate``):
 
 - ``service``: create, list and revoke tokens; the only module that touches knox, and only

@@ -139,8 +139,8 @@ def require_knox() -> None:
         import knox  # noqa: F401
     except ImportError:
         raise TokensUnavailable(
-            'API tokens need django-rest-knox: pip install "django-fdbqueue[tokens]", add "knox" to '
-            "INSTALLED_APPS and run manage.py migrate."
+            'API tokens need django-rest-knox (the app\'s "tokens" extra, or pip install '
+            '"django-rest-knox>=5"): install it, add "knox" to INSTALLED_APPS and run manage.py migrate.'
         ) from None
     raise TokensUnavailable('API tokens need "knox" in INSTALLED_APPS (then run manage.py migrate).')
 
