@@ -31,6 +31,7 @@ from tests.test_service_contention import (
     hc_pop,
     new_pop,
     register,
+    settled,
     staging_keys,
 )
 
@@ -299,7 +300,7 @@ def test_an_uncollected_result_keeps_its_dedup_key(fdbqueue_db, clock):
     clock.advance(dedup.DEDUP_WINDOW_SECONDS + 1)
     assert service.push(fdbqueue_db, "q", "v2", dedup_key="k").id == first.id
     assert service.size(fdbqueue_db, "q") == 0
-    assert contention._settle(fdbqueue_db, owner, withdraw=False).id == first.id
+    assert settled(fdbqueue_db, owner).id == first.id
     records, expiring = dedup_state(fdbqueue_db, "q")
     assert records["k"] > 0 and expiring == ["k"]  # collected: consumed now, kept for the window
     assert service.push(fdbqueue_db, "q", "v3", dedup_key="k").duplicate
@@ -316,7 +317,7 @@ def test_a_second_result_put_back_by_its_owner_keeps_its_dedup_key(fdbqueue_db, 
     register(fdbqueue_db, p)  # two requests with one token: two results for one owner
     assert committed_round(fdbqueue_db, "q").served == 2
     woken = wake_value(fdbqueue_db, "q")
-    assert contention._settle(fdbqueue_db, p, withdraw=False).id == a.id
+    assert settled(fdbqueue_db, p).id == a.id
     assert wake_value(fdbqueue_db, "q") != woken  # 4: blocking pops learn that b is back
     assert [item.id for item in service.browse(fdbqueue_db, "q").items] == [b.id]
     records, expiring = dedup_state(fdbqueue_db, "q")
@@ -335,7 +336,7 @@ def test_recovery_revives_a_consumed_dedup_record(fdbqueue_db, clock):
     @transactional
     def consume(tr):
         qk = queue_keys(tr, "q")
-        (result,) = tr.get_range(qk.results.range().start, qk.results.range().stop)
+        result, _bell = tr.get_range(qk.results.range().start, qk.results.range().stop)  # the item, the bell
         priority, stamp, *rest = qk.results.unpack(bytes(result.key))[3:]
         dedup.consumed(tr, qk, priority, stamp, ItemMeta.from_elements(rest))
 
@@ -415,7 +416,7 @@ def test_a_blocking_pop_is_woken_by_recovery(fdbqueue_db, settings, clock, monke
 def test_a_waiting_pop_reports_its_queue_deleted(fdbqueue_db, monkeypatch, recreate):
     """Rounds are switched off so the pop keeps waiting; the queue goes: QueueNotFound, promptly."""
     force_staging(monkeypatch)
-    monkeypatch.setattr(contention, "_fulfil", lambda db, name, end, p: contention.Round())
+    monkeypatch.setattr(contention, "_fulfil", lambda db, name, end, p, lead=False: contention.Round())
     service.create_queue(fdbqueue_db, "q", kind="fifo")
     registered = threading.Event()
     real_settle = contention._settle

@@ -86,6 +86,19 @@ def register(db, p: contention._Pop) -> None:
     assert contention._arrive(db, p, stage=True) is contention.STAGED
 
 
+def settled(db, p: contention._Pop):
+    """What a registered pop ends with, driven as ``contention.pop`` drives it: a pop that a
+    round named (or that finds nobody leading) runs the next round before it collects."""
+    for _attempt in range(ROUND_ATTEMPTS):
+        state = contention._settle(db, p, withdraw=False)
+        if state is not contention.LEAD:
+            return state
+        done = contention._fulfil(db, p.name, p.end, p, lead=True)
+        if done.committed and done.mine is not None:
+            return done.mine  # its own round reached its request
+    raise AssertionError(f"the pop still leads after {ROUND_ATTEMPTS} rounds")
+
+
 def force_staging(monkeypatch) -> None:
     """Skip the fast path: every pop registers a request and is served by a fulfil round."""
     real = contention._arrive
@@ -168,7 +181,7 @@ def test_a_round_serves_every_waiting_request_in_request_order(fdbqueue_db):
         register(fdbqueue_db, p)
     done = committed_round(fdbqueue_db, "q")
     assert (done.served, done.answered_empty) == (3, 1)
-    got = [contention._settle(fdbqueue_db, p, withdraw=False) for p in pops]
+    got = [settled(fdbqueue_db, p) for p in pops]
     assert [item.id for item in got[:3]] == expected
     assert got[3] is contention.EMPTY  # the queue ran out: "empty", true when the round committed
     assert sorted(ids) == sorted(expected)
@@ -178,8 +191,9 @@ def test_a_round_serves_every_waiting_request_in_request_order(fdbqueue_db):
 
 @pytest.mark.parametrize("kind, end", SCENARIOS)
 def test_an_arriving_pop_serves_the_waiting_requests_first(fdbqueue_db, kind, end):
-    """A newcomer that finds pops waiting does not overtake them: one transaction gives them the
-    first items (in request order) and the newcomer the next one."""
+    """A newcomer that finds pops waiting does not overtake them: it registers behind them, and
+    the round it runs (nobody else leads) gives them the first items in request order and the
+    newcomer the next one."""
     service.create_queue(fdbqueue_db, "q", kind=kind)
     fill(fdbqueue_db, "q", kind, 4)
     expected = [item.id for item in service.browse(fdbqueue_db, "q", end=end).items]
@@ -187,10 +201,65 @@ def test_an_arriving_pop_serves_the_waiting_requests_first(fdbqueue_db, kind, en
     for p in waiting:
         register(fdbqueue_db, p)
     assert hc_pop(fdbqueue_db, "q", end).id == expected[2]
-    assert [contention._settle(fdbqueue_db, p, withdraw=False).id for p in waiting] == expected[:2]
+    assert [settled(fdbqueue_db, p).id for p in waiting] == expected[:2]
     assert hc_pop(fdbqueue_db, "q", end).id == expected[3]  # nobody waiting: the plain fast path
     info = service.get_queue(fdbqueue_db, "q")
     assert (info.size, info.popped) == (0, 4)
+
+
+@transactional
+def lead_of(tr, name: str, end: str = "min") -> bytes | None:
+    """The token of the pop the ``lead`` key names, or None when nobody leads."""
+    _entry, qk = require(tr, name)
+    raw = tr[qk.lead(end)]
+    return fdb.tuple.unpack(bytes(raw))[0] if raw.present() else None
+
+
+def test_a_leading_round_names_the_last_pop_it_answered_to_run_the_next(fdbqueue_db):
+    """One pop leads at a time: its round answers every request it sees, in order, and hands the
+    rounds to the last one it answered, which runs the next round before collecting; a round
+    that answers nobody else leaves the rounds to nobody."""
+    service.create_queue(fdbqueue_db, "q", kind="fifo")
+    ids = fill(fdbqueue_db, "q", "fifo", 5)
+    first, second, third = (new_pop("q") for _ in range(3))
+    for p in (first, second, third):
+        register(fdbqueue_db, p)
+    assert (first.leads, second.leads, third.leads) == (True, False, False)  # the first named itself
+    done = contention._fulfil(fdbqueue_db, "q", "min", first, lead=True)
+    assert done.committed and done.served == 3 and done.mine.id == ids[0]
+    assert lead_of(fdbqueue_db, "q") == third.token
+    assert contention._settle(fdbqueue_db, second, withdraw=False).id == ids[1]  # not named: collects
+    assert contention._settle(fdbqueue_db, third, withdraw=False) is contention.LEAD
+    late = new_pop("q")
+    register(fdbqueue_db, late)
+    assert not late.leads  # the third pop leads now: the newcomer waits for its round
+    assert contention._fulfil(fdbqueue_db, "q", "min", late, lead=True).led_elsewhere
+    done = contention._fulfil(fdbqueue_db, "q", "min", third, lead=True)
+    assert done.committed and done.served == 1 and lead_of(fdbqueue_db, "q") == late.token
+    assert contention._settle(fdbqueue_db, third, withdraw=False).id == ids[2]
+    assert settled(fdbqueue_db, late).id == ids[3]
+    assert lead_of(fdbqueue_db, "q") is None  # its round answered nobody else
+    assert staging_keys(fdbqueue_db, "q")["results"] == []
+
+
+def test_a_pop_named_to_lead_that_never_does_is_replaced(fdbqueue_db, monkeypatch):
+    """The named pop died: once its turn has run out, a waiting pop runs the round itself."""
+    clock = Clock(monkeypatch)
+    service.create_queue(fdbqueue_db, "q", kind="fifo")
+    ids = fill(fdbqueue_db, "q", "fifo", 3)
+    leader, dead = new_pop("q", seconds=30), new_pop("q", seconds=30)
+    register(fdbqueue_db, leader)
+    register(fdbqueue_db, dead)
+    assert contention._fulfil(fdbqueue_db, "q", "min", leader, lead=True).committed
+    assert lead_of(fdbqueue_db, "q") == dead.token  # and it never runs its round
+    waiting = new_pop("q", seconds=30)
+    register(fdbqueue_db, waiting)
+    assert not waiting.leads
+    assert not isinstance(contention._settle(fdbqueue_db, waiting, withdraw=False), contention.Outcome)
+    clock.advance(contention.LEAD_SECONDS + 0.1)
+    assert contention._settle(fdbqueue_db, waiting, withdraw=False) is contention.LEAD
+    assert settled(fdbqueue_db, waiting).id == ids[2]
+    assert contention._settle(fdbqueue_db, dead, withdraw=True).id == ids[1]  # kept for it meanwhile
 
 
 def test_empty_queue_returns_none_promptly(fdbqueue_db):
@@ -198,13 +267,13 @@ def test_empty_queue_returns_none_promptly(fdbqueue_db):
     long = 60.0  # timeouts far beyond what three answers take on a loaded machine
     started = time.monotonic()
     assert hc_pop(fdbqueue_db, "q", timeout=long) is None  # nobody waiting: the fast path says "empty"
-    # With a request already waiting, the newcomer's round answers both of them "empty".
+    # With a request already waiting, the newcomer registers behind it and its round answers both "empty".
     other = new_pop("q", seconds=long)
     register(fdbqueue_db, other)
     assert hc_pop(fdbqueue_db, "q", timeout=long) is None
     assert hc_pop(fdbqueue_db, "q", "max", timeout=long) is None
     assert time.monotonic() - started < long / 2  # no waiting for a timeout
-    assert contention._settle(fdbqueue_db, other, withdraw=False) is contention.EMPTY
+    assert settled(fdbqueue_db, other) is contention.EMPTY
 
 
 def test_arguments_are_checked(fdbqueue_db):
@@ -261,7 +330,7 @@ def test_abandoned_result_goes_back_to_its_original_place(fdbqueue_db, monkeypat
     assert committed_round(fdbqueue_db, "q").served == 1
     assert [item.id for item in service.browse(fdbqueue_db, "q").items] == before[1:]
     assert service.get_queue(fdbqueue_db, "q").size == 4
-    assert len(staging_keys(fdbqueue_db, "q")["results"]) == 1
+    assert len(staging_keys(fdbqueue_db, "q")["results"]) == 2  # the item and the owner's bell
 
     clock.advance(1.0 + contention.GRACE_SECONDS / 2)  # past the deadline, within the grace
     assert committed_round(fdbqueue_db, "q").restored == 0
@@ -295,7 +364,7 @@ def test_abandoned_request_is_dropped_and_takes_nothing(fdbqueue_db, monkeypatch
 def test_a_pop_that_times_out_withdraws_its_request(fdbqueue_db, monkeypatch):
     """Nobody serves it (rounds are switched off): it withdraws and raises 1031; items untouched."""
     force_staging(monkeypatch)
-    monkeypatch.setattr(contention, "_fulfil", lambda db, name, end, p: contention.Round())
+    monkeypatch.setattr(contention, "_fulfil", lambda db, name, end, p, lead=False: contention.Round())
     service.create_queue(fdbqueue_db, "q", kind="fifo")
     fill(fdbqueue_db, "q", "fifo", 2)
     started = time.monotonic()
@@ -312,7 +381,7 @@ def test_a_pop_that_times_out_takes_the_result_written_for_it(fdbqueue_db, monke
     """Served at the last moment, just before withdrawing: the item is returned, never dropped."""
     force_staging(monkeypatch)
     real_fulfil, real_settle = contention._fulfil, contention._settle
-    monkeypatch.setattr(contention, "_fulfil", lambda db, name, end, p: contention.Round())
+    monkeypatch.setattr(contention, "_fulfil", lambda db, name, end, p, lead=False: contention.Round())
 
     def settle(db, p, *, withdraw):
         if withdraw:  # someone else's round serves us just as we give up
@@ -523,7 +592,7 @@ def test_registration_under_1021_leaves_exactly_one_request(fdbqueue_db, faults,
     register(fdbqueue_db, p)
     assert staging_keys(fdbqueue_db, "q")["min"] == [p.request_key]
     assert contention.fulfil(fdbqueue_db, "q").served == 1
-    assert isinstance(contention._settle(fdbqueue_db, p, withdraw=False), service.Item)
+    assert isinstance(settled(fdbqueue_db, p), service.Item)
     assert service.size(fdbqueue_db, "q") == 1
 
 
@@ -532,11 +601,11 @@ def fail_first_round(monkeypatch, faults, fault: str) -> None:
     real_fulfil = contention._fulfil
     rounds = []
 
-    def fulfil(db, name, end, p):
+    def fulfil(db, name, end, p, lead=False):
         if not rounds:
             faults.fail_next(fault)
         rounds.append(1)
-        return real_fulfil(db, name, end, p)
+        return real_fulfil(db, name, end, p, lead=lead)
 
     monkeypatch.setattr(contention, "_fulfil", fulfil)
 
@@ -564,7 +633,7 @@ def test_collect_under_1021(fdbqueue_db, faults, fault):
     register(fdbqueue_db, p)
     assert contention.fulfil(fdbqueue_db, "q").served == 1
     faults.fail_next(fault)
-    assert contention._settle(fdbqueue_db, p, withdraw=False).id == ids[0]
+    assert settled(fdbqueue_db, p).id == ids[0]
     assert staging_keys(fdbqueue_db, "q")["results"] == []
     assert contention._settle(fdbqueue_db, p, withdraw=True) is contention.GONE  # nothing left for it
 

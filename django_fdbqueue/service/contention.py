@@ -24,6 +24,9 @@ Under the queue's ``"r"`` subspace (see ``keys.py``)::
     r / end / vs / token                   -> (deadline_us,)       a waiting request
     r / "res" / deadline_us / token / 1 / priority / vs / enqueued_at_us / codec -> payload
     r / "res" / deadline_us / token / 0    -> b""                  "the queue was empty"
+    r / "res" / deadline_us / token / 2    -> b""                  its bell: answered
+    r / "res" / deadline_us / token / 3    -> b""                  its bell: run the next round
+    r / "lead" / end                       -> (token, until_us)    who runs the rounds now
     r / "rcpt" / epoch / client            -> (token, item_id)     a receipt
 
 * Every pop call picks a random 16-byte ``token`` and a ``deadline`` (wall clock, microseconds).
@@ -37,7 +40,11 @@ Under the queue's ``"r"`` subspace (see ``keys.py``)::
   exactly its old key; two results for one owner (which the protocol never produces) could never
   overwrite each other; and the results whose owners' deadlines passed are one range read from
   the start of ``r/"res"``. The value is the item's payload, byte for byte, so it fits in a value
-  exactly as the item did.
+  exactly as the item did. Beside its results a request has two **bells**, keys its owner
+  watches from the moment it registers: a round writes the first when it answers the request,
+  the second when it hands the request's owner the next round.
+* The **lead** key names the one pop that runs the rounds of ``end`` now, and until when it
+  must have run one before any waiting pop may run one instead.
 * A **receipt** is written by every transaction that hands an item to the caller running it:
   one slot per client thread (a random id per thread of each process), overwritten by each of
   its pops, so it costs one write per pop and no clean-up. It is how a retry after
@@ -52,43 +59,51 @@ Protocol
 1. **Arrive.** One transaction snapshot-reads the requests waiting at ``end``. If there are
    none, it pops as a plain pop does (the service's ``take``: an ordinary read of the first
    item, so it conflicts exactly like a plain pop) and writes its receipt: uncontended, a pop
-   is this one transaction. If requests are waiting, it runs a fulfil round (step 3) that
-   serves them and then the newcomer itself, unregistered, with the next item: the waiting pops
-   keep their turn, and the newcomer is served in the same commit instead of queueing behind
-   them. The look is a snapshot read because a request arriving meanwhile does not make this
-   pop wrong, and conflicting with every registration would bring back the contention we avoid.
+   is this one transaction. If requests are waiting, it registers behind them (step 2) in the
+   same transaction: the waiting pops keep their turn. The look is a snapshot read because a
+   request arriving meanwhile does not make this pop wrong, and conflicting with every
+   registration would bring back the contention we avoid.
 2. **Register.** An arriving pop whose attempts conflict (1020) retries with ``on_error``'s
    back-off, like a plain pop; after :data:`STAGE_AFTER_CONFLICTS` conflicts it stops racing
    and writes its request (in a fresh transaction, so that the back-off and TIMEOUT budget the
    lost races used up are not held against it). The request's key is learned after the commit
-   from ``tr.get_versionstamp()``.
-3. **Fulfil rounds.** One transaction reads up to :data:`ROUND_REQUESTS` requests of ``end``
-   and as many items from ``end`` in pop order, both with snapshot reads (the service's
-   ``walk_min`` / ``walk_max`` seen through snapshot reads), pairs them in order (an arriving
-   pop comes last) and, for each pair, adds a read conflict on the exact request key and the
-   exact item key, clears the item (item key and order index), clears the request and writes
-   the owner's result (or, for the pop running the round, only its receipt: the item is
-   returned at commit). Counters move with atomic adds, as in a plain pop. Snapshot reads plus
-   per-key conflicts mean that the round conflicts with a transaction that took one of *its*
-   items or touched one of *its* requests, not with pushes, registrations or pops elsewhere in
-   the queue. (One conservative exception, FoundationDB's own: a versionstamped key reserves
-   every key from its transaction's read version upwards, so a push or registration that began
-   before an item or request we take was committed, and commits after our read, conflicts with
-   us; the round is simply redone.) When the queue runs out (the walk returned fewer items than
-   requests, and not because of the byte
-   budget), the surplus requests are answered "empty", after a read conflict on the whole items
-   range: a push that commits before the round conflicts with it, so "empty" is true at commit.
-   Any popper fulfils anyone's requests; a round that conflicts is simply not retried (another
-   round won, or the next one will do the work).
-4. **Wait.** After a round, a pop whose request is still waiting sets a watch on its own
-   request key, in a transaction of its own that only reads (a watch reads its key with an
-   ordinary read; in a read-write transaction that read could conflict, and would make the
-   other work retry), and waits until the watch fires (the request was served: its key was
-   cleared) or a short, jittered timeout (:data:`WAIT_SECONDS`) passes, after which it runs a
-   round itself, since the poppers that would have served it may have died. Nobody spins.
-5. **Collect.** Before setting the watch, that transaction reads the pop's result range. If a
-   result is there, it clears it instead (writing the receipt) and commits: its item is
-   returned, or None for an "empty" result.
+   from ``tr.get_versionstamp()``. The registering transaction also sets the watches on the
+   pop's two bells, and reads the ``lead`` key (a snapshot read): when nobody leads, it names
+   itself there, with a read conflict on that key, so that of several pops registering at
+   once exactly one leads and the others register again behind it.
+3. **Fulfil rounds, one leader at a time.** A round is one transaction. It reads, together,
+   the ``lead`` key (an ordinary read: it runs only while the key names its pop, or names
+   nobody live), up to :data:`~rounds.ROUND_REQUESTS` requests of ``end`` and as many items from
+   ``end`` in pop order, the last two with snapshot reads (the service's ``walk_min`` /
+   ``walk_max`` seen through snapshot reads). It pairs them in order and, for each pair, adds
+   a read conflict on the exact request key and the exact item key, clears the item (item key
+   and order index) and the request, writes the owner's result and rings its answered bell (or,
+   for the pop running the round, only writes its receipt: the item is returned at commit).
+   Counters move with atomic adds, as in a plain pop. Snapshot reads plus per-key conflicts
+   mean that the round conflicts with a transaction that took one of *its* items or touched one
+   of *its* requests, not with pushes, registrations or pops elsewhere in the queue. (One
+   conservative exception, FoundationDB's own: a versionstamped key reserves every key from its
+   transaction's read version upwards, so a push or registration that began before an item or
+   request we take was committed, and commits after our read, conflicts with us; the round is
+   simply redone.) When the queue runs out (the walk returned fewer items than requests, and
+   not because of the byte budget), the surplus requests are answered "empty", after a read
+   conflict on the whole items range: a push that commits before the round conflicts with it,
+   so "empty" is true at commit. Then the round **hands on**: it names the last request it
+   answered (not its own pop's) in the ``lead`` key and rings that request's lead bell. That pop
+   runs the next round, serving whoever registered meanwhile, before it collects its own
+   result. A round that answered nobody else names nobody, with a read conflict on the whole
+   request range: a registration that committed meanwhile, and so may have seen the old leader
+   and not named itself, makes the round run again and serve it. So exactly one pop runs rounds
+   at any moment, rounds follow each other without colliding, and each serves every request
+   that arrived during the one before: the more pops wait, the more one commit serves.
+4. **Wait.** A pop whose request is waiting waits for either of its bells, or for a short,
+   jittered timeout (:data:`WAIT_SECONDS`). Its lead bell rung, it runs the next round at
+   once. Otherwise it settles (step 5): a pop that finds it is named, or that nobody live is
+   named (the leader may have died: its turn ran out :data:`~rounds.LEAD_SECONDS` after it was
+   named), runs a round itself; one still waiting watches its bells again. Nobody spins.
+5. **Collect.** One transaction reads the pop's result range. If a result is there, it clears
+   it (and the bells) instead, writing the receipt, and commits: its item is returned, or None
+   for an "empty" result.
 
 Abandonment
 ===========
@@ -97,6 +112,8 @@ A popper may die at any point after registering, so requests and results carry t
 deadline: rounds drop requests, and put back the items of results, whose deadline passed more
 than :data:`GRACE_SECONDS` ago (clocks of popping machines must agree within it), and a pop that
 reaches its own deadline withdraws and raises ``FDBError`` 1031. ``recovery.py`` has the details.
+A leader that dies (or withdraws) holds up the rounds for at most :data:`~rounds.LEAD_SECONDS`
+plus one waiting pop's timeout: then a waiting pop finds the ``lead`` key out of date and leads.
 
 Exactly once
 ============
@@ -113,13 +130,15 @@ Every item is returned to exactly one caller, or stays in (or returns to) the qu
   a retry's reads see its effects, or it never happened. (The embedded engine decides at once.)
   On that basis each step checks before it acts again:
 
-  - a transaction that hands the caller an item (a fast-path pop, an arriving pop's combined
-    round, a staged pop's own round, a collect, a withdrawal that finds a result) also writes
+  - a transaction that hands the caller an item (a fast-path pop, a leading pop's own round, a
+    collect, a withdrawal that finds a result) also writes
     the caller thread's **receipt**, ``(token, item id)``; its retry reads the receipt first and,
     if it names this pop and an item an attempt in doubt took, returns that item;
   - a **registration** retried after 1021 first looks (snapshot reads) for a request or a result
     carrying its token, so one caller never has two requests;
-  - a **round** that served others needs nothing: the next round reads the state afresh;
+  - a **round** that served others needs nothing: the next round reads the state afresh (a
+    hand-on in doubt leaves the ``lead`` key naming either pop: the named one runs the next
+    round, or its turn runs out and a waiting pop does);
   - an "empty" answer in doubt is settled by the request: still there means not answered.
 
   Were a caller ever to end up with two requests, the extra one would be served into a result
@@ -136,7 +155,7 @@ Order
 
 * Requests are served in the order their registrations committed; within a round, items leave
   the queue in pop order and go to requests in request order, so an earlier request gets an
-  earlier item.
+  earlier item. (A leader's own request is one of them: it takes its turn too.)
 * A round works from its snapshot. For a FIFO queue that is exact: a push always lands behind
   every item the snapshot saw, so items still leave in push order. For a priority queue, an item
   pushed *ahead* of the round's items (a more urgent priority) after its snapshot does not
@@ -148,21 +167,21 @@ Order
 * Items put back by recovery return to their old place, ahead of items that were popped while
   they were away.
 * Arriving pops never overtake waiting requests: a pop takes the plain fast path only when no
-  request is waiting (as of its snapshot), and otherwise serves the waiting requests first.
+  request is waiting (as of its snapshot), and otherwise registers behind them.
 
 Costs
 =====
 
 Uncontended, a pop is one transaction, like a plain pop, plus a snapshot read of the (empty)
-request range and a receipt write. Contended, a pop is served by an arriving pop's round (one
-commit for several pops) or, after repeated conflicts, is a registration, a share of a round,
-and (unless its own round served it) a check and a collect: more commits per item than a plain
-pop, in exchange for fewer failed ones. Which wins depends on what a conflict costs: on a
-cluster, a network round trip per lost race; on the embedded engine, whose commits are
-serialized in one SQLite file and whose conflicts are detected cheaply, very little: there,
-plain pops lose few races and this mode measured about a fifth slower than plain pops, at one
-client and at eight. The benchmark (``manage.py fdbqueue bench --strategy high-contention``)
-measures it on a given store; ``mode="plain"`` stays the default until it says otherwise.
+request range and a receipt write. Contended, a pop is a registration (which also watches its
+bells), a share of one round (whose commit serves every request that arrived during the round
+before), and a collect: two commits of its own, and next to no failed ones, where plain pops
+lose most of their races. At a real cluster's commit latency that is what lets many poppers
+share a queue (docs/explanation/performance.md has the figures); on the embedded engine, whose
+commits are serialized in one SQLite file and whose conflicts are detected cheaply, plain pops
+lose few races and this mode costs more than it saves. The benchmark
+(``manage.py fdbqueue bench --strategy high-contention``) measures it on a given store;
+``mode="plain"`` stays the default.
 """
 
 from __future__ import annotations
@@ -186,7 +205,7 @@ from django_fdbqueue.fdbapi import (
 from . import keys
 from .catalog import first, require
 from .items import take
-from .popper import EMPTY, GONE, STAGED, Outcome
+from .popper import EMPTY, GONE, LEAD, STAGED, Outcome
 from .popper import Pop as _Pop
 from .records import Item, now_micros
 from .recovery import (
@@ -200,10 +219,10 @@ from .recovery import (
     put_back,
     returned,
 )
-from .rounds import ROUND_REQUESTS, Round, SnapshotReads, fulfil_in
-from .waiting import wait_on
+from .rounds import LEAD_SECONDS, Round, SnapshotReads, fulfil_in
+from .waiting import AnyOf, wait_on
 
-__all__ = ["DEFAULT_TIMEOUT", "GRACE_SECONDS", "Round", "SnapshotReads", "pop", "fulfil"]
+__all__ = ["DEFAULT_TIMEOUT", "GRACE_SECONDS", "LEAD_SECONDS", "Round", "SnapshotReads", "pop", "fulfil"]
 
 #: Seconds a high-contention pop may take before it withdraws (FoundationDB's transaction life).
 DEFAULT_TIMEOUT = 5.0
@@ -247,47 +266,64 @@ def _find_request(tr: Any, p: _Pop, qk: keys.QueueKeys) -> bool:
 
 
 
-def _register(tr: Any, p: _Pop, requests: Any) -> Any:
-    """Write our request, keyed by this commit's versionstamp; the stamp's future is returned."""
+def _register(tr: Any, p: _Pop, qk: keys.QueueKeys, requests: Any, lead: Any) -> tuple[Any, bool]:
+    """Write our request, keyed by this commit's versionstamp, and watch our bells.
+
+    ``lead`` is the ``lead`` key's value, read as a snapshot: when nobody leads, the registration
+    names itself there, with a read conflict on it, so that of several registering at once one
+    leads and the others register again behind it. Returns the versionstamp's future and whether
+    we named ourselves.
+    """
     tr.set_versionstamped_key(
         requests.pack_with_versionstamp((_Versionstamp(), p.token)),
         fdb.tuple.pack((p.deadline_us,)),
     )
-    return tr.get_versionstamp()
+    _watch_bells(tr, p)
+    now_us = now_micros()
+    leads = p.may_lead(lead, now_us)
+    if leads:
+        tr.add_read_conflict_key(qk.lead(p.end))
+        tr[qk.lead(p.end)] = fdb.tuple.pack((p.token, now_us + micros(LEAD_SECONDS)))
+    return tr.get_versionstamp(), leads
 
 
-def _take_or_serve(tr: Any, p: _Pop, qk: keys.QueueKeys, requests: Any) -> tuple[Item | None, Round | None]:
-    """Pop as a plain pop does when nobody waits; else serve the waiting, then us, in one round."""
+def _watch_bells(tr: Any, p: _Pop) -> Any:
+    """Watch both of our bells (answered; leads next), as one future (``p.watch``)."""
+    p.lead_watch = tr.watch(p.lead_bell)
+    p.watch = AnyOf(tr.watch(p.bell), p.lead_watch)
+    return p.watch
+
+
+def _take_unless_waiting(tr: Any, p: _Pop, qk: keys.QueueKeys, requests: Any) -> Item | Outcome | None:
+    """Pop as a plain pop does when nobody waits (an Item, or None when empty); else STAGED:
+    the caller registers, behind the requests already waiting."""
     r = requests.range()
-    waiting = list(tr.snapshot.get_range(r.start, r.stop, limit=ROUND_REQUESTS))
-    if waiting:
-        done = fulfil_in(tr, p.entry, qk, p.end, p, now_micros(), waiting=waiting, serve_self=True)
-        return (done.mine if isinstance(done.mine, Item) else None), done
+    if first(tr.snapshot.get_range(r.start, r.stop, limit=1)) is not None:
+        return STAGED
     popped, _cut = take(tr, p.entry, qk, p.end, 1)
     if not popped:
-        return None, None
+        return None
     tr[p.receipt_key] = p.receipt(popped[0])
     if random.randrange(EXPIRE_RECEIPTS_EVERY) == 0:
         expire_receipts(tr, qk, now_micros())
-    return popped[0], None
+    return popped[0]
 
 
 def _arrive(db: Any, p: _Pop, *, stage: bool = False) -> Item | Outcome | None:
-    """Pop at once (an Item, or None when empty) or, under repeated conflicts, register: STAGED.
+    """Pop at once (an Item, or None when empty), or register a request: STAGED.
 
     One transaction per attempt. It snapshot-reads the requests waiting at ``end``. If there
-    are none, it pops as a plain pop does. If there are, it runs a fulfil round that serves them
-    and then itself, unregistered, with the next item: waiting pops keep their turn, and the
-    newcomer is served in the same commit. An attempt that conflicts (1020) is retried after
+    are none, it pops as a plain pop does. If there are, it registers behind them in the same
+    attempt: waiting pops keep their turn. An attempt that conflicts (1020) is retried after
     ``on_error``'s back-off, like a plain pop (which spreads colliding clients apart); after
-    :data:`STAGE_AFTER_CONFLICTS` conflicts the pop writes a request instead and waits its turn.
-    ``stage=True`` registers directly.
+    :data:`STAGE_AFTER_CONFLICTS` conflicts the pop registers instead and waits its turn.
+    ``stage=True`` registers directly. A registration that finds nobody leading leads.
     """
     tr = db.create_transaction()
     conflicts = 0
     unsure_registration = False  # a registration attempt ended in 1021
     while True:
-        took: Item | None = None
+        took: Item | Outcome | None = None
         registering = stage
         try:
             qk = p.bind(tr)
@@ -297,20 +333,20 @@ def _arrive(db: Any, p: _Pop, *, stage: bool = False) -> Item | Outcome | None:
             if unsure_registration and _find_request(tr, p, qk):
                 return STAGED
             requests = qk.requests(p.end)
-            done: Round | None = None
+            lead = tr.snapshot[qk.lead(p.end)]  # sent now: read with the requests, if we register
+            if not registering:
+                took = _take_unless_waiting(tr, p, qk, requests)
+                registering = took is STAGED
             if registering:
-                stamp = _register(tr, p, requests)
-            else:
-                took, done = _take_or_serve(tr, p, qk, requests)
+                stamp, leads = _register(tr, p, qk, requests, lead)
             tr.commit().wait()
             if registering:
                 p.request_key = requests.pack((_Versionstamp(bytes(stamp.wait()), 0), p.token))
+                p.leads = leads
                 return STAGED
-            if done is not None and done.mine is None:
-                tr.reset()  # the round's byte budget ran out before our turn: go again
-                continue
             return took
         except FDBError as error:
+            p.watch = p.lead_watch = None
             if error.code == ErrorCode.COMMIT_UNKNOWN_RESULT:
                 if registering:
                     unsure_registration = True
@@ -331,7 +367,7 @@ def _arrive(db: Any, p: _Pop, *, stage: bool = False) -> Item | Outcome | None:
 # --- step 3: fulfil rounds (the round itself is in rounds.py) ---------------------------------
 
 
-def _fulfil(db: Any, name: str, end: str, p: _Pop | None) -> Round:
+def _fulfil(db: Any, name: str, end: str, p: _Pop | None, *, lead: bool = False) -> Round:
     """One round, one attempt: a conflict is not retried (someone else did or will do the work)."""
     tr = db.create_transaction()
     done = Round()
@@ -341,7 +377,9 @@ def _fulfil(db: Any, name: str, end: str, p: _Pop | None) -> Round:
             entry = p.entry
         else:
             entry, qk = require(tr, name, fifo_ok=end == "min")
-        done = fulfil_in(tr, entry, qk, end, p, now_micros())
+        done = fulfil_in(tr, entry, qk, end, p, now_micros(), lead=lead)
+        if done.led_elsewhere:
+            return done
         tr.commit().wait()  # trivial when the round found nothing to do
         done.committed = True
         return done
@@ -351,6 +389,8 @@ def _fulfil(db: Any, name: str, end: str, p: _Pop | None) -> Round:
         _count_retry(error.code)
         if p is not None and error.code == ErrorCode.COMMIT_UNKNOWN_RESULT:
             p.doubt(done.mine)
+        if lead:
+            tr.on_error(error).wait()  # its leader tries again: after the back-off, not at once
         return Round()
 
 
@@ -380,7 +420,7 @@ def _collect(tr: Any, p: _Pop, qk: keys.QueueKeys, rows: list) -> Item | Outcome
         key = bytes(kv.key)
         parts = qk.results.unpack(key)
         del tr[key]
-        if parts[2] != RESULT_ITEM:
+        if parts[2] != RESULT_ITEM:  # "empty", or the bell
             continue
         if item is None:
             item = item_from(parts[3:], kv.value)
@@ -396,37 +436,59 @@ def _collect(tr: Any, p: _Pop, qk: keys.QueueKeys, rows: list) -> Item | Outcome
 
 
 def _settle(db: Any, p: _Pop, *, withdraw: bool) -> Any:
-    """Collect our result if there is one; else watch our request or, to withdraw, clear it.
+    """Collect our result if there is one; else lead, watch our bell or, to withdraw, clear the request.
 
-    Returns an Item, EMPTY, GONE, or a watch future (the request is still waiting).
+    Returns an Item, EMPTY, GONE, LEAD (nobody else runs the rounds, or a round named us), or a
+    watch future (the request is still waiting).
     """
     tr = db.create_transaction()
     while True:
-        got: Item | Outcome | None = None
+        got: Any = None
         try:
             qk = p.bind(tr)
             confirmed = p.confirm(tr)
             if confirmed is not None:
                 return confirmed
+            lead_key = qk.lead(p.end)
+            lead = tr.snapshot[lead_key]
             rows = list(tr.get_range(p.results.start, p.results.stop))
-            if rows:
+            named = p.named(lead)
+            if named and not withdraw:
+                got = LEAD  # a round named us: run the next one first, then collect
+            elif any(bytes(kv.key) not in (p.bell, p.lead_bell) for kv in rows):  # an answer, not just bells
                 got = _collect(tr, p, qk, rows)
             elif p.request_key is not None and tr[p.request_key].present():
                 if withdraw:
                     del tr[p.request_key]
+                    del tr[p.bell]
                     got = GONE
+                elif p.may_lead(lead, now_micros()):
+                    got = LEAD  # nobody else runs the rounds: the one who leads may have died
                 else:
-                    got = tr.watch(p.request_key)
+                    got = _watch_bells(tr, p)
             else:
                 # Served and gone: our own round answered "empty" (in doubt until now), or
                 # the request was dropped after its deadline.
                 got = EMPTY if p.maybe_empty else GONE
+            if named and withdraw:
+                del tr[lead_key]  # out of time: leave the rounds to whoever finds them unled
             tr.commit().wait()  # read-only while watching, so it never conflicts
             return got
         except FDBError as error:
-            if error.code == ErrorCode.COMMIT_UNKNOWN_RESULT and got is not None and not hasattr(got, "on_ready"):
+            if error.code == ErrorCode.COMMIT_UNKNOWN_RESULT and isinstance(got, (Item, Outcome)):
                 p.doubt(got)
             _retry(tr, error)
+
+
+def _rang(watch: Any) -> bool:
+    """Did this watch fire because its key changed (not because it failed, or never)?"""
+    if watch is None or not watch.is_ready():
+        return False
+    try:
+        watch.wait()
+    except FDBError:
+        return False
+    return True
 
 
 def _finish(got: Item | Outcome | None) -> Item | None:
@@ -472,13 +534,20 @@ def pop(db: Any, name: str, end: str = "min", *, timeout: float | None = None) -
     if got is not STAGED:
         return _finish(got)
     while True:
-        done = _fulfil(db, name, end, p)
-        if done.mine is not None and done.committed:
-            return _finish(done.mine)
+        if p.leads:
+            p.leads = False
+            done = _fulfil(db, name, end, p, lead=True)
+            if done.committed and done.mine is not None:
+                return _finish(done.mine)
+        elif p.watch is not None:
+            wait_on(p.watch, min(random.uniform(*WAIT_SECONDS), p.left()))
+            named = _rang(p.lead_watch)
+            p.watch = p.lead_watch = None
+            if named and p.left() > 0:
+                p.leads = True  # handed the next round: run it, no need to look first
+                continue
         state = _settle(db, p, withdraw=p.left() <= 0)
-        if not hasattr(state, "on_ready"):
+        if state is LEAD:
+            p.leads = True
+        elif state is not p.watch:
             return _finish(state)
-        if done.committed and done.more:
-            state.cancel()  # more waiting than one round serves: run the next one now
-            continue
-        wait_on(state, min(random.uniform(*WAIT_SECONDS), p.left()))

@@ -11,6 +11,9 @@ Everything the service writes lives under the app's root subspace (``FDBQUEUE["R
     root / "q" / queue_id / "r" / "res" / deadline_us / token / 1 / priority / vs / enqueued_at_us / codec
                                                    -> payload               a request's item
     root / "q" / queue_id / "r" / "res" / deadline_us / token / 0 -> b""   "the queue was empty"
+    root / "q" / queue_id / "r" / "res" / deadline_us / token / 2 -> b""   its bell: answered
+    root / "q" / queue_id / "r" / "res" / deadline_us / token / 3 -> b""   its bell: run the next round
+    root / "q" / queue_id / "r" / "lead" / end     -> (token, until_us)     who runs the rounds
     root / "q" / queue_id / "r" / "rcpt" / epoch / client -> (token, item_id)   receipts
     root / "q" / queue_id / "d" / visible_at_us / priority / vs / lease_token / meta... -> payload
                                                    hidden items: delayed ones and leased ones
@@ -113,6 +116,7 @@ COUNTERS = "n"
 STAGING = "r"
 RESULTS = "res"
 RECEIPTS = "rcpt"
+LEAD = "lead"
 HIDDEN = "d"
 HIDDEN_INDEX = "l"
 DEAD = "x"
@@ -346,6 +350,10 @@ class QueueKeys:
     @cached_property
     def receipts(self) -> fdb.Subspace:
         return self.staging[RECEIPTS]
+
+    def lead(self, end: str) -> bytes:
+        """Which staged pop runs the fulfil rounds of ``end`` now, and until when."""
+        return self.staging.pack((LEAD, end))
 
     @cached_property
     def hidden(self) -> fdb.Subspace:

@@ -22,7 +22,7 @@ from django_fdbqueue.fdbapi import fdb
 from . import keys
 from .catalog import Entry, require
 from .records import Item
-from .recovery import epoch
+from .recovery import RESULT_BELL, RESULT_LEAD_BELL, epoch
 
 TOKEN_BYTES = 16
 
@@ -38,6 +38,7 @@ class Outcome:
 
 
 STAGED = Outcome("staged")  # a request is registered: wait for a round to serve it
+LEAD = Outcome("lead")  # this pop runs the next fulfil round (appointed, or nobody else does)
 EMPTY = Outcome("empty")  # the pop was answered "the queue is empty"
 GONE = Outcome("gone")  # neither request nor result: dropped after the deadline, or withdrawn
 
@@ -81,6 +82,12 @@ class Pop:
     candidates: dict[str, Item] = field(default_factory=dict)
     maybe_empty: bool = False
     client: bytes = field(default_factory=_client_id)
+    #: This pop runs the next fulfil round (see ``contention.py``, Protocol, step 3).
+    leads: bool = False
+    #: The watch on :attr:`bell` (or on both bells), set by the registration's own transaction.
+    watch: Any = None
+    #: The watch on :attr:`lead_bell`, when the registration set one.
+    lead_watch: Any = None
 
     def bind(self, tr: Any) -> keys.QueueKeys:
         """Read the catalog entry (an ordinary read: a racing delete makes us retry)."""
@@ -110,6 +117,29 @@ class Pop:
     def results(self) -> slice:
         assert self.qk is not None
         return self.qk.results.range((self.deadline_us, self.token))
+
+    @property
+    def bell(self) -> bytes:
+        """The key a round writes when it answers this pop."""
+        assert self.qk is not None
+        return self.qk.results.pack((self.deadline_us, self.token, RESULT_BELL))
+
+    @property
+    def lead_bell(self) -> bytes:
+        """The key a round writes when it hands this pop the next round."""
+        assert self.qk is not None
+        return self.qk.results.pack((self.deadline_us, self.token, RESULT_LEAD_BELL))
+
+    def named(self, raw: Any) -> bool:
+        """Does the ``lead`` key's value name this pop?"""
+        return raw.present() and fdb.tuple.unpack(bytes(raw))[0] == self.token
+
+    def may_lead(self, raw: Any, now_us: int) -> bool:
+        """Given the ``lead`` key's value: is nobody else running the rounds (or are we named)?"""
+        if not raw.present():
+            return True
+        token, until_us = fdb.tuple.unpack(bytes(raw))
+        return token == self.token or until_us < now_us
 
     @property
     def in_doubt(self) -> bool:

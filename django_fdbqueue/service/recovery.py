@@ -38,6 +38,10 @@ EXPIRE_RECEIPTS_EVERY = 64
 #: The marker after a result's owner and token: an item follows, or the queue was empty.
 RESULT_ITEM = 1
 RESULT_EMPTY = 0
+#: The last element of a request's two bells: a round rings the first when it answers the
+#: request, the second when it hands the request's owner the next round.
+RESULT_BELL = 2
+RESULT_LEAD_BELL = 3
 
 
 def micros(seconds: float) -> int:
