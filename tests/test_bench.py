@@ -27,6 +27,7 @@ from django.test.utils import override_settings
 from django_fdbqueue import connection, service
 from django_fdbqueue.bench import recipe_ref, redis_ref, task_rows, tasks_db_ref
 from django_fdbqueue.bench.goals import CLAIMS_VS_POP, MANY, REDIS_PAIRS, SQLITE_PAIRS, WAKE_P50_MS
+from django_fdbqueue.bench.latency import PROBE_SAMPLES, probe, probe_key
 from django_fdbqueue.bench.recipe_source import RecipeUnavailable, extract_code, load_recipe
 from django_fdbqueue.bench.task_names import ENQUEUED_FIRST
 from django_fdbqueue.bench.strategies import STRATEGIES
@@ -304,6 +305,25 @@ def test_the_report_names_the_store_and_its_cluster_layout(bench_run):
     assert layout["fdb_version"], layout
     assert f"{layout['storage_engine']} storage engine" in bench_run.stdout
     assert f"{layout['redundancy_mode']} redundancy" in bench_run.stdout
+
+
+def test_the_report_prints_the_stores_commit_and_read_version_latency(bench_run):
+    """Probed at the start and the end of the run: in the JSON, atop the tables, beside the goals
+    and in the run's line, so no figure is read without the latency it was measured at."""
+    latency = bench_run.document["meta"]["store_latency"]
+    for when in ("start", "end"):
+        probe = latency[when]
+        assert probe["samples"] == PROBE_SAMPLES, probe
+        assert 0 < probe["commit_ms"] <= probe["commit_max_ms"], probe
+        assert 0 < probe["read_version_ms"] <= probe["read_version_max_ms"], probe
+    lines = bench_run.stdout.splitlines()
+    line = lines[0]
+    assert line.startswith("Store latency: commit ") and "read version" in line and "at the end" in line, line
+    assert f"medians of {PROBE_SAMPLES} at the start" in line
+    goals = lines.index(next(text for text in lines if text.startswith("Goals (")))
+    assert lines[goals + 1] == line
+    assert line in next(text for text in lines if text.startswith("Run: "))
+    assert "Store latency at the start: commit " in bench_run.stderr
 
 
 def test_claim_and_ack_pairs_are_related_to_plain_pops(bench_run):
@@ -624,6 +644,19 @@ def test_the_recipe_runs_as_it_is_beside_the_service(fdbqueue_db, engine_name):
     assert len(keys) == 6 and all(key.startswith(space.key() + fdb_tuple_pack(("S",))) for key in keys)
     target.drop("q", None)
     assert target.remaining("q", None) == 0
+
+
+def test_the_latency_probe_commits_a_clear_and_leaves_nothing_behind(fdbqueue_db):
+    """Each sample is a read version and a real commit (a clear is a write), on either engine."""
+    from django_fdbqueue.connection import root_subspace
+
+    key = probe_key(root_subspace(), "probe-test")
+    assert key.startswith(root_subspace().key())
+    measured = probe(fdbqueue_db, key, samples=5)
+    assert measured.samples == 5 and measured.commit_ms > 0 and measured.read_version_ms > 0
+    assert measured.commit_ms <= measured.commit_max_ms
+    space = root_subspace().range()
+    assert list(fdbqueue_db.get_range(space.start, space.stop)) == []
 
 
 def fdb_tuple_pack(value: tuple) -> bytes:

@@ -11,7 +11,8 @@ import pytest
 
 from django_fdbqueue import service
 from django_fdbqueue.testing import binaries, plugin
-from django_fdbqueue.testing.cluster import LocalCluster, _alive
+from django_fdbqueue.testing.cluster import ClusterError, LocalCluster, _alive, parse_knob, parse_latency
+from django_fdbqueue.testing.cluster import main as cluster_main
 from tests.cluster_helpers import need_binaries
 
 REPO = Path(__file__).resolve().parent.parent
@@ -78,6 +79,130 @@ def test_the_script_explains_a_missing_installation(tmp_path):
 def test_a_cluster_needs_one_or_three_processes():
     with pytest.raises(ValueError, match="1 process"):
         LocalCluster(processes=2)
+
+
+# -- a commit latency through fdbserver's knobs -------------------------------------------------------
+
+LATENCY_KNOBS = ["--knob_commit_transaction_batch_interval_min=0.005",
+                 "--knob_commit_transaction_batch_interval_from_idle=0.005"]
+
+
+def _unstarted(tmp_path: Path, **options) -> LocalCluster:
+    """A cluster that is only a folder and a port: enough to build its command line and state."""
+    return LocalCluster(binaries=binaries.Binaries("bin/fdbserver", "bin/fdbcli", "lib/libfdb_c.so"),
+                        directory=tmp_path, ports=[4500], pids=[None], **options)
+
+
+def test_a_commit_latency_becomes_fdbservers_commit_batching_knobs(tmp_path):
+    command = _unstarted(tmp_path, commit_latency=0.005)._command(0)
+    assert command[0] == "bin/fdbserver" and command[-2:] == LATENCY_KNOBS
+    # Past fdbserver's default ceiling of the batch interval (20 ms), the ceiling is raised too.
+    assert "--knob_commit_transaction_batch_interval_max=0.03" in _unstarted(tmp_path, commit_latency=0.03)._command(0)
+    assert not any(part.startswith("--knob") for part in _unstarted(tmp_path)._command(0))
+
+
+def test_other_knobs_are_passed_as_they_are_and_win_over_the_latencys(tmp_path):
+    knobs = {"knob_commit_transaction_batch_interval_min": "0.002", "max_read_transaction_life_versions": 9}
+    cluster = _unstarted(tmp_path, commit_latency=0.005, knobs=knobs)
+    assert cluster._command(0)[-3:] == ["--knob_commit_transaction_batch_interval_min=0.002", LATENCY_KNOBS[1],
+                                        "--knob_max_read_transaction_life_versions=9"]
+
+
+def test_a_restarted_process_gets_the_same_knobs(tmp_path):
+    """The knobs are in cluster.json, so the script's stop and a fault test's restart see them."""
+    _unstarted(tmp_path, commit_latency=0.005, knobs={"x_y": "1"})._save()
+    loaded = LocalCluster.load(tmp_path / "fdb.cluster")
+    assert loaded.commit_latency == 0.005 and loaded.knobs == {"x_y": "1"}
+    assert loaded._command(0)[-3:] == [*LATENCY_KNOBS, "--knob_x_y=1"]
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("5ms", 0.005), ("2.5 ms", 0.0025), ("0.005s", 0.005), ("1s", 1.0)])
+def test_a_commit_latency_is_read_with_its_unit(text, seconds):
+    assert parse_latency(text) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize("text", ["5", "5 sec", "-5ms", "ms", ""])
+def test_a_commit_latency_without_a_unit_is_refused(text):
+    with pytest.raises(ValueError, match="with its unit, such as 5ms"):
+        parse_latency(text)
+
+
+@pytest.mark.parametrize("seconds", [0, 1.5])
+def test_a_commit_latency_out_of_range_is_refused(seconds):
+    with pytest.raises(ValueError, match="more than 0 and at most 1 s"):
+        LocalCluster(commit_latency=seconds)
+
+
+@pytest.mark.parametrize("text", ["no_value", "=1", "bad name=1", "name=", "name=a b", "na-me=1"])
+def test_a_knob_that_is_not_name_equals_value_is_refused(text):
+    with pytest.raises(ValueError, match="NAME=VALUE"):
+        parse_knob(text)
+
+
+def test_the_script_explains_a_bad_latency_or_knob_before_starting_anything(capsys):
+    for arguments, message in ((["--commit-latency", "5"], "with its unit"), (["--knob", "nothing"], "NAME=VALUE")):
+        with pytest.raises(SystemExit) as caught:
+            cluster_main(["start", *arguments])
+        assert caught.value.code == 2
+        assert message in capsys.readouterr().err
+
+
+def test_a_knob_fdbserver_ignored_fails_the_start(tmp_path):
+    """fdbserver only warns about a knob it does not know (and runs without it): the start fails."""
+    cluster = _unstarted(tmp_path, knobs={"commit_transaction_batch_intervl_min": "0.005"})
+    (tmp_path / "p0.out").write_text("WARNING: Invalid knob option 'commit_transaction_batch_intervl_min'\n"
+                                     "FDBD joined cluster.\n")
+    with pytest.raises(ClusterError, match="fdbserver refused a knob: .*commit_transaction_batch_intervl_min"):
+        cluster._check_knobs()
+    (tmp_path / "p0.out").write_text("FDBD joined cluster.\n")
+    cluster._check_knobs()
+
+
+def test_the_plugin_gives_the_cluster_it_starts_the_commit_latency(monkeypatch):
+    started = []
+
+    class Recorded:
+        def __init__(self, **options):
+            started.append(options)
+            self.cluster_file = "started/fdb.cluster"
+
+        def start(self):
+            return self
+
+    monkeypatch.setattr(plugin, "_state", plugin._State())
+    monkeypatch.setattr(plugin, "LocalCluster", Recorded)
+    monkeypatch.delenv(plugin.ENV_CLUSTER_FILE, raising=False)
+    plugin._state.commit_latency = 0.005
+    assert plugin.cluster_file() == "started/fdb.cluster"
+    assert started == [{"commit_latency": 0.005}]
+
+
+def test_the_plugin_refuses_a_commit_latency_without_a_unit(tmp_path):
+    (tmp_path / "test_nothing.py").write_text("def test_nothing():\n    pass\n")
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings", "PYTHONPATH": str(REPO),
+           plugin.ENV_COMMIT_LATENCY: "5"}
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(tmp_path),
+         str(tmp_path / "test_nothing.py")], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    assert result.returncode == 4, result.stdout + result.stderr
+    assert "FDBQUEUE_TEST_COMMIT_LATENCY" in result.stderr and "with its unit" in result.stderr
+
+
+@pytest.mark.cluster
+def test_a_cluster_with_a_commit_latency_commits_that_slowly():
+    """5 ms asked, the median of 30 commits at least 3 ms: a property of the configured server (a
+    loopback cluster without the knobs commits in about 1 ms), so a loaded machine only adds to it."""
+    from django_fdbqueue.bench.latency import probe
+    from django_fdbqueue.conf import DEFAULT_API_VERSION
+    from django_fdbqueue.engines.foundationdb import select_api_version
+
+    need_binaries()
+    fdb = select_api_version(DEFAULT_API_VERSION)
+    with LocalCluster(commit_latency=0.005) as cluster:
+        database = fdb.open(cluster.cluster_file)
+        database.options.set_transaction_timeout(60_000)
+        measured = probe(database, b"latency-probe", samples=30)
+    assert measured.commit_ms >= 3.0, measured
 
 
 # -- a local cluster --------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ import math
 from typing import Any, Callable, Iterable, Sequence
 
 from .goals import as_data, evaluate
+from .latency import summary as latency_summary
 from .store_info import summary as layout_summary
 from .plan import MODES
 from .results import NO_STRATEGY, REFERENCES, BenchResult, Row
@@ -217,7 +218,8 @@ _SECTIONS: list[_Section] = [
 
 def format_report(result: BenchResult) -> str:
     """The tables, the headline figures, the exactly-once verdict and the run's settings."""
-    parts = []
+    latency = latency_summary(result.meta.get("store_latency"))
+    parts = [latency] if latency else []
     strategies = list(result.meta["strategies"])
     for title, wanted, columns, left, order in _SECTIONS:
         rows = sorted((row for row in result.rows if wanted(row)), key=lambda row: order(row, strategies))
@@ -257,7 +259,8 @@ def _goals(result: BenchResult) -> str:
     cells = ([g.workload, g.reference, g.goal, g.shown, verdict[g.met]] for g in goals)
     body = _table(["WORKLOAD", "REFERENCE", "GOAL", "MEASURED", "MET"], cells, 3)
     where = _store_phrase(result.meta)
-    return f"Goals (ratios within this run; {where})\n{body}"
+    latency = latency_summary(result.meta.get("store_latency"))
+    return f"Goals (ratios within this run; {where})\n" + (f"{latency}\n" if latency else "") + body
 
 
 def _store_phrase(meta: dict[str, Any]) -> str:
@@ -274,6 +277,9 @@ def _settings_line(meta: dict[str, Any]) -> str:
         f"clients {clients}, deep size {meta['deep_size']:,}, strategies {', '.join(meta['strategies'])}; "
         f"{meta['cpu_count']} CPUs, Python {meta['python']}, {meta['date']}."
     )
+    latency = latency_summary(meta.get("store_latency"))
+    if latency:
+        text += f" {latency}"
     references = meta.get("references", {})
     if "recipe" in references:
         recipe = references["recipe"]

@@ -105,6 +105,7 @@ class Bench(RowMeasuring):
         self._scale_cap = max(2, 2 * (os.cpu_count() or 1))
         self._sqlite_location: str | None = None
         self._layout: dict[str, Any] | None = None
+        self._latency: dict[str, Any] = {}
 
     # -- the run ---------------------------------------------------------------------------
 
@@ -115,6 +116,7 @@ class Bench(RowMeasuring):
 
         ours = ServiceTarget.from_settings(self.db)
         self._layout = describe(self.db, ours.metadata()["engine"])
+        self._probe_latency("start", progress)
         for message in self.skipped:
             progress.note(f"Skipped: {message}")
         with contextlib.ExitStack() as stack:
@@ -133,11 +135,25 @@ class Bench(RowMeasuring):
         # After the client processes and the Redis server are gone: the tasks rows run in this
         # process only.
         self._measure_tasks(progress)
+        self._probe_latency("end", progress)
         shallow, deep = self.config.shallow_depth, self.config.deep_size
         relate(self.rows, shallow, deep)
         self.warnings += memory_warnings(self.rows, (OURS, *self.config.references), shallow, deep)
         return BenchResult(
             self.rows, self._meta(ours, references), self.failures, self.warnings, list(self.skipped)
+        )
+
+    def _probe_latency(self, when: str, progress: Progress) -> None:
+        """The store's commit and read-version latency now, with nothing else running (see ``latency``)."""
+        from django_fdbqueue.connection import root_subspace
+
+        from .latency import probe, probe_key
+
+        measured = probe(self.db, probe_key(root_subspace(), self.run_id)).as_data()
+        self._latency[when] = measured
+        progress.note(
+            f"Store latency at the {when}: commit {measured['commit_ms']:.3g} ms, read version "
+            f"{measured['read_version_ms']:.3g} ms (medians of {measured['samples']})."
         )
 
     def _measure_rows(self, targets: dict[str, Target], team: ProcessTeam, progress: Progress) -> None:
@@ -262,6 +278,7 @@ class Bench(RowMeasuring):
             "engine": store.get("engine"),
             "store": store,
             "cluster": self._layout,
+            "store_latency": self._latency or None,
             "python": platform.python_version(),
             "python_implementation": platform.python_implementation(),
             "django": django.get_version(),

@@ -6,6 +6,12 @@ need: one process can be killed and the database recovers. Everything lives in o
 folder (cluster file, data, logs, and ``cluster.json`` with the pids), so another process (the
 ``scripts/fdb-cluster`` command) can stop exactly what was started, and nothing else, by its pids.
 
+On loopback a commit takes about a millisecond, where a real cluster's take 2-10 ms (the
+log servers' disks, the network between machines): figures measured there flatter every extra
+round trip. ``commit_latency`` (``--commit-latency 5ms``) gives every commit a real cluster's
+latency through fdbserver's commit batching knobs (see :func:`commit_latency_knobs`), and
+``knobs`` passes any other server knob as it is.
+
 Only the standard library is used: the command runs before the project is installed.
 """
 
@@ -14,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -24,6 +31,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Callable
 
 from .binaries import Binaries, BinariesNotFound, find
 
@@ -33,10 +41,51 @@ CLUSTER_FILE = "fdb.cluster"
 START_TIMEOUT = 90.0
 STOP_TIMEOUT = 15.0
 AVAILABLE = "The database is available"
+#: fdbserver's default ceiling on the commit batch interval (COMMIT_TRANSACTION_BATCH_INTERVAL_MAX).
+BATCH_INTERVAL_MAX = 0.020
+#: The longest commit latency a local cluster is given: far more than any real cluster's.
+MAX_COMMIT_LATENCY = 1.0
+#: What fdbserver prints, and then ignores the knob, for a knob name or value it does not know.
+KNOB_WARNINGS = ("Invalid knob option", "for knob option")
+_KNOB_NAME = re.compile(r"[a-z][a-z0-9_]*")
 
 
 class ClusterError(RuntimeError):
     """The cluster did not start, or did not become available in time (the message says which)."""
+
+
+def commit_latency_knobs(seconds: float) -> dict[str, str]:
+    """fdbserver knobs that make every commit wait about ``seconds`` (checked with FoundationDB 7.3).
+
+    A commit proxy gathers commits into batches, waiting between ``_min`` and ``_max`` before it
+    sends one on, and ``_from_idle`` when it was idle; raising the floor and the idle wait makes
+    every commit, a lone one included, take that long, as on a cluster whose logs are on other
+    machines. Reads and read versions are left as they are.
+    """
+    if not 0 < seconds <= MAX_COMMIT_LATENCY:
+        raise ValueError(f"A commit latency is more than 0 and at most {MAX_COMMIT_LATENCY:g} s, not {seconds:g} s.")
+    value = f"{seconds:g}"
+    knobs = {"commit_transaction_batch_interval_min": value, "commit_transaction_batch_interval_from_idle": value}
+    if seconds > BATCH_INTERVAL_MAX:
+        knobs["commit_transaction_batch_interval_max"] = value
+    return knobs
+
+
+def parse_latency(text: str) -> float:
+    """Seconds from "5ms", "2.5 ms" or "0.005s": the unit is required, so 5 cannot mean 5 s."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s)\s*", text)
+    if not match:
+        raise ValueError(f"Give a commit latency with its unit, such as 5ms or 0.005s, not {text!r}.")
+    return float(match.group(1)) / (1000 if match.group(2) == "ms" else 1)
+
+
+def parse_knob(text: str) -> tuple[str, str]:
+    """("name", "value") from "NAME=VALUE" (a "knob_" prefix is dropped): one ``--knob`` option."""
+    name, sep, value = text.partition("=")
+    name = name.strip().lower().removeprefix("--").removeprefix("knob_")
+    if not sep or not _KNOB_NAME.fullmatch(name) or not value.strip() or any(c.isspace() for c in value.strip()):
+        raise ValueError(f"A knob is NAME=VALUE, such as commit_transaction_batch_interval_min=0.005, not {text!r}.")
+    return name, value.strip()
 
 
 def free_ports(count: int) -> list[int]:
@@ -63,12 +112,25 @@ class LocalCluster:
     directory: Path | None = None
     ports: list[int] = field(default_factory=list)
     pids: list[int | None] = field(default_factory=list)
+    #: Seconds every commit takes (through the commit batching knobs); None: fdbserver's own.
+    commit_latency: float | None = None
+    #: Other fdbserver knobs, name (without "knob_") to value; they win over the latency's.
+    knobs: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.processes not in (1, 3):
             raise ValueError("A local cluster has 1 process (single) or 3 (double redundancy).")
         if self.storage not in ("memory", "ssd-2", "ssd"):
             raise ValueError("storage must be 'memory', 'ssd-2' or 'ssd'.")
+        self.knobs = dict(parse_knob(f"{name}={value}") for name, value in self.knobs.items())
+        if self.commit_latency is not None:
+            commit_latency_knobs(self.commit_latency)  # refuses a latency out of range now
+
+    @property
+    def server_knobs(self) -> dict[str, str]:
+        """Every knob each fdbserver starts with: the commit latency's, then ``knobs``."""
+        chosen = commit_latency_knobs(self.commit_latency) if self.commit_latency is not None else {}
+        return {**chosen, **self.knobs}
 
     # -- paths --------------------------------------------------------------------------------
     @property
@@ -96,6 +158,7 @@ class LocalCluster:
             deadline = time.monotonic() + timeout
             self._configure(deadline)
             self.wait_available(deadline - time.monotonic())
+            self._check_knobs()
         except BaseException:
             self.stop()
             raise
@@ -110,7 +173,18 @@ class LocalCluster:
             self.binaries.fdbserver, "-p", f"127.0.0.1:{self.ports[index]}", "-C", self.cluster_file,
             "-d", str(here / "data"), "-L", str(here / "logs"),
             "--locality-zoneid", f"z{index}", "--locality-machineid", f"m{index}",
+            *(f"--knob_{name}={value}" for name, value in self.server_knobs.items()),
         ]
+
+    def _check_knobs(self) -> None:
+        """Refuse a knob fdbserver ignored: it warns at start-up and runs without it."""
+        assert self.directory is not None
+        if not self.server_knobs:
+            return
+        for output in sorted(self.directory.glob("p*.out")):
+            for line in output.read_text(errors="replace").splitlines():
+                if any(warning in line for warning in KNOB_WARNINGS):
+                    raise ClusterError(f"fdbserver refused a knob: {line.strip()}")
 
     def start_process(self, index: int) -> int:
         """(Re)start process ``index`` with its own data: how a fault test brings one back."""
@@ -211,7 +285,8 @@ class LocalCluster:
         assert self.directory is not None and self.binaries is not None
         state = {"processes": self.processes, "storage": self.storage, "ports": self.ports,
                  "pids": self.pids, "binaries": [self.binaries.fdbserver, self.binaries.fdbcli,
-                                                 self.binaries.library]}
+                                                 self.binaries.library],
+                 "commit_latency": self.commit_latency, "knobs": self.knobs}
         (self.directory / STATE_FILE).write_text(json.dumps(state))
 
     @classmethod
@@ -223,7 +298,8 @@ class LocalCluster:
         except (OSError, ValueError) as error:
             raise ClusterError(f"{directory} is not a folder made by this script ({error}).") from None
         return cls(processes=state["processes"], storage=state["storage"], binaries=Binaries(*state["binaries"]),
-                   directory=directory, ports=state["ports"], pids=state["pids"])
+                   directory=directory, ports=state["ports"], pids=state["pids"],
+                   commit_latency=state.get("commit_latency"), knobs=state.get("knobs") or {})
 
 
 def _ours(pid: int, directory: Path | None) -> bool:
@@ -271,6 +347,18 @@ def _signal_and_reap(pid: int, sig: int, timeout: float) -> None:
 # -- command line: scripts/fdb-cluster ------------------------------------------------------------
 
 
+def _argument(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """An argparse type from a parser that raises ValueError with the message to show."""
+
+    def convert(text: str) -> Any:
+        try:
+            return parse(text)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+
+    return convert
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="fdb-cluster", description="Start, inspect or stop a throwaway local FoundationDB cluster.")
@@ -280,6 +368,10 @@ def main(argv: list[str] | None = None) -> int:
                        help="1 (single redundancy) or 3 (double redundancy, for fault tests)")
     start.add_argument("--storage", choices=("memory", "ssd-2", "ssd"), default="memory")
     start.add_argument("--timeout", type=float, default=START_TIMEOUT, help="seconds to become available")
+    start.add_argument("--commit-latency", type=_argument(parse_latency), metavar="TIME",
+                       help="make every commit take about TIME (5ms, 0.005s), as on a real cluster")
+    start.add_argument("--knob", type=_argument(parse_knob), action="append", default=[], metavar="NAME=VALUE",
+                       help="pass an fdbserver knob (--knob_NAME=VALUE) to every process; repeatable")
     for name, text in (("stop", "stop the cluster's processes and remove its folder"),
                        ("status", "print fdbcli's 'status minimal' for the cluster")):
         sub = commands.add_parser(name, help=text)
@@ -287,13 +379,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "start":
-            cluster = LocalCluster(processes=args.processes, storage=args.storage).start(args.timeout)
+            cluster = LocalCluster(processes=args.processes, storage=args.storage, commit_latency=args.commit_latency,
+                                   knobs=dict(args.knob)).start(args.timeout)
             print(cluster.cluster_file)
         elif args.command == "stop":
             LocalCluster.load(args.cluster_file).stop()
         else:
-            result = LocalCluster.load(args.cluster_file).cli("status minimal")
+            cluster = LocalCluster.load(args.cluster_file)
+            result = cluster.cli("status minimal")
             print((result.stdout + result.stderr).strip())
+            if cluster.server_knobs:
+                print("Server knobs: " + ", ".join(f"{name}={value}" for name, value in cluster.server_knobs.items()))
             return 0 if AVAILABLE in result.stdout else 1
     except (BinariesNotFound, ClusterError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)

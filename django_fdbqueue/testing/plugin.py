@@ -10,6 +10,9 @@ pytest-django gives a test database:
 * ``fdbqueue_cluster_file``: the cluster the ``foundationdb`` runs use: the one
   ``FDBQUEUE_TEST_CLUSTER_FILE`` names, or else a throwaway local cluster started on first use
   (when FoundationDB's binaries are found, see ``binaries``) and stopped at the end of the run.
+  ``--fdbqueue-commit-latency 5ms`` (``FDBQUEUE_TEST_COMMIT_LATENCY``) gives that cluster a real
+  cluster's commit latency (see ``cluster.commit_latency_knobs``); a cluster named by its file
+  keeps its own.
 
 Without a cluster the ``foundationdb`` runs are skipped with the reason, or fail with
 ``--fdbqueue-cluster=require`` (``FDBQUEUE_TEST_CLUSTER=require``): what CI should use.
@@ -25,10 +28,11 @@ from typing import Any, Iterator
 import pytest
 
 from . import binaries
-from .cluster import ClusterError, LocalCluster
+from .cluster import ClusterError, LocalCluster, commit_latency_knobs, parse_latency
 
 ENV_CLUSTER_FILE = "FDBQUEUE_TEST_CLUSTER_FILE"
 ENV_MODE = "FDBQUEUE_TEST_CLUSTER"
+ENV_COMMIT_LATENCY = "FDBQUEUE_TEST_COMMIT_LATENCY"
 MODES = ("auto", "require", "off")
 ENGINES = ("embedded", "foundationdb")
 
@@ -37,6 +41,7 @@ class _State:
     """The run's one cluster (the binding opens one network per process, so one per run)."""
 
     mode = "auto"
+    commit_latency: float | None = None
     cluster_file: str | None = None
     library: str | None = None
     problem: str | None = None
@@ -56,6 +61,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          f"(default from ${ENV_MODE}).")
     group.addoption("--fdbqueue-engines", default=None,
                     help="comma-separated engines fdbqueue_engine runs on (default: embedded,foundationdb)")
+    group.addoption("--fdbqueue-commit-latency", default=None, metavar="TIME",
+                    help="give the local cluster the plugin starts this commit latency, e.g. 5ms "
+                         f"(default from ${ENV_COMMIT_LATENCY}; a cluster named by its file keeps its own)")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -85,6 +93,13 @@ def pytest_configure(config: pytest.Config) -> None:
     _state.mode = config.getoption("--fdbqueue-cluster") or os.environ.get(ENV_MODE) or "auto"
     if _state.mode not in MODES:
         raise pytest.UsageError(f"{ENV_MODE} must be one of {', '.join(MODES)}, not {_state.mode!r}")
+    latency = config.getoption("--fdbqueue-commit-latency") or os.environ.get(ENV_COMMIT_LATENCY)
+    try:
+        _state.commit_latency = parse_latency(latency) if latency else None
+        if _state.commit_latency is not None:
+            commit_latency_knobs(_state.commit_latency)
+    except ValueError as error:
+        raise pytest.UsageError(f"--fdbqueue-commit-latency / {ENV_COMMIT_LATENCY}: {error}") from None
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -128,7 +143,7 @@ def cluster_file() -> str | None:
         _state.cluster_file = os.environ[ENV_CLUSTER_FILE]
     elif _state.problem is None:
         try:
-            _state.started = LocalCluster().start()
+            _state.started = LocalCluster(commit_latency=_state.commit_latency).start()
             _state.cluster_file = _state.started.cluster_file
         except (binaries.BinariesNotFound, ClusterError) as error:
             _state.problem = str(error)
