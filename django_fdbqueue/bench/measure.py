@@ -3,14 +3,16 @@ the exactly-once check of every window that pops."""
 
 from __future__ import annotations
 
+import json
 import math
 import time
-from typing import TYPE_CHECKING, Hashable
+from typing import TYPE_CHECKING, Any, Callable, Hashable
 
 from .progress import Progress
 from .results import Row
 from .runner import Measurement, ProcessTeam, run_threads
 from .stats import peak_memory_mib, reset_peak_memory
+from .store_info import STATUS_KEY
 from .targets import Target
 from .workloads import Work, batches
 
@@ -28,6 +30,43 @@ WAKE_MIN_SECONDS = 1.0
 # during the pop rows must not leave them an empty queue (items are cheap to fill in batches).
 PREFILL_SAFETY = 3.0
 MAX_PREFILL = 2_000_000
+#: After a fill a cluster's storage servers keep absorbing it for seconds (about 6 s after a million
+#: items here), and every request is slower meanwhile: a peek timed then took 10 ms against 0.2 ms.
+#: So the depth rows wait, untimed, until every storage server has made the fill durable (its
+#: ``durable_version`` in the cluster's status, read every SETTLE_POLL seconds, reaches a version
+#: taken after the fill), for at most SETTLE_TIMEOUT seconds. The embedded engine writes a fill at
+#: its commit: no wait. Nor does a fill of fewer than SETTLE_MIN_ITEMS (a few MB, absorbed with
+#: the cluster hardly slower; the wait, 5-10 s on a cluster, would only lengthen the run).
+SETTLE_MIN_ITEMS = 5_000
+SETTLE_POLL = 0.5
+SETTLE_TIMEOUT = 120.0
+
+
+def durable_behind(db: Any, version: int) -> int | None:
+    """How many versions the least durable storage server of the cluster is behind ``version``
+    (0 when none is), from its status; None for a store without one (the embedded engine) or a
+    status that cannot be read."""
+    try:
+        status = json.loads(bytes(db[STATUS_KEY]))
+        durable = [
+            role["durable_version"] for process in status["cluster"]["processes"].values()
+            for role in process.get("roles", ()) if role.get("role") == "storage"
+        ]
+        return max(0, version - min(durable))
+    except Exception:  # noqa: BLE001 - nothing to wait for, never a reason to stop the bench
+        return None
+
+
+def settle(measure: Callable[[], int | None], *, timeout: float, clock: Callable[[], float] = time.monotonic,
+           pause: Callable[[float], None] = time.sleep) -> float | None:
+    """Poll ``measure`` until it reports nothing left (0, or None: nothing to wait for): the
+    seconds that took, or None when ``timeout`` seconds passed first."""
+    started = clock()
+    while measure():
+        if clock() - started >= timeout:
+            return None
+        pause(SETTLE_POLL)
+    return clock() - started
 
 
 class RowMeasuring:
@@ -39,6 +78,7 @@ class RowMeasuring:
     """
 
     config: "BenchConfig"
+    db: Any
     failures: list[str]
     warnings: list[str]
     _rate_hint: dict[str, float]
@@ -123,6 +163,7 @@ class RowMeasuring:
             have = target.remaining(queue, strategy)
             if have < row.depth:
                 self._fill(target, queue, strategy, row.depth - have, progress)
+                self._settle(row.depth - have, progress)
             before += target.remaining(queue, strategy)
             work = Work("pop", queue, strategy, max_ops=per_round)
             progress.detail(f"round {len(parts) + 1}")
@@ -144,6 +185,7 @@ class RowMeasuring:
         assert row.depth is not None
         reset_peak_memory()
         seconds = self._fill(target, queue, strategy, row.depth, progress)
+        self._settle(row.depth, progress)  # the peek and pop rows that follow time their own work
         row.ops, row.seconds = row.depth, seconds
         row.ops_per_s = row.depth / seconds if seconds > 0 else 0.0
         row.peak_mib = peak_memory_mib()
@@ -167,6 +209,19 @@ class RowMeasuring:
             done += len(batch)
             progress.detail(f"filling {done:,}/{count:,}")
         return time.monotonic() - started
+
+    def _settle(self, count: int, progress: Progress) -> None:
+        """Wait until the store has made what was just filled durable (see SETTLE_TIMEOUT)."""
+        if count < SETTLE_MIN_ITEMS:
+            return
+        tr = self.db.create_transaction()
+        version = tr.get_read_version().wait()  # after the fill's last commit
+        progress.detail("waiting for the store to absorb the fill")
+        if settle(lambda: durable_behind(self.db, version), timeout=SETTLE_TIMEOUT) is None:
+            self.warnings.append(
+                f"{SETTLE_TIMEOUT:g} s after a fill of {count:,} items the store had still not made "
+                "it durable: the next depth row's figures include that work."
+            )
 
     def _top_up(self, target: Target, row: Row, queue: str, strategy: str | None, progress: Progress,
                 at_least: int = 0) -> None:
