@@ -98,6 +98,8 @@ def operation(db: Any, job: dict[str, Any], timeouts: Counter) -> Callable[[], s
 
         return pop
     extra = {} if mode == "plain" else {"mode": mode}
+    if job["spread"] is not None:
+        extra["spread"] = job["spread"]
 
     def claim_ack() -> str | None:
         lease = patiently(lambda: service.claim(db, queue, lease=CLAIM_LEASE, **extra), timeouts)
@@ -250,7 +252,8 @@ def run_row(db: Any, args: argparse.Namespace, count: int) -> tuple[dict[str, An
 
     filled = max(args.items, math.ceil(args.per_second * args.seconds)) if args.seconds else args.items
     fill(db, filled)
-    job = {"store": args.store, "queue": QUEUE, "op": args.op, "mode": args.mode, "seconds": args.seconds}
+    job = {"store": args.store, "queue": QUEUE, "op": args.op, "mode": args.mode, "seconds": args.seconds,
+           "spread": args.spread}
     try:
         if args.threads:
             service.peek(db, QUEUE, "min")
@@ -270,6 +273,8 @@ def run_row(db: Any, args: argparse.Namespace, count: int) -> tuple[dict[str, An
 def header(args: argparse.Namespace, store: str) -> list[str]:
     """The lines above the rows: what was run, on which store; the columns."""
     what = "pops" if args.op == "pop" else "claims and acks"
+    if args.spread is not None:
+        what = f"spread claims (one of the first {args.spread}) and acks"
     verb = "popped" if args.op == "pop" else "claimed and acked"
     if args.seconds:
         title = f"{args.seconds:g} s of {args.mode} {what} by each count of {args.unit}, {store}"
@@ -320,6 +325,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seconds", type=float, help="end each row after this long (default: when empty)")
     parser.add_argument("--mode", choices=("plain", "high-contention"), default="plain", help="service.pop's mode")
     parser.add_argument("--op", choices=("pop", "claim"), default="pop", help="pop, or claim then ack")
+    parser.add_argument("--spread", type=int, default=None, metavar="K",
+                        help="with --op claim: service.claim's spread (one of the first K ready items)")
     parser.add_argument("--cluster-file", help="run on this FoundationDB cluster (default: a fresh embedded store)")
     parser.add_argument("--client-library", help="FoundationDB's libfdb_c (default: $FDBQUEUE_CLIENT_LIBRARY)")
     args = parser.parse_args(argv)
@@ -371,6 +378,8 @@ def claims_take_mode(args: argparse.Namespace) -> None:
 
     if args.op == "claim" and args.mode != "plain" and "mode" not in inspect.signature(service.claim).parameters:
         args.error(f"--mode {args.mode} applies to --op pop: service.claim has no mode")
+    if args.spread is not None and (args.op != "claim" or not 2 <= args.spread <= service.MAX_SPREAD):
+        args.error(f"--spread goes with --op claim and is from 2 to {service.MAX_SPREAD}")
 
 
 def rows(db: Any, args: argparse.Namespace) -> int:

@@ -83,6 +83,19 @@ def test_claim_op_claims_and_acks(fdbqueue_engine):
     assert "RETRIES PER CLAIM+ACK" in done.stdout.splitlines()[1]
 
 
+def test_spread_claims_are_claimed_and_acked(fdbqueue_engine):
+    done = _run("--threads", "1,3", "--items", "120", "--op", "claim", "--spread", "8", *_store(fdbqueue_engine))
+    rows = _rows(done, "120 items claimed and acked by each count of threads, plain spread claims (one of the "
+                 "first 8) and acks, ", ["THREADS", "CLAIMS/S", "VS", "1", "THREAD"], ["1", "3"])
+    assert [row[7] for row in rows] == ["120", "120"]
+
+
+def test_a_spread_without_claims_or_out_of_range_is_refused():
+    for args in (("--spread", "8"), ("--op", "claim", "--spread", "1"), ("--op", "claim", "--spread", "101")):
+        done = _run("--threads", "1", "--items", "10", *args)
+        assert done.returncode == 2 and "--spread goes with --op claim and is from 2 to 100" in done.stderr, args
+
+
 def test_a_timed_run_stops_at_its_time_or_when_empty(fdbqueue_engine):
     """Rows end when the time is up (the count is whatever was consumed by then, checked against
     what is left), or when the queue ran dry first, which the script says on stderr."""

@@ -26,6 +26,7 @@ from django_fdbqueue.worker import Worker, run_until_signalled
 from django_fdbqueue.worker.runner import DEFAULT_LEASE, MAX_CONCURRENCY, logger
 
 from django_fdbqueue.exceptions import QueueError
+from django_fdbqueue.service import MAX_SPREAD
 
 from .arguments import add_end, positive_int, positive_seconds, seconds
 from .base import Context, add_subcommand
@@ -111,6 +112,15 @@ def register(subparsers: Any) -> None:
         "retry's back-off) are not waited for. For cron jobs and tests.",
     )
     parser.add_argument(
+        "--spread",
+        metavar="K",
+        type=positive_int,
+        default=None,
+        help=f"For many workers of one queue: each claim takes one of the first K ready items at random "
+        f"(2 to {MAX_SPREAD}), so claims rarely collide, and items leave in roughly, not exactly, queue "
+        "order. Default: exact order (with --tasks: the backend's CLAIM_SPREAD option).",
+    )
+    parser.add_argument(
         "--max-backoff",
         metavar="S",
         type=seconds,
@@ -192,7 +202,7 @@ def _task_workers(ctx: Context, options: dict[str, Any]) -> tuple[Any, str]:
     ctx.database()  # a store that cannot be opened is exit code 3 before any thread starts
     workers = TaskWorkers(
         backend, options["task_queues"], concurrency=options["concurrency"], lease=options["lease"],
-        burst=options["burst"],
+        burst=options["burst"], spread=options["spread"],
     )
     return workers, ",".join(worker.queue for worker in workers.workers)
 
@@ -231,6 +241,7 @@ def handle_worker(ctx: Context, options: dict[str, Any]) -> None:
             end=options["end"],
             max_backoff=options["max_backoff"],
             burst=options["burst"],
+            spread=options["spread"],
         )
     log_handler = _show_log(ctx, options.get("verbosity", 1))
     try:

@@ -69,6 +69,7 @@ from .queues import (
     set_max_attempts,
     size,
 )
+from .spread import MAX_SPREAD
 from .records import LIMIT_MAX, DeadLetter, Item, Lease, Page, PendingItem, QueueInfo, ScheduledItem, SteppedLease
 from .visibility import MAX_DELAY_SECONDS
 from .waiting import MAX_WAIT_SECONDS
@@ -90,6 +91,7 @@ __all__ = [
     "LIMIT_MAX",
     "MAX_VALUE_BYTES",
     "MAX_WAIT_SECONDS",
+    "MAX_SPREAD",
     "MAX_DELAY_SECONDS",
     "MAX_LEASE_SECONDS",
     "MAX_ATTEMPTS_LIMIT",

@@ -14,6 +14,7 @@ from django_fdbqueue.exceptions import InvalidArgument
 from django_fdbqueue.fdbapi import DatabaseOrTransaction, is_transaction
 
 from . import keyclaims, keys, leases
+from . import spread as spread_claims
 from .leases import DEFAULT_LEASE_SECONDS, MAX_LEASE_SECONDS
 from .observe import observed
 from .records import Lease
@@ -34,6 +35,7 @@ def claim(
     end: str = "min",
     wait: float | None = None,
     step: Callable[[Any, Lease], Any] | None = None,
+    spread: int | None = None,
 ) -> Lease | None:
     """Take the next visible item for ``lease`` seconds (at-least-once delivery); None if none.
 
@@ -48,16 +50,22 @@ def claim(
     the claim then returns a SteppedLease, a Lease whose ``step_result`` is what the committed
     run returned. An exception it raises fails the claim, so it must not raise for an item it
     cannot handle: it should return something that says so.
+
+    ``spread`` (2 to 100) takes one of the first ``spread`` visible items at random instead of
+    the first: for many claimers of one queue, which then rarely collide, at the cost of exact
+    order (see ``spread.py``; ignored on queues with per-key limits or split by tenant).
     """
     keys.check_name(name)
     keys.check_end(end)
     seconds = _check_lease(lease)
     if step is not None and not callable(step):
         raise InvalidArgument(f"step must be callable as step(tr, lease), not {type(step).__name__}.", field="step")
+    spreading = spread_claims.check(spread)
     deadline = time.monotonic() + (wait if isinstance(wait, (int, float)) else 0)
 
     def attempt() -> Lease | None:
-        got = leases.claim_once(db_or_tr, name, seconds, end, step)
+        once = leases.claim_once if spreading is None else leases.claim_spread_once
+        got = once(db_or_tr, name, seconds, end, step, spreading)
         if isinstance(got, keyclaims.Blocked):  # items, but every candidate's key at its limit
             if wait is not None and not is_transaction(db_or_tr):
                 keyclaims.pause(db_or_tr, got, deadline)

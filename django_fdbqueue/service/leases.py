@@ -28,7 +28,7 @@ from typing import Any, Callable
 from django_fdbqueue.exceptions import InvalidReceipt, LeaseExpired, LeaseNotFound
 from django_fdbqueue.fdbapi import transactional, vouch
 
-from . import activity, dedup, keyclaims, keylimits, keys, settled, tenantturns, visibility
+from . import activity, dedup, keyclaims, keylimits, keys, settled, spread, tenantturns, visibility
 from .catalog import counter_bytes, require, require_with_entry
 from .items import promote_and_walk
 from .records import Lease, SteppedLease, now_micros, to_datetime
@@ -50,20 +50,28 @@ def _micros(seconds: float) -> int:
 # --- claim -----------------------------------------------------------------------------------------
 
 
-@transactional(trusts=lambda lease: isinstance(lease, Lease))  # "none ready" needs a fresh read version
-def claim_once(
-    tr: Any, name: str, lease: float, end: str, step: Callable[[Any, Lease], Any] | None = None
+def _claim(
+    tr: Any, name: str, lease: float, end: str, step: Callable[[Any, Lease], Any] | None = None,
+    spreading: int | None = None,
 ) -> Lease | keyclaims.Blocked | None:
     """Take the next ready item under a lease of ``lease`` seconds; None when none is ready.
 
     On a queue with per-key limits, the next item whose key is under its limits (``keyclaims``),
-    or ``Blocked`` when there are items but none may be claimed now. ``step(tr, lease)`` runs
-    last, in this transaction; a SteppedLease then carries what it returned.
+    or ``Blocked`` when there are items but none may be claimed now. With ``spreading``, one of
+    the first that many ready items (``spread``). ``step(tr, lease)`` runs last, in this
+    transaction; a SteppedLease then carries what it returned.
     """
-    entry, qk, (limits, sent) = require_with_entry(
-        tr, name, lambda entry, qk: keyclaims.first_reads(tr, entry, qk, end), fifo_ok=end == "min"
-    )
-    if limits is None:
+
+    def first_reads(entry: Any, qk: keys.QueueKeys) -> tuple[Any, Any]:
+        if spreading is not None and spread.applies(entry):
+            return None, spread.first_reads(tr, qk, end, spreading)
+        return keyclaims.first_reads(tr, entry, qk, end)
+
+    entry, qk, (limits, sent) = require_with_entry(tr, name, first_reads, fifo_ok=end == "min")
+    if limits is None and spreading is not None and spread.applies(entry):
+        now_us = sent[0]
+        kv = spread.choose(tr, entry, qk, end, spreading, sent)
+    elif limits is None:
         now_us = sent[0]
         walker = tenantturns.promote_and_walk if entry.tenants else promote_and_walk
         kvs, _cut = walker(tr, entry, qk, end, 1, sent=sent)
@@ -73,6 +81,12 @@ def claim_once(
         kv = keyclaims.choose(tr, entry, qk, end, limits, sent)
     if kv is None or isinstance(kv, keyclaims.Blocked):
         return kv
+    return _lease(tr, name, qk, kv, now_us, lease, step)
+
+
+def _lease(tr: Any, name: str, qk: keys.QueueKeys, kv: Any, now_us: int, lease: float,
+           step: Callable[[Any, Lease], Any] | None) -> Lease:
+    """Hide the chosen ready item under a new lease; run ``step`` (see ``_claim``)."""
     priority, stamp, meta = visibility.take_ready(tr, qk, bytes(kv.key))
     keylimits.taken(tr, qk, meta)
     tr.add(qk.counter(keys.SIZE), counter_bytes(-1))
@@ -86,6 +100,14 @@ def claim_once(
         return claimed
     vouch(tr)  # the item is taken: an exception of the step's fails the claim, it is not run again
     return SteppedLease(item, receipt, claimed.lease_expires_at, step(tr, claimed))
+
+
+#: A claim in queue order; "none ready" needs a fresh read version.
+claim_once = transactional(trusts=lambda lease: isinstance(lease, Lease))(_claim)
+#: A spread claim starts from a fresh read version: at a reused one its read of the first items
+#: would have to be an ordinary read (``fdbapi.choice_reads``), and would conflict with every
+#: claim of any of them, which is what spreading is for avoiding.
+claim_spread_once = transactional(_claim)
 
 
 # --- the lease a receipt names ------------------------------------------------------------------

@@ -38,6 +38,7 @@ from django_fdbqueue.connection import get_database
 from django_fdbqueue.exceptions import InvalidArgument, InvalidQueueName, QueueAlreadyExists, QueueNotFound
 from django_fdbqueue.fdbapi import FDBError, commit_in_doubt, transactional
 from django_fdbqueue.service.records import now_micros, to_datetime
+from django_fdbqueue.service.spread import check as check_spread
 from django_fdbqueue.worker.runner import DEFAULT_LEASE
 
 from . import limits, results
@@ -69,6 +70,10 @@ DEFAULT_OPTIONS: dict[str, Any] = {
     # (see the queues' key_concurrency and key_rate): a string of 1 to 100 bytes of UTF-8, or
     # None or left out for no key; any other value is refused at enqueue. None: no limit keys.
     "LIMIT_KEY_ARG": None,
+    # For many task workers on one task queue: each claim takes one of the first CLAIM_SPREAD ready
+    # tasks at random (2 to 100; see service.claim's spread), so workers rarely collide, and tasks
+    # start in roughly, not exactly, priority order. None: exact order.
+    "CLAIM_SPREAD": None,
 }
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
@@ -99,6 +104,7 @@ class FDBQueueBackend(BaseTaskBackend):
         self.max_attempts: int | None = merged["MAX_ATTEMPTS"]
         self.lease: float = merged["LEASE"]
         self.limit_key_arg: str | None = merged["LIMIT_KEY_ARG"]
+        self.claim_spread: int | None = merged["CLAIM_SPREAD"]
         self._check_options()
 
     # --- options and queue names ------------------------------------------------------------------
@@ -119,6 +125,10 @@ class FDBQueueBackend(BaseTaskBackend):
             isinstance(self.limit_key_arg, str) and self.limit_key_arg.isidentifier()
         ):
             self.option_errors.append("LIMIT_KEY_ARG must be None or the name of a keyword argument")
+        try:
+            check_spread(self.claim_spread)
+        except InvalidArgument:
+            self.option_errors.append(f"CLAIM_SPREAD must be None or an integer from 2 to {service.MAX_SPREAD}")
         for name in sorted(self.queues):
             try:
                 self.queue_for(name)

@@ -273,7 +273,8 @@ class TaskWorkers:
     """
 
     def __init__(self, backend: FDBQueueBackend, queue_names: Iterable[str] | None = None, *,
-                 concurrency: int = 1, lease: float | None = None, burst: bool = False) -> None:
+                 concurrency: int = 1, lease: float | None = None, burst: bool = False,
+                 spread: int | None = None) -> None:
         names = sorted(queue_names or backend.queues)
         if not names:
             raise QueueError("No task queue to work on: give queue names, or list them in TASKS[...]['QUEUES'].")
@@ -286,7 +287,8 @@ class TaskWorkers:
         shared = Burst() if burst else False
         self.workers = [
             Worker(db, backend.queue_for(name), self.runner.handle, concurrency=concurrency,
-                   lease=lease or backend.lease, end="max", burst=shared, on_claim=self.runner.claimed)
+                   lease=lease or backend.lease, end="max", burst=shared, on_claim=self.runner.claimed,
+                   spread=backend.claim_spread if spread is None else spread)
             for name in names
         ]
 
