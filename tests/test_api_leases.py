@@ -282,6 +282,46 @@ def test_claim_non_finite_numbers_are_400(api, raw):
     assert counts(api, "q") == (1, 0, 0, 0)
 
 
+SPREAD = 3
+
+
+def test_a_spread_claim_takes_one_of_the_first_k_ready_items(api):
+    make_queue(api, "pq", "priority")
+    push(api, "pq", {"items": [{"value": p, "priority": p} for p in range(8)]})
+    ready = list(range(8))
+    for _ in range(5):
+        got = claimed(api, "pq", spread=SPREAD)["item"]["priority"]
+        assert got in ready[:SPREAD], (got, ready)
+        ready.remove(got)
+    assert counts(api, "pq") == (3, 5, 0, 0)
+
+
+def test_a_spread_claim_reaches_the_service(api, monkeypatch):
+    """With the random pick pinned to the last candidate, spread=3 claims the third item: the
+    field is passed to service.claim, not only parsed."""
+    from django_fdbqueue.service import spread
+
+    class Last:
+        def choice(self, candidates: list) -> Any:
+            return candidates[-1]
+
+    monkeypatch.setattr(spread, "_PICK", Last())
+    make_queue(api, "pq", "priority")
+    push(api, "pq", {"items": [{"value": p, "priority": p} for p in range(5)]})
+    assert claimed(api, "pq", spread=SPREAD)["item"]["priority"] == SPREAD - 1
+    assert claimed(api, "pq")["item"]["priority"] == 0  # without spread: exact order
+
+
+@pytest.mark.parametrize("spread", [1, 101, 0, -1, "x", "3", True, None, 2.5])
+def test_claim_with_a_bad_spread_is_400_and_claims_nothing(api, spread):
+    make_queue(api, "pq", "priority")
+    pushed(api, "pq", "kept")
+    body = assert_error(claim(api, "pq", spread=spread), 400, "invalid")
+    assert set(body["errors"]) == {"spread"} and body["detail"].startswith("spread: "), body
+    assert body["errors"]["spread"] != ["Unknown field."], body  # refused as a value, not as a name
+    assert counts(api, "pq") == (1, 0, 0, 0)
+
+
 def test_claim_with_wait_on_an_empty_queue_times_out_with_204(api):
     make_queue(api, "q")
     started = time.monotonic()

@@ -201,7 +201,10 @@ def test_reliable_consumption_bodies(schema):
         return resolve(schema, node)
 
     claim = component("/api/queues/{name}/claim/", "post")
-    assert set(claim["properties"]) == {"lease", "wait", "end"}
+    assert set(claim["properties"]) == {"lease", "wait", "end", "spread"}
+    spread = claim["properties"]["spread"]
+    assert (spread["type"], spread["minimum"], spread["maximum"]) == ("integer", 2, 100)
+    assert "rarely collide" in spread["description"] and "spread" not in claim.get("required", [])
     assert claim["properties"]["lease"]["maximum"] == 43_200
     assert claim["properties"]["wait"]["maximum"] == 20
     lease = component("/api/queues/{name}/claim/", "post", "200")

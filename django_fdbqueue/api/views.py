@@ -470,13 +470,15 @@ class QueueViewSet(AppViewSet):
             "receipt when done; release it to give it back; extend the lease for more time. If the lease "
             "ends first, the item comes back at its place and will be claimed again (after `max_attempts` "
             f"claims it becomes a dead letter instead). `wait` (at most {MAX_WAIT_SECONDS:g} s) long-polls "
-            "an empty queue."
+            "an empty queue. `spread` trades exact order for claimers that rarely collide."
         ),
     )
     @action(detail=True, methods=["post"])
     def claim(self, request: Request, name: str) -> Response:
         data = self._body(ClaimSerializer, request).validated_data
-        lease = service.claim(self.db, name, lease=data["lease"], end=data["end"], wait=_wait(data["wait"]))
+        lease = service.claim(
+            self.db, name, lease=data["lease"], end=data["end"], wait=_wait(data["wait"]), spread=data.get("spread")
+        )
         if lease is None:
             return Response(status=status.HTTP_204_NO_CONTENT)
         return Response(LeaseSerializer(lease).data)

@@ -7,9 +7,17 @@ from typing import Any
 
 from rest_framework import serializers
 
-from .fields import WAIT_HELP, ReceiptField, SecondsField, StrictFieldsMixin, delay_field, lease_field
+from .fields import (
+    WAIT_HELP,
+    ReceiptField,
+    SecondsField,
+    StrictFieldsMixin,
+    StrictIntegerField,
+    delay_field,
+    lease_field,
+)
 from .items import ItemSerializer
-from .limits import DEFAULT_LEASE_SECONDS, ENDS, MAX_LEASE_SECONDS, MAX_WAIT_SECONDS, STATES_RELEASED
+from .limits import DEFAULT_LEASE_SECONDS, ENDS, MAX_LEASE_SECONDS, MAX_SPREAD, MAX_WAIT_SECONDS, STATES_RELEASED
 
 
 class LeaseTimeSerializer(serializers.Serializer):
@@ -47,6 +55,15 @@ class ClaimSerializer(StrictFieldsMixin, serializers.Serializer):
     )
     wait = SecondsField(default=0, max_value=MAX_WAIT_SECONDS, help_text=WAIT_HELP)
     end = serializers.ChoiceField(choices=ENDS, default="min", help_text="Which end: min (default) or max.")
+    spread = StrictIntegerField(
+        required=False,
+        min_value=2,
+        max_value=MAX_SPREAD,
+        help_text=f"Take one of the first `spread` ready items at random (2 to {MAX_SPREAD}) instead of the "
+        "first: many claimers of one queue then rarely collide, and an item may be claimed before up to "
+        "spread - 1 items ahead of it. Leave it out for exact order. Ignored on queues with key limits "
+        "or split by tenant.",
+    )
 
 
 class ReceiptSerializer(StrictFieldsMixin, serializers.Serializer):

@@ -23,6 +23,8 @@ DEFAULT_LEASE_SECONDS = service.DEFAULT_LEASE_SECONDS
 MAX_LEASE_SECONDS = service.MAX_LEASE_SECONDS
 MAX_DELAY_SECONDS = service.MAX_DELAY_SECONDS
 MAX_ATTEMPTS_LIMIT = service.MAX_ATTEMPTS_LIMIT
+# A spread claim's widest choice (service.spread): it reads that many items first.
+MAX_SPREAD = service.MAX_SPREAD
 DEDUP_WINDOW_SECONDS = service.DEDUP_WINDOW_SECONDS
 DEDUP_KEY_MAX_LENGTH = 200
 # Receipts are tokens of the service; none is longer than this.
