@@ -24,7 +24,7 @@ from typing import Any
 
 from django_fdbqueue.fdbapi import at_reused_version
 
-from . import keys, visibility
+from . import keylimits, keys, visibility
 from .catalog import Entry
 from .items import FirstReads, head_read, walk
 from .records import now_micros
@@ -45,7 +45,7 @@ def check(spread: object) -> int | None:
 
 def applies(entry: Entry) -> bool:
     """Does a spread claim spread on this queue (not one with key limits or split by tenant)?"""
-    return not entry.tenants and entry.key_concurrency is None and entry.key_rate is None
+    return not entry.tenants and keylimits.of(entry) is None
 
 
 def _reads(tr: Any) -> Any:
