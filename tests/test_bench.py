@@ -15,6 +15,7 @@ import io
 import json
 import multiprocessing
 import os
+import re
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,13 +26,14 @@ from django.core.management.base import CommandError
 from django.test.utils import override_settings
 
 from django_fdbqueue import connection, service
-from django_fdbqueue.bench import recipe_ref, redis_ref, task_rows, tasks_db_ref
+from django_fdbqueue.bench import recipe_ref, redis_ref, runner, stats, task_rows, tasks_db_ref
 from django_fdbqueue.bench.goals import CLAIMS_VS_POP, MANY, REDIS_PAIRS, SQLITE_PAIRS, WAKE_P50_MS
 from django_fdbqueue.bench.latency import PROBE_SAMPLES, probe, probe_key
 from django_fdbqueue.bench.recipe_source import RecipeUnavailable, extract_code, load_recipe
 from django_fdbqueue.bench.task_names import ENQUEUED_FIRST
 from django_fdbqueue.bench.strategies import STRATEGIES
 from django_fdbqueue.bench.suite import NO_RECIPE, Bench, BenchConfig
+from django_fdbqueue.bench.workloads import SPREAD_CLAIMS
 from django_fdbqueue.tasks.compat import task_backends
 from django_fdbqueue.testing import plugin
 from tests.conftest import ENGINES
@@ -55,7 +57,7 @@ DEEP_SIZE = 300
 SHALLOW_SIZE = 30  # what the bench compares a deep queue of 300 with (a tenth of it)
 CLIENTS = (1, 2)
 TASKS = 30  # per tasks row
-TASK_WORKERS = (1, 4)
+TASK_WORKERS = (1, 4, 16)
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 #: Why django-tasks' database backend reference cannot run here (Django 4.2: the lowest run), or None.
 TASKS_DB_MISSING = tasks_db_ref.missing()
@@ -193,7 +195,13 @@ def expected_rows(target: str) -> set[tuple]:
     rows = {(target, "push", 1, "threads", "-", None)}
     rows |= {(target, "push+pop", 1, "threads", s, None) for s in strategies}
     if target == "fdbqueue":  # at-least-once consumption and blocking pops: the app's own
-        rows |= {(target, "claim+ack", 1, "threads", "-", None), (target, "wake", 2, "processes", "-", None)}
+        rows |= {(target, "wake", 2, "processes", "-", None)}
+        rows |= {
+            (target, "claim+ack", clients, mode, series, None)
+            for series in ("-", SPREAD_CLAIMS)
+            for mode in ("threads", "processes")
+            for clients in CLIENTS
+        }
     rows |= {
         (target, "pop", clients, mode, s, None)
         for s in strategies
@@ -327,10 +335,31 @@ def test_the_report_prints_the_stores_commit_and_read_version_latency(bench_run)
 
 
 def test_claim_and_ack_pairs_are_related_to_plain_pops(bench_run):
-    (row,) = [r for r in rows_of(bench_run, "fdbqueue") if r["operation"] == "claim+ack"]
-    assert row["exactly_once"] is True and row["ran_dry"] is False, row
-    assert row["vs_pop"] > 0, row
-    assert row["retries"] == sum(row["retries_by_code"].values()), row
+    claims = [r for r in rows_of(bench_run, "fdbqueue") if r["operation"] == "claim+ack"]
+    for row in claims:
+        assert row["exactly_once"] is True and row["ran_dry"] is False, row
+        assert row["vs_pop"] > 0 and row["vs_one_client"] > 0, row
+        assert row["retries"] == sum(row["retries_by_code"].values()), row
+        if row["clients"] == 1:
+            assert row["vs_one_client"] == 1.0, row
+    section = bench_run.stdout.split("Concurrent claims", 1)[1].split("\n\n", 1)[0]
+    assert re.search(r"MODE +CLAIMS +CLIENTS +PAIRS/S", section), section
+    assert f" {SPREAD_CLAIMS} " in section and " exact " in section
+
+
+def test_concurrent_rows_record_the_cpu_an_operation_cost(bench_run):
+    """Client CPU per operation on every concurrent row; a local cluster's servers' too, never the
+    fdbserver processes of a cluster that is not the measured store (the embedded engine's run)."""
+    concurrent = [
+        r for r in rows_of(bench_run, "fdbqueue") if r["operation"] in ("pop", "claim+ack") and r["depth"] is None
+    ]
+    for row in concurrent:
+        assert row["cpu_ms_per_op"] > 0 and 0 < row["cpu_busy"], row
+        if bench_run.engine == "embedded":
+            assert row["store_cpu_ms_per_op"] is None, row
+    if bench_run.engine == "foundationdb" and stats.store_cpu_seconds() is not None:
+        assert any(row["store_cpu_ms_per_op"] for row in concurrent)
+    assert "CPU MS/OP" in bench_run.stdout and "CORES BUSY" in bench_run.stdout
 
 
 def test_a_blocking_pop_is_woken_by_another_process_push(bench_run):
@@ -436,14 +465,22 @@ def test_cleans_up_queues_and_client_processes(bench_run):
 
 
 def test_tasks_rows_run_every_task_once_and_relate_to_the_immediate_backend(bench_run):
-    rows = {(row["target"], row["clients"], row["mode"]): row for row in tasks_rows(bench_run)}
+    rows = {(row["target"], row["clients"], row["mode"]): row for row in tasks_rows(bench_run) if row["strategy"] == "-"}
+    first = [("fdbqueue", workers, ENQUEUED_FIRST) for workers in task_rows.ENQUEUED_FIRST_WORKERS]
     database = set() if TASKS_DB_MISSING else {(tasks_db_ref.TASKS_DB, 1, "processes")}
     ours_first = ("fdbqueue", 1, ENQUEUED_FIRST)  # every task enqueued, then one worker: as the reference
+    assert ours_first in first
     assert set(rows) == {
-        *(("fdbqueue", workers, "threads") for workers in TASK_WORKERS), ours_first, ("immediate", 1, "threads"),
+        *(("fdbqueue", workers, "threads") for workers in TASK_WORKERS), *first, ("immediate", 1, "threads"),
         *database,
     }
-    assert len(tasks_rows(bench_run)) == len(rows)
+    spread = {row["clients"]: row for row in tasks_rows(bench_run) if row["strategy"] == SPREAD_CLAIMS}
+    assert set(spread) == set(task_rows.ENQUEUED_FIRST_WORKERS)
+    assert len(tasks_rows(bench_run)) == len(rows) + len(spread)
+    for row in (*spread.values(), *(rows[key] for key in first)):  # the workers alone, and per series
+        assert row["mode"] == ENQUEUED_FIRST and row["notes"]["run_per_s"] > 0, row
+        assert row["exactly_once"] is True and row["ops"] == TASKS and row["vs_one_client"] > 0, row
+    assert spread[1]["vs_one_client"] == 1.0 and rows[ours_first]["vs_one_client"] == 1.0
     for row in rows.values():
         assert (row["operation"], row["strategy"], row["depth"]) == ("tasks", "-", None)
         assert row["exactly_once"] is True and row["seconds"] > 0 and row["ops_per_s"] > 0, row
@@ -454,7 +491,7 @@ def test_tasks_rows_run_every_task_once_and_relate_to_the_immediate_backend(benc
         ours = rows[("fdbqueue", workers, mode)]
         assert ours["ops"] == TASKS
         assert ours["vs_immediate"] > 0, ours
-        assert (ours["vs_one_client"] is None) is (mode == ENQUEUED_FIRST), ours  # no series of its own
+        assert ours["vs_one_client"] > 0, ours  # each against one worker of its own series
         assert ours["notes"]["enqueue_per_s"] > 0
         assert ours["retries"] == sum(ours["retries_by_code"].values()), ours
         assert ours["vs_redis"] is None and ours["vs_sqlite"] is None
@@ -700,3 +737,42 @@ def test_a_pop_row_that_runs_dry_is_measured_again_on_a_fuller_queue(fdbqueue_db
     assert row.ran_dry is False and row.ops > 5 and row.exactly_once is True, row
     assert bench.failures == [] and bench.warnings == []
     target.drop(queue, "plain")
+
+
+class _Starved(Exception):
+    code = 1031
+
+
+def test_an_operation_that_times_out_is_counted_and_the_client_goes_on():
+    """A pop starved past its transaction's TIMEOUT (1031) is counted, not fatal; other errors are."""
+    outcomes = iter([_Starved(), "a", _Starved(), "b", "c"])
+
+    def step():
+        got = next(outcomes)
+        if isinstance(got, Exception):
+            raise got
+        return got
+
+    result = runner.drive(step, [float("inf")], max_ops=3)
+    assert (result.ops, result.timed_out, result.popped) == (3, 2, ["a", "b", "c"])
+
+    def broken():
+        raise ValueError("not a timeout")
+
+    with pytest.raises(ValueError):
+        runner.drive(broken, [float("inf")], max_ops=1)
+
+
+@pytest.mark.parametrize(
+    "after, timed_out, held",
+    [(7, 0, True), (6, 1, True), (5, 1, False), (6, 0, False), (8, 1, False)],
+)
+def test_items_taken_by_timed_out_pops_are_in_doubt_not_lost(after, timed_out, held):
+    """10 queued, 3 popped: 7 remain; a timed-out pop may have taken one more (its commit in
+    doubt), never two, and never given one back."""
+    bench = Bench(BenchConfig.build(quick=True, tasks=0), db=None)
+    row = bench.rows[0]
+    assert bench._check_exactly_once(row, ["a", "b", "c"], 10, after, 0, timed_out) is held
+    assert bool(bench.failures) is not held
+    if timed_out:
+        assert row.notes["timed_out"] == timed_out and "error 1031" in bench.warnings[0]

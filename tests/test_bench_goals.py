@@ -20,12 +20,15 @@ from django_fdbqueue.bench.goals import (
     MANY,
     PROCESSES_VS_ONE,
     REDIS_PAIRS,
+    SCALING_GOALS,
     SQLITE_PAIRS,
     Goal,
     evaluate,
 )
 from django_fdbqueue.bench.report import format_report, to_document
 from django_fdbqueue.bench.results import BenchResult, Row, relate
+from django_fdbqueue.bench.task_names import ENQUEUED_FIRST
+from django_fdbqueue.bench.workloads import SPREAD_CLAIMS
 
 SHALLOW, DEEP = 1_000, 1_000_000
 PAIRS = "one client, push then pop, pairs/s (plain)"
@@ -189,3 +192,40 @@ def test_the_report_and_its_json_carry_the_embedded_goals():
     assert "recipe" not in table.split("\n\n")[0]
     cluster = to_document(BenchResult(_rows(), {**meta, "engine": "foundationdb"}, [], [], []))
     assert [goal["workload"] for goal in cluster["goals"]] == CLUSTER_WORKLOADS
+
+
+def test_the_cluster_scaling_goals_judge_many_threads_against_one_of_the_same_series():
+    """Each scaling goal whose two rows ran: met, missed, or missed for breaking exactly-once."""
+    rows = _rows() + [
+        _row("fdbqueue", "pop", 100.0, strategy="high-contention"),
+        _row("fdbqueue", "pop", 900.0, 32, strategy="high-contention"),  # 9x: met (>= 8x)
+        _row("fdbqueue", "claim+ack", 100.0, strategy=SPREAD_CLAIMS),
+        _row("fdbqueue", "claim+ack", 500.0, 32, strategy=SPREAD_CLAIMS),  # 5x: missed
+        _row("fdbqueue", "claim+ack", 900.0, 32),  # exact order, 9x the 1-thread row of 100
+        _row("fdbqueue", "tasks", 40.0, mode=ENQUEUED_FIRST, strategy="-", notes={"run_per_s": 50.0}),
+        # 8x the workers' own rate, but not exactly once
+        _row("fdbqueue", "tasks", 90.0, 16, ENQUEUED_FIRST, strategy="-", exactly_once=False,
+             notes={"run_per_s": 400.0}),
+    ]
+    rows[1] = _row("fdbqueue", "claim+ack", 100.0)  # the exact series' one thread
+    relate(rows, SHALLOW, DEEP)
+    goals = {goal.workload: goal for goal in _goals(rows, engine="foundationdb")}
+    contention = goals["high-contention pops, 32 threads vs 1, aggregate"]
+    assert (contention.goal, contention.met, contention.shown) == (">= 8x", True, "9.00x (900 pops/s)")
+    assert goals[f"claim + ack pairs, {SPREAD_CLAIMS}, 32 threads vs 1, aggregate"].met is False
+    assert goals["claim + ack pairs, exact order, 32 threads vs 1, aggregate"].met is True
+    tasks = goals["Tasks run, exact order, 16 worker threads vs 1, every task enqueued first"]
+    assert tasks.met is False and tasks.shown == "8.00x (400 tasks/s), NOT exactly once"
+    assert tasks.reference == "1 worker thread: 50 tasks/s"  # the workers' own rates, not the enqueue-capped ones
+    # Rows the run did not measure (128 threads, random-k, sharded) leave their goals out.
+    assert not [name for name in goals if "128" in name or "random-k" in name or "sharded" in name]
+    assert [operation for operation, *_ in SCALING_GOALS].count("pop") == 4
+
+
+def test_the_embedded_engine_has_no_scaling_goals():
+    rows = _rows() + [
+        _row("fdbqueue", "pop", 100.0, strategy="high-contention"),
+        _row("fdbqueue", "pop", 900.0, 32, strategy="high-contention"),
+    ]
+    relate(rows, SHALLOW, DEEP)
+    assert not [goal for goal in _goals(rows) if "32 threads" in goal.workload]

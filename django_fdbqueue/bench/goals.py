@@ -11,7 +11,12 @@ On a cluster (``foundationdb``):
 * one popper on a full queue, pops/s, against the recipe: >= 1x;
 * :data:`MANY` popping processes (or the most the run has) against one popper, aggregate, with
   exactly-once delivery: >= 1x (the recipe's own ratio is shown beside it);
-* claim + ack pairs/s against plain pops: reported, no goal.
+* claim + ack pairs/s against plain pops: reported, no goal;
+* many consumers of one queue, as threads, against one (:data:`SCALING_GOALS`): high-contention
+  pops 32 >= 8x and 128 >= 12x, random-k and sharded pops 32 >= 12x, claim + ack pairs 32 >= 8x
+  in exact order and as spread claims, Tasks 16 worker threads >= 6x one (both ways too). They are meant for a
+  cluster with a production commit latency (>= 5 ms: ``scripts/fdb-cluster start
+  --commit-latency 5ms``); a goal whose rows the run did not measure is left out.
 
 On the embedded engine (``embedded``):
 
@@ -49,6 +54,7 @@ from typing import Any, Sequence
 from .targets import OURS
 from .task_names import ENQUEUED_FIRST
 from .tasks_db_ref import GOAL_TIMES, TASKS_DB
+from .workloads import SPREAD_CLAIMS
 
 __all__ = [
     "CLAIMS_VS_POP",
@@ -59,6 +65,7 @@ __all__ = [
     "MANY",
     "PROCESSES_VS_ONE",
     "REDIS_PAIRS",
+    "SCALING_GOALS",
     "SQLITE_PAIRS",
     "WAKE_P50_MS",
     "evaluate",
@@ -66,6 +73,19 @@ __all__ = [
 ]
 
 MANY = 8
+#: The cluster's scaling goals: (operation, strategy, clients, times one client of the same
+#: series). Tasks are judged on the rows that enqueue every task first: one enqueuing thread
+#: would otherwise cap them at one commit per task.
+SCALING_GOALS = (
+    ("pop", "high-contention", 32, 8.0),
+    ("pop", "high-contention", 128, 12.0),
+    ("pop", "random-k", 32, 12.0),
+    ("pop", "sharded", 32, 12.0),
+    ("claim+ack", "-", 32, 8.0),
+    ("claim+ack", SPREAD_CLAIMS, 32, 8.0),
+    ("tasks", "-", 16, 6.0),
+    ("tasks", SPREAD_CLAIMS, 16, 6.0),
+)
 WAKE_P50_MS = 20.0
 #: The engine (``meta["engine"]``) whose goals are the embedded ones; any other has the cluster's.
 EMBEDDED = "embedded"
@@ -230,9 +250,56 @@ def evaluate(
     else:
         many = _many(clients)
         goals = [goal for strategy in strategies for goal in _strategy_goals(index, strategy, many)]
-        extra = [_claims_goal(index, None)]
+        extra = [_claims_goal(index, None), *_scaling_goals(index)]
     extra += [_wake_goal(index), _tasks_goal(index)]
     return goals + [goal for goal in extra if goal is not None]
+
+
+def _scaling_goals(rows: dict[tuple, Any]) -> list[Goal]:
+    """Each of :data:`SCALING_GOALS` whose rows the run measured: many threads against one."""
+    goals = []
+    for operation, series, clients, times in SCALING_GOALS:
+        mode = ENQUEUED_FIRST if operation == "tasks" else "threads"
+        crowd = rows.get((OURS, operation, clients, mode, series, None))
+        one = rows.get((OURS, operation, 1, mode, series, None))
+        if crowd is None or one is None:
+            continue
+        if operation == "tasks":
+            goals.append(_workers_goal(series, clients, times, crowd, one))
+            continue
+        unit = "pops/s" if operation == "pop" else "pairs/s"
+        name = f"{series} pops" if operation == "pop" else "claim + ack pairs, " + (
+            "exact order" if series == _NONE else series
+        )
+        goals.append(_ratio_goal(
+            f"{name}, {clients} threads vs 1, aggregate",
+            f"1 thread: {_rate(one, unit)}",
+            times,
+            crowd,
+            crowd.vs_one_client,
+            unit,
+            once=crowd.exactly_once is not False,
+        ))
+    return goals
+
+
+def _workers_goal(series: str, clients: int, times: float, crowd: Any, one: Any) -> Goal:
+    """Tasks run by many worker threads against one, every task enqueued first: the workers' own
+    rate (``run_per_s``), which one enqueuing thread does not cap."""
+    claims = "exact order" if series == _NONE else series
+    many, single = crowd.notes.get("run_per_s"), one.notes.get("run_per_s")
+    ratio = many / single if many and single else None
+    goal = Goal(
+        f"Tasks run, {claims}, {clients} worker threads vs 1, every task enqueued first",
+        f"1 worker thread: {single:,.0f} tasks/s" if single else "1 worker thread: not run",
+        f">= {times:g}x",
+        ratio,
+        _NONE if ratio is None else f"{_times(ratio)} ({many:,.0f} tasks/s)",
+        None if ratio is None else ratio >= times,
+    )
+    if ratio is not None and crowd.exactly_once is False:
+        goal = replace(goal, shown=goal.shown + ", NOT exactly once", met=False)
+    return goal
 
 
 def _claims_goal(rows: dict[tuple, Any], times: float | None) -> Goal | None:

@@ -5,16 +5,17 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 from typing import TYPE_CHECKING, Any, Callable, Hashable
 
 from .progress import Progress
 from .results import Row
 from .runner import Measurement, ProcessTeam, run_threads
-from .stats import peak_memory_mib, reset_peak_memory
+from .stats import peak_memory_mib, reset_peak_memory, store_cpu_seconds
 from .store_info import STATUS_KEY
 from .targets import Target
-from .workloads import Work, batches
+from .workloads import Work, batches, claim_spread
 
 if TYPE_CHECKING:
     from .plan import BenchConfig
@@ -84,6 +85,8 @@ class RowMeasuring:
     _rate_hint: dict[str, float]
     _scale_cap: int
     _block: int
+    #: Whether this machine's fdbserver processes are the measured store (a cluster engine).
+    _store_is_cluster: bool = False
 
     def _next_block(self) -> int:
         """A fresh range of value numbers, so no two rows push the same n."""
@@ -134,18 +137,20 @@ class RowMeasuring:
     ) -> bool:
         """One timed window of ``row``: its figures recorded, and whether exactly-once held in it."""
         before = target.remaining(queue, strategy)
-        work = Work(row.operation, queue, strategy, first_n=self._next_block())
+        work = Work(row.operation, queue, strategy, first_n=self._next_block(), spread=claim_spread(row))
         progress.detail("running")
+        store_before = store_cpu_seconds() if self._store_is_cluster else None
         if row.mode == "processes":
             measurement = team.run(target.spec(), work, row.clients, duration)
         else:
             measurement = run_threads(target, work, row.clients, duration)
         self._record(row, measurement)
+        self._record_cpu(row, measurement, store_before)
         if row.operation == "peek":
             return True
         pushed = row.ops if row.operation in ("push", "push+pop") else measurement.pushed
         after = target.remaining(queue, strategy)
-        return self._check_exactly_once(row, measurement.popped, before, after, pushed)
+        return self._check_exactly_once(row, measurement.popped, before, after, pushed, measurement.timed_out)
 
     def _measure_pops_at_depth(
         self, target: Target, row: Row, queue: str, strategy: str | None, progress: Progress
@@ -251,14 +256,42 @@ class RowMeasuring:
             row.retries = sum(measurement.retries.values())
             row.retries_per_op = row.retries / row.ops if row.ops else 0.0
 
-    def _check_exactly_once(self, row: Row, popped: list[Hashable], before: int, after: int, pushed: int) -> bool:
-        """Every popped id distinct, and the queue's count changed by exactly what was done."""
+    def _record_cpu(self, row: Row, measurement: Measurement, store_before: float | None) -> None:
+        """CPU per operation of the clients and of a local cluster's servers, and how busy the
+        machine's cores were (see ``Row.cpu_busy``)."""
+        if not row.ops or measurement.cpu_seconds is None or measurement.seconds <= 0:
+            return
+        store_after = store_cpu_seconds() if store_before is not None else None
+        store = None if store_before is None or store_after is None else store_after - store_before
+        row.cpu_ms_per_op = round(1000 * measurement.cpu_seconds / row.ops, 4)
+        if store is not None:
+            row.store_cpu_ms_per_op = round(1000 * store / row.ops, 4)
+        cores = os.cpu_count() or 1
+        row.cpu_busy = round((measurement.cpu_seconds + (store or 0.0)) / (measurement.seconds * cores), 3)
+
+    def _check_exactly_once(
+        self, row: Row, popped: list[Hashable], before: int, after: int, pushed: int, timed_out: int = 0
+    ) -> bool:
+        """Every popped id distinct, and the queue's count changed by exactly what was done.
+
+        A pop that timed out (1031) is in doubt: its commit may have landed, so up to
+        ``timed_out`` items may be gone without a client holding them, and are reported so.
+        """
         problems = []
         distinct = len(set(popped))
         if distinct != len(popped):
             problems.append(f"{len(popped) - distinct:,} item ids popped more than once")
         taken = len(popped)
-        if before + pushed - taken != after:
+        in_doubt = before + pushed - taken - after
+        if timed_out:
+            row.notes["timed_out"] = timed_out
+            self.warnings.append(
+                f"{row.label()}: {timed_out:,} operations ran out of the transaction TIMEOUT (error 1031, "
+                f"starved by contention) and were not counted; {max(0, in_doubt):,} of them took an item."
+            )
+        if 0 < in_doubt <= timed_out:
+            pass  # taken by timed-out pops whose commit landed: in doubt, as FoundationDB says
+        elif before + pushed - taken != after:
             problems.append(
                 f"{before:,} queued + {pushed:,} pushed - {taken:,} popped = {before + pushed - taken:,}, "
                 f"but {after:,} remain"

@@ -14,8 +14,9 @@ from .results import NO_STRATEGY, Row
 from .strategies import registered
 from .targets import OURS
 from .task_names import ENQUEUED_FIRST
-from .task_rows import IMMEDIATE, TASK_WORKERS
+from .task_rows import ENQUEUED_FIRST_WORKERS, IMMEDIATE, TASK_WORKERS
 from .tasks_db_ref import TASKS_DB
+from .workloads import SPREAD_CLAIMS
 
 #: The references ``--compare`` starts; the recipe comes with ``--recipe PATH`` instead.
 COMPARE_CHOICES = ("redis", "sqlite")
@@ -131,6 +132,11 @@ def plan(config: BenchConfig) -> list[Row]:
     for mode in config.modes:
         for clients in config.clients:
             rows += on_every_target("pop", clients, mode)
+    for mode in config.modes:
+        for clients in config.clients:
+            for series in (NO_STRATEGY, SPREAD_CLAIMS):
+                if (clients, mode, series) != (1, "threads", NO_STRATEGY):  # measured above
+                    rows.append(Row(OURS, "claim+ack", clients, mode, series))
     rows.append(Row(OURS, "wake", 2, "processes", NO_STRATEGY))
     for depth in config.depths:
         for operation in ("fill", "peek", "pop"):
@@ -139,7 +145,14 @@ def plan(config: BenchConfig) -> list[Row]:
         # ImmediateBackend has no workers: each enqueue runs its task, on the bench's one thread.
         # The database backend runs in a process of its own, with one worker.
         rows += [Row(OURS, "tasks", workers, "threads", NO_STRATEGY) for workers in TASK_WORKERS]
-        rows.append(Row(OURS, "tasks", 1, ENQUEUED_FIRST, NO_STRATEGY))
+        # Every task enqueued first, then the workers: what the workers alone can do, since one
+        # enqueuing thread caps the rows above at a cluster's commit rate. With exact claims and
+        # with the backend's CLAIM_SPREAD, for many workers on one task queue.
+        rows += [
+            Row(OURS, "tasks", workers, ENQUEUED_FIRST, series)
+            for series in (NO_STRATEGY, SPREAD_CLAIMS)
+            for workers in ENQUEUED_FIRST_WORKERS
+        ]
         rows.append(Row(IMMEDIATE, "tasks", 1, "threads", NO_STRATEGY))
         rows.append(Row(TASKS_DB, "tasks", 1, "processes", NO_STRATEGY))
     return rows

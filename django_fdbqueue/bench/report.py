@@ -81,6 +81,8 @@ def _workers(row: Row) -> str:
     if row.target == TASKS_DB:
         return f"{row.clients} process{'es' * (row.clients > 1)}"
     threads = f"{row.clients} thread{'s' * (row.clients > 1)}"
+    if row.strategy != NO_STRATEGY:
+        threads += f", {row.strategy}"
     return threads + (", enqueued first" if row.mode == ENQUEUED_FIRST else "")
 
 
@@ -121,6 +123,21 @@ _COMMON_TAIL: list[_Column] = [
     ("EXACTLY-ONCE", _check),
 ]
 
+def _cpu(row: Row) -> str:
+    """Client CPU ms per operation, and the store's after a slash when its servers were seen."""
+    if row.cpu_ms_per_op is None:
+        return "-"
+    text = f"{row.cpu_ms_per_op:.2g}"
+    return text + (f"/{row.store_cpu_ms_per_op:.2g}" if row.store_cpu_ms_per_op is not None else "")
+
+
+def _busy(row: Row) -> str:
+    return "-" if row.cpu_busy is None else f"{100 * row.cpu_busy:.0f}%"
+
+
+#: What the concurrent sections add: CPU per operation and how busy the machine's cores were.
+_CPU_COLUMNS: list[_Column] = [("CPU MS/OP", _cpu), ("CORES BUSY", _busy)]
+
 _TARGET_ORDER = (OURS, *REFERENCES, IMMEDIATE, TASKS_DB)
 _OPERATION_ORDER = ("push", "push+pop", "claim+ack", "pop")
 _DEPTH_ORDER = ("fill", "peek", "pop")
@@ -150,7 +167,8 @@ _SECTIONS: list[_Section] = [
         lambda r, s: (_TARGET_ORDER.index(r.target), _OPERATION_ORDER.index(r.operation), _series_order(r, s)),
     ),
     (
-        "Concurrent pops (aggregate pops/s of all clients; VS 1 CLIENT: against the same series with one)",
+        "Concurrent pops (aggregate pops/s of all clients; VS 1 CLIENT: against the same series with one;\n"
+        "CPU MS/OP: the clients' CPU per pop / a local cluster's; CORES BUSY: both, of the machine's cores)",
         lambda r: r.depth is None and r.operation == "pop",
         [
             ("TARGET", lambda r: r.target),
@@ -159,10 +177,30 @@ _SECTIONS: list[_Section] = [
             ("CLIENTS", lambda r: str(r.clients)),
             ("POPS/S", lambda r: _rate(r.ops_per_s)),
             ("VS 1 CLIENT", lambda r: _times(r.vs_one_client)),
+            *_CPU_COLUMNS,
             *_COMMON_TAIL,
         ],
         3,
         lambda r, s: (_series_order(r, s), _mode_order(r.mode), r.clients),
+    ),
+    (
+        "Concurrent claims (claim + ack pairs/s of all clients, exact order and spread claims; VS 1 CLIENT:\n"
+        "against the same series with one; CPU MS/OP: the clients' CPU per pair / a local cluster's)",
+        lambda r: r.depth is None and r.operation == "claim+ack",
+        [
+            ("MODE", lambda r: r.mode),
+            ("CLAIMS", lambda r: "exact" if r.strategy == NO_STRATEGY else r.strategy),
+            ("CLIENTS", lambda r: str(r.clients)),
+            ("PAIRS/S", lambda r: _rate(r.ops_per_s)),
+            ("VS 1 CLIENT", lambda r: _times(r.vs_one_client)),
+            *_CPU_COLUMNS,
+            ("P50 MS", lambda r: _ms(r.p50_ms)),
+            ("P99 MS", lambda r: _ms(r.p99_ms)),
+            ("RETRIES/OP", _retries),
+            ("EXACTLY-ONCE", _check),
+        ],
+        2,
+        lambda r, s: (r.strategy != NO_STRATEGY, _mode_order(r.mode), r.clients),
     ),
     (
         "Queue depth (one client; VS SHALLOW: the deep row against the shallow one; fill rates are items/s)",
@@ -195,7 +233,8 @@ _SECTIONS: list[_Section] = [
     (
         "Tasks (Django Tasks: tasks/s from the first enqueue to the last SUCCESSFUL result; VS IMMEDIATE:\n"
         "against the framework's ImmediateBackend, which runs each task inside enqueue, the zero-cost reference;\n"
-        "VS DB BACKEND: against django-tasks' database backend on SQLite (WAL), enqueued first, then one worker)",
+        "VS DB BACKEND: against django-tasks' database backend on SQLite (WAL), enqueued first, then one worker;\n"
+        "RUNS/S: with every task enqueued first, tasks/s of the workers alone, from their start to the last result)",
         lambda r: r.group == "tasks",
         [
             ("TARGET", lambda r: r.target),
@@ -206,12 +245,13 @@ _SECTIONS: list[_Section] = [
             ("VS DB BACKEND", lambda r: _times(r.vs_tasks_db)),
             ("VS 1 WORKER", lambda r: _times(r.vs_one_client)),
             ("ENQUEUES/S", lambda r: _rate(r.notes["enqueue_per_s"]) if "enqueue_per_s" in r.notes else "-"),
+            ("RUNS/S", lambda r: _rate(r.notes["run_per_s"]) if "run_per_s" in r.notes else "-"),
             ("RETRIES/OP", _retries),
             ("PEAK MIB", lambda r: _mib(r.peak_mib)),
             ("EXACTLY-ONCE", _check),
         ],
         2,
-        lambda r, s: (_TARGET_ORDER.index(r.target), r.clients),
+        lambda r, s: (_TARGET_ORDER.index(r.target), r.strategy != NO_STRATEGY, r.clients),
     ),
 ]
 

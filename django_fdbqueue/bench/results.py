@@ -49,6 +49,12 @@ class Row:
     peak_mib: float | None = None
     exactly_once: bool | None = None
     ran_dry: bool = False
+    #: CPU milliseconds an operation cost the clients' processes, and the store's servers when
+    #: they run on this machine (a local cluster); ``cpu_busy`` is the share of the machine's
+    #: cores both used in the window: near 1, the cores capped the row, not the store's design.
+    cpu_ms_per_op: float | None = None
+    store_cpu_ms_per_op: float | None = None
+    cpu_busy: float | None = None
     vs_recipe: float | None = None
     vs_redis: float | None = None
     vs_sqlite: float | None = None
@@ -80,6 +86,8 @@ class Row:
             if self.target == TASKS_DB:
                 return text + ", database backend on SQLite (WAL), 1 worker process"
             text += f", {self.clients} worker thread{'' if self.clients == 1 else 's'}"
+            if self.strategy != NO_STRATEGY:
+                text += f", claims {self.strategy}"
             return text + (", every task enqueued first" if self.mode == ENQUEUED_FIRST else "")
         if self.operation == "wake":
             return f"{self.target} pop woken by a push, popper and pusher processes"
@@ -142,6 +150,8 @@ class BenchResult:
         for row in self.rows:
             if row.group == "tasks" and row.target == OURS:
                 threads = f"{row.clients} worker thread{'' if row.clients == 1 else 's'}"
+                if row.strategy != NO_STRATEGY:
+                    threads += f", claims {row.strategy}"
                 if row.mode == ENQUEUED_FIRST:
                     threads += ", every task enqueued first"
                 text = f"Tasks/s with {threads}: {row.ops_per_s:,.0f}"
@@ -176,15 +186,15 @@ def relate(rows: list[Row], shallow: int, deep: int) -> None:
             for reference in REFERENCES:
                 same = (reference, row.operation, row.clients, row.mode, NO_STRATEGY, row.depth)
                 setattr(row, f"vs_{reference}", _ratio(row, index.get(same)))
-        if row.operation == "pop" and row.depth is None:
-            one = (row.target, "pop", 1, row.mode, row.strategy, None)
+        if row.operation in ("pop", "claim+ack") and row.depth is None:
+            one = (row.target, row.operation, 1, row.mode, row.strategy, None)
             row.vs_one_client = _ratio(row, index.get(one))
         if row.operation == "claim+ack":
             row.vs_pop = _ratio(row, index.get((row.target, "pop", 1, "threads", PLAIN_POP, None)))
         if row.group == "tasks" and row.target == OURS:
             row.vs_immediate = _ratio(row, index.get((IMMEDIATE, "tasks", 1, "threads", NO_STRATEGY, None)))
-            if row.mode == "threads":  # the rows that enqueue while their workers run
-                row.vs_one_client = _ratio(row, index.get((OURS, "tasks", 1, "threads", NO_STRATEGY, None)))
+            # Against one worker of the same series: enqueuing alongside, or every task enqueued first.
+            row.vs_one_client = _ratio(row, index.get((OURS, "tasks", 1, row.mode, row.strategy, None)))
             row.vs_tasks_db = _ratio(row, index.get((TASKS_DB, "tasks", 1, "processes", NO_STRATEGY, None)))
         if row.depth == deep and deep != shallow:
             other = index.get((row.target, row.operation, row.clients, row.mode, row.strategy, shallow))

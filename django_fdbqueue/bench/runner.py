@@ -45,6 +45,8 @@ READY_SECONDS = 180.0
 #: How long after the deadline the last operation and the results may take to come in.
 GRACE_SECONDS = 60.0
 _POLL_SECONDS = 0.25
+#: FoundationDB's "transaction timed out" (1031): the TIMEOUT setting ran out before a commit.
+TIMED_OUT = 1031
 
 
 class BenchError(Exception):
@@ -64,6 +66,8 @@ class ClientResult:
     retries: dict[int, int] | None = None
     peak_mib: float | None = None
     pushed: int = 0  # counted by steps that time themselves (see workloads.Timed)
+    cpu_seconds: float | None = None  # the client process's CPU time in the window (processes only)
+    timed_out: int = 0  # operations that ran out of their transaction's TIMEOUT (see drive)
 
 
 @dataclass
@@ -78,6 +82,10 @@ class Measurement:
     retries: dict[int, int] | None
     peak_mib: float | None
     pushed: int = 0
+    #: CPU time the clients' processes spent in the window, every thread of theirs counted (the
+    #: binding's network thread and, on the embedded engine, the store's own work included).
+    cpu_seconds: float | None = None
+    timed_out: int = 0
 
     @property
     def ops_per_s(self) -> float:
@@ -96,6 +104,8 @@ class Measurement:
             retries=_sum_retries(part.retries for part in parts),
             peak_mib=max(peaks) if peaks else None,
             pushed=sum(part.pushed for part in parts),
+            cpu_seconds=_sum_cpu(part.cpu_seconds for part in parts),
+            timed_out=sum(part.timed_out for part in parts),
         )
 
 
@@ -106,14 +116,17 @@ def drive(
 
     One clock reading per operation: the end of one is the start of the next. A step that
     returns a :class:`~django_fdbqueue.bench.workloads.Timed` times itself instead: its latency
-    is recorded (and it counts as an operation) only when it gives one.
+    is recorded (and it counts as an operation) only when it gives one. An operation that ran
+    out of its transaction's TIMEOUT (FoundationDB error 1031: starved by contention, as plain
+    pops are with a hundred clients on one queue) is counted in ``timed_out``, not as an
+    operation, and the client goes on.
     """
     clock = time.monotonic
     latency = LatencyHistogram()
     record = latency.add
     popped: list[Hashable] = []
     limit = math.inf if max_ops is None else max_ops
-    ops = pushed = 0
+    ops = pushed = timed_out = 0
     ran_dry = False
     started = now = clock()
     while now < deadline[0] and ops < limit:
@@ -123,6 +136,12 @@ def drive(
             ran_dry = True
             now = clock()
             break
+        except Exception as error:
+            if getattr(error, "code", None) != TIMED_OUT:
+                raise
+            timed_out += 1
+            now = clock()
+            continue
         finished = clock()
         if isinstance(got, Timed):
             pushed += got.pushed
@@ -136,7 +155,7 @@ def drive(
         now = finished
         if got is not None:
             popped.append(got)
-    return ClientResult(ops, started, now, latency, popped, ran_dry, pushed=pushed)
+    return ClientResult(ops, started, now, latency, popped, ran_dry, pushed=pushed, timed_out=timed_out)
 
 
 def _delta(before: dict[int, int] | None, after: dict[int, int] | None) -> dict[int, int] | None:
@@ -156,8 +175,19 @@ def _sum_retries(parts: Iterable[dict[int, int] | None]) -> dict[int, int] | Non
     return total
 
 
+def _sum_cpu(parts: Iterable[float | None]) -> float | None:
+    """The CPU seconds of several parts, or None when any part was not measured."""
+    total = 0.0
+    for part in parts:
+        if part is None:
+            return None
+        total += part
+    return total
+
+
 def _combine(
-    results: list[ClientResult], retries: dict[int, int] | None, peak_mib: float | None
+    results: list[ClientResult], retries: dict[int, int] | None, peak_mib: float | None,
+    cpu_seconds: float | None = None,
 ) -> Measurement:
     started = min(result.started for result in results)
     finished = max(result.finished for result in results)
@@ -170,6 +200,8 @@ def _combine(
         retries=retries,
         peak_mib=peak_mib,
         pushed=sum(result.pushed for result in results),
+        cpu_seconds=cpu_seconds if cpu_seconds is not None else _sum_cpu(r.cpu_seconds for r in results),
+        timed_out=sum(result.timed_out for result in results),
     )
 
 
@@ -209,6 +241,7 @@ def run_threads(target: Target, work: Work, clients: int, duration: float) -> Me
             ) from None
         reset_peak_memory()
         before = target.retry_counts()
+        cpu_before = time.process_time()
         deadline[0] = time.monotonic() + duration
         go.set()
         finish_by = deadline[0] + GRACE_SECONDS
@@ -222,8 +255,9 @@ def run_threads(target: Target, work: Work, clients: int, duration: float) -> Me
         raise
     if errors:
         raise errors[0]
+    cpu = time.process_time() - cpu_before
     retries = _delta(before, target.retry_counts())
-    return _combine([result for result in results if result is not None], retries, peak_memory_mib())
+    return _combine([result for result in results if result is not None], retries, peak_memory_mib(), cpu)
 
 
 def _client_main(
@@ -318,7 +352,9 @@ def _run_job(conn: Any, opened: dict[str, tuple[TargetSpec, Target]], spec: Targ
             raise _BenchGone  # told to stop instead
         before = target.retry_counts()
         deadline[0] = message[1]
+        cpu_before = time.process_time()
         result = drive(step, deadline, work.max_ops)
+        result.cpu_seconds = time.process_time() - cpu_before
         result.retries = _delta(before, target.retry_counts())
         result.peak_mib = peak_memory_mib()
         return ("done", result)

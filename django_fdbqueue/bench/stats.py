@@ -12,6 +12,7 @@ process started; elsewhere it falls back to ``ru_maxrss``, which cannot be reset
 from __future__ import annotations
 
 import math
+import os
 import re
 import resource
 import sys
@@ -86,3 +87,37 @@ def peak_memory_mib() -> float:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     # Kilobytes on Linux, bytes on macOS.
     return peak / (1024.0 * 1024.0) if sys.platform == "darwin" else peak / 1024.0
+
+
+#: The process name of FoundationDB's server, whose CPU time is the store's on a local cluster.
+STORE_PROCESS = "fdbserver"
+
+
+def store_cpu_seconds(name: str = STORE_PROCESS) -> float | None:
+    """CPU seconds used so far by every process of this machine called ``name``; None if none runs.
+
+    A cluster on this machine is the store's whole cost, so a row's delta of this beside its
+    clients' CPU says what an operation costs in all, and whether the machine's cores capped the
+    row. A remote cluster's servers are not seen: None, and the row shows the clients' CPU only.
+    """
+    ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    total, seen = 0, False
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return None
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as handle:
+                stat = handle.read()
+        except OSError:
+            continue  # gone since the listing, or not ours to read
+        command, _, rest = stat.partition(b") ")
+        if command.split(b"(", 1)[-1] != name.encode():
+            continue
+        fields = rest.split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime: fields 14 and 15 of the line
+        seen = True
+    return total / ticks if seen else None

@@ -8,6 +8,10 @@ On each target (the app's queues, and the references asked for) the run measures
   strategy, on a queue filled beforehand so that it never runs dry in the timed window. Every
   row that pops is checked for exactly-once delivery: no item id popped twice, and what was
   popped plus what remains equals what was there;
+* **concurrent claims**: ``claim+ack`` the same way, in exact order and as spread claims
+  (``spread=64``), the worker fleet's path. Every concurrent row records the CPU an operation
+  cost the clients and, on a cluster of this machine, its servers, and how busy that kept the
+  machine's cores;
 * **queue depth**: the queue filled to a shallow depth (1,000) and to ``deep_size``
   (``fill`` rows: items/s and peak memory, which must stay flat because items go in batches),
   then ``peek`` and ``pop`` for the row's duration at each depth. Pops take at most half the
@@ -17,7 +21,8 @@ On each target (the app's queues, and the references asked for) the run measures
   woken by another process's push: the latency from the push call to the popper holding the
   item (see :mod:`~django_fdbqueue.bench.workloads`);
 * **tasks** (when the Django Tasks framework is installed): N tasks through the app's Tasks
-  backend with 1 and 4 worker threads, and the same N through the framework's ImmediateBackend,
+  backend with 1, 4 and 16 worker threads; with every task enqueued first, 1 and 16 worker threads,
+  with exact and with spread claims; and the same N through the framework's ImmediateBackend,
   which runs each inline: the zero-cost reference (see :mod:`~django_fdbqueue.bench.task_rows`);
   and, when django-tasks-db is installed (Django 5.2+), through django-tasks' database backend on
   SQLite in a process of its own: the reference of the project's Tasks goal (see
@@ -58,6 +63,7 @@ from .targets import OURS, Target
 from .task_names import ENQUEUED_FIRST
 from .task_rows import IMMEDIATE, TASK_WORKERS, TaskRun
 from .tasks_db_ref import TASKS_DB
+from .workloads import claim_spread
 
 __all__ = [
     "BenchConfig",
@@ -115,7 +121,9 @@ class Bench(RowMeasuring):
         from .store_info import describe
 
         ours = ServiceTarget.from_settings(self.db)
-        self._layout = describe(self.db, ours.metadata()["engine"])
+        engine = ours.metadata()["engine"]
+        self._layout = describe(self.db, engine)
+        self._store_is_cluster = engine == "foundationdb"
         self._probe_latency("start", progress)
         for message in self.skipped:
             progress.note(f"Skipped: {message}")
@@ -183,14 +191,17 @@ class Bench(RowMeasuring):
     def _queue_of(self, row: Row) -> tuple[str, str | None]:
         """The queue a row works on, and the strategy whose layout it has."""
         strategy = None if row.strategy == NO_STRATEGY else row.strategy
+        if row.operation == "claim+ack":
+            # Exact and spread claims work on plain queues; each series has its own.
+            return f"fdbqueue-bench.{self.run_id}.claims-{_safe(row.strategy)}", None
         if row.depth is not None:
             purpose = f"depth-{row.depth}"
         elif row.operation == "push":
             purpose = "push"
         elif row.operation == "push+pop":
             purpose = f"pairs-{_safe(row.strategy)}"
-        elif row.operation in ("claim+ack", "wake"):
-            purpose = "claims" if row.operation == "claim+ack" else "wake"
+        elif row.operation == "wake":
+            purpose = "wake"
         else:
             purpose = f"pops-{_safe(row.strategy)}"
         return f"fdbqueue-bench.{self.run_id}.{purpose}", strategy
@@ -230,10 +241,13 @@ class Bench(RowMeasuring):
             run = self._run_tasks_db(row, progress)
         else:
             run = tasks.run_workers(
-                self.config.tasks, row.clients, progress.detail, enqueue_first=row.mode == ENQUEUED_FIRST
+                self.config.tasks, row.clients, progress.detail, enqueue_first=row.mode == ENQUEUED_FIRST,
+                spread=claim_spread(row),
             )
         if run is not None:
             row.notes["enqueue_per_s"] = round(run.enqueue_per_s, 2)
+            if run.run_per_s is not None:
+                row.notes["run_per_s"] = round(run.run_per_s, 2)
         return run
 
     def _drop_tasks_db_if_missing(self) -> None:

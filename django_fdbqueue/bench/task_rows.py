@@ -49,6 +49,7 @@ __all__ = [
     "IMMEDIATE",
     "IMMEDIATE_ALIAS",
     "QUEUE_NAME",
+    "ENQUEUED_FIRST_WORKERS",
     "TASK_WORKERS",
     "TaskBench",
     "TaskRun",
@@ -64,7 +65,9 @@ IMMEDIATE = "immediate"
 #: The TASKS alias the bench adds for the reference rows (ours: ``task_names.BACKEND_ALIAS``).
 IMMEDIATE_ALIAS = "fdbqueue-bench-immediate"
 #: Worker threads of the rows of ours.
-TASK_WORKERS = (1, 4)
+TASK_WORKERS = (1, 4, 16)
+#: Worker threads of the rows that enqueue every task first, with exact and with spread claims.
+ENQUEUED_FIRST_WORKERS = (1, 16)
 #: Results read or deleted per transaction.
 RESULT_BATCH = 200
 #: The workers' claim wait: how soon they notice the stop once every task has run.
@@ -125,10 +128,19 @@ class TaskRun:
     retries: dict[int, int] | None = None
     peak_mib: float | None = None
     problems: list[str] = field(default_factory=list)
+    #: With every task enqueued first: from the workers' start to the last result, the workers alone.
+    run_seconds: float | None = None
 
     @property
     def tasks_per_s(self) -> float:
         return self.tasks / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def run_per_s(self) -> float | None:
+        """Tasks/s of the workers alone (rows that enqueue first), not capped by one enqueuing thread."""
+        if self.run_seconds is None or self.run_seconds <= 0:
+            return None
+        return self.tasks / self.run_seconds
 
     @property
     def enqueue_per_s(self) -> float:
@@ -181,11 +193,12 @@ class TaskBench:
     # -- ours ------------------------------------------------------------------------------------
 
     def run_workers(self, count: int, workers: int, detail: Callable[[str], None], *,
-                    enqueue_first: bool = False) -> TaskRun:
+                    enqueue_first: bool = False, spread: int | None = None) -> TaskRun:
         """Enqueue ``count`` tasks while ``workers`` worker threads run them; timed to the last result.
 
         With ``enqueue_first`` every task is enqueued before the workers start, as the database
-        backend's row does it: the like-for-like row of the Tasks goal.
+        backend's row does it: the like-for-like row of the Tasks goal. ``spread`` is the
+        workers' claim spread, as the backend's ``CLAIM_SPREAD`` option sets it.
         """
         from django_fdbqueue import service
         from django_fdbqueue.fdbapi import retry_counts
@@ -194,7 +207,7 @@ class TaskBench:
         from django_fdbqueue.tasks.runner import TaskWorkers
 
         finished = _Finished(self.backend.alias, count)
-        group = TaskWorkers(self.backend, [QUEUE_NAME], concurrency=workers)
+        group = TaskWorkers(self.backend, [QUEUE_NAME], concurrency=workers, spread=spread)
         for worker in group.workers:
             worker.poll_wait = STOP_POLL_SECONDS
         ids: list[str] = []
@@ -232,7 +245,9 @@ class TaskBench:
         after = service.get_queue(self.db, self.queue)
         records = self._forget(ids)
         problems = _check_ours(ids, finished.results, records, before, after)
-        return TaskRun(count, seconds, enqueued - started, retries=retries, peak_mib=peak, problems=problems)
+        run_seconds = finished.last - enqueued if enqueue_first else None
+        return TaskRun(count, seconds, enqueued - started, retries=retries, peak_mib=peak, problems=problems,
+                       run_seconds=run_seconds)
 
     def _wait_for(self, event: threading.Event, done: Callable[[], int], count: int,
                   detail: Callable[[str], None]) -> None:

@@ -25,6 +25,8 @@ from .targets import Client
 
 __all__ = [
     "OPERATIONS",
+    "CLAIM_SPREAD",
+    "SPREAD_CLAIMS",
     "PRIORITIES",
     "FILL_BATCH",
     "RanDry",
@@ -34,6 +36,7 @@ __all__ = [
     "Work",
     "item",
     "batches",
+    "claim_spread",
     "make_step",
 ]
 
@@ -45,6 +48,10 @@ WAKE_INTERVAL = 0.05
 WAKE_WAIT = 5.0
 #: How long a claim+ack row's leases are: far longer than the ack that follows takes.
 CLAIM_LEASE = 60.0
+#: The claim+ack rows come in two series: exact order (no strategy) and spread claims, each
+#: taking one of the first CLAIM_SPREAD ready items at random (``service.claim(spread=...)``).
+CLAIM_SPREAD = 64
+SPREAD_CLAIMS = f"spread-{CLAIM_SPREAD}"
 PRIORITIES = 10
 # Items per fill batch: the service's own push_many transaction size, so one batch is one commit.
 FILL_BATCH = 5_000
@@ -71,7 +78,7 @@ class Work:
     """One row's job for every client: picklable, so a client process receives it as it is.
 
     ``first_n`` numbers the values this row pushes; ``max_ops`` stops each client early (the
-    queue-depth rows time a fixed number of operations).
+    queue-depth rows time a fixed number of operations); ``spread`` makes claims spread claims.
     """
 
     operation: str
@@ -80,10 +87,16 @@ class Work:
     end: str = "min"
     first_n: int = 0
     max_ops: int | None = None
+    spread: int | None = None
 
     def __post_init__(self) -> None:
         if self.operation not in OPERATIONS:
             raise ValueError(f"Unknown operation {self.operation!r}; known: {', '.join(OPERATIONS)}.")
+
+
+def claim_spread(row: Any) -> int | None:
+    """The spread of a claim+ack or tasks row's claims: CLAIM_SPREAD for the spread series, else None."""
+    return CLAIM_SPREAD if row.operation in ("claim+ack", "tasks") and row.strategy == SPREAD_CLAIMS else None
 
 
 def item(n: int) -> tuple[dict[str, Any], int]:
@@ -130,7 +143,7 @@ def make_step(
             raise RanDry
 
     def claim_ack() -> Hashable:
-        taken = client.claim_ack(end, CLAIM_LEASE)  # type: ignore[attr-defined]
+        taken = client.claim_ack(end, CLAIM_LEASE, work.spread)  # type: ignore[attr-defined]
         if taken is None:
             raise RanDry
         return taken

@@ -67,8 +67,9 @@ EXIT_INTERRUPTED = 130
 
 _DESCRIPTION = """\
 Measure the queue service against the store FDBQUEUE points at (the embedded engine's file, or a
-FoundationDB cluster): push, pop, push+pop and claim+ack pairs with one client; pops with several
-concurrent clients, as threads and as processes, checked for exactly-once delivery; the latency of
+FoundationDB cluster): push, pop, push+pop and claim+ack pairs with one client; pops, and claim+ack
+pairs in exact order and as spread claims, with several concurrent clients, as threads and as
+processes, checked for exactly-once delivery, with the CPU each operation cost; the latency of
 a blocking pop woken by another process's push; peek and pop on a shallow and a deep queue.
 
 With --recipe PATH, FoundationDB's own priority-queue recipe (PATH: its Python code, or the
@@ -85,9 +86,10 @@ a local cluster commits in under a millisecond where a real one takes 2-10 ms, w
 scripts/fdb-cluster start --commit-latency 5ms reproduces.
 
 When the Django Tasks framework is installed (Django 6.0+, or django-tasks), the tasks rows run
-N trivial tasks through django-fdbqueue's Tasks backend with 1 and 4 worker threads (tasks/s from
-the first enqueue to the last SUCCESSFUL result), again with every task enqueued before one worker
-thread starts (as the database backend's row runs), and the same N through the framework's
+N trivial tasks through django-fdbqueue's Tasks backend with 1, 4 and 16 worker threads (tasks/s from
+the first enqueue to the last SUCCESSFUL result), again with every task enqueued before 1 or 16
+worker threads start (as the database backend's row runs; RUNS/S is then the workers' own rate),
+with exact and with spread claims (CLAIM_SPREAD), and the same N through the framework's
 ImmediateBackend, which runs each task inline: the zero-cost reference ours is divided by. They
 use the bench's own backends, never the project's TASKS; without the framework they are skipped.
 With django-tasks-db installed (Django 5.2+), the same N also go through django-tasks' database
@@ -194,7 +196,7 @@ def register(subparsers: Any) -> None:
         type=_task_count,
         metavar="N",
         help=(
-            "Tasks per tasks row (Django Tasks through this app's backend with 1 and 4 worker threads, "
+            "Tasks per tasks row (Django Tasks through this app's backend with 1, 4 and 16 worker threads, "
             "and through ImmediateBackend and django-tasks' database backend as the references); 0 leaves "
             "the tasks rows out."
         ),
