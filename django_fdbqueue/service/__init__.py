@@ -24,12 +24,30 @@ queues and write its own keys atomically::
 No function here opens a connection: the caller passes the database, which also says where the
 app's keys live (its ROOT, see ``catalog.root``). This module only re-exports; each operation
 lives in a module named for its job (``queues``, ``pushing``, ``popping``, ``consuming``,
-``inspecting``, ``deadletters``). The key layout is in ``keys``; the data model is explained in
+``inspecting``, ``deadletters``; their async twins ``apush``, ``apop``, ``aclaim``... in
+``asynchronous``). The key layout is in ``keys``; the data model is explained in
 docs/explanation/data-model.md, and every public function is in docs/reference/python-api.md.
 """
 
 from __future__ import annotations
 
+from .asynchronous import (
+    aack,
+    aclaim,
+    adead_letters,
+    adelete_dead_letter,
+    aextend,
+    aget_queue,
+    apeek,
+    apeek_max,
+    apeek_min,
+    apop,
+    apush,
+    apush_many,
+    arelease,
+    arequeue_dead_letter,
+    asize,
+)
 from .consuming import ack, claim, extend, receipt_queue, release
 from .deadletters import dead_letters, delete_dead_letter, get_dead_letter, requeue_dead_letter
 from .dedup import DEDUP_WINDOW_SECONDS
@@ -134,4 +152,19 @@ __all__ = [
     "get_dead_letter",
     "requeue_dead_letter",
     "delete_dead_letter",
+    "apush",
+    "apush_many",
+    "apop",
+    "apeek",
+    "apeek_min",
+    "apeek_max",
+    "aclaim",
+    "aack",
+    "arelease",
+    "aextend",
+    "asize",
+    "aget_queue",
+    "adead_letters",
+    "arequeue_dead_letter",
+    "adelete_dead_letter",
 ]

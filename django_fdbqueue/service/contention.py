@@ -202,7 +202,7 @@ from django_fdbqueue.fdbapi import (
     make_error,
 )
 
-from . import keys
+from . import keys, kept
 from .catalog import first, require
 from .items import take
 from .popper import EMPTY, GONE, LEAD, STAGED, Outcome
@@ -424,6 +424,7 @@ def _collect(tr: Any, p: _Pop, qk: keys.QueueKeys, rows: list) -> Item | Outcome
             continue
         if item is None:
             item = item_from(parts[3:], kv.value)
+            kept.note(qk, parts[3:], kv.value)  # for an async pop whose caller may go away
             consumed(tr, qk, parts[3:])
         else:  # the protocol never gives one pop two items; if it did, the second goes back
             put_back(tr, qk, parts[3:], kv.value)

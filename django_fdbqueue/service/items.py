@@ -10,7 +10,7 @@ from django_fdbqueue import codecs
 from django_fdbqueue.exceptions import InvalidArgument, ValueTooLarge, WrongQueueKind
 from django_fdbqueue.fdbapi import ErrorCode, fdb, is_transaction, make_error, transactional
 
-from . import activity, attempts, catalog, deadletters, dedup, keylimits, keys, tenantkeys, tenantturns, visibility
+from . import activity, attempts, catalog, deadletters, dedup, keylimits, keys, kept, tenantkeys, tenantturns, visibility
 from .attempts import Attempt
 from .catalog import QUEUE_ID_BYTES, Entry, counter_bytes, first, read_counter, require, require_with
 from .records import Item, Page, PendingItem, now_micros, to_datetime
@@ -415,6 +415,8 @@ def take(tr: Any, entry: Entry, qk: keys.QueueKeys, end: str, n: int,
     walker = tenantturns.promote_and_walk if entry.tenants else promote_and_walk
     kvs, cut = walker(tr, entry, qk, end, n, max_bytes, sent)
     items = [decode_item(qk, kv) for kv in kvs]
+    for kv in kvs:  # for an async pop whose caller may go away (``giveback``)
+        kept.note(qk, qk.items.unpack(bytes(kv.key)), kv.value)
     dedup.consumed_all(tr, qk, [visibility.take_ready(tr, qk, bytes(kv.key)) for kv in kvs])
     if items:
         tr.add(qk.counter(keys.SIZE), counter_bytes(-len(items)))

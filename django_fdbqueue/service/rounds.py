@@ -17,7 +17,7 @@ from typing import Any
 
 from django_fdbqueue.fdbapi import fdb
 
-from . import activity, dedup, keys, visibility
+from . import activity, dedup, keys, kept, visibility
 from .catalog import Entry, counter_bytes
 from .items import BATCH_BYTES, decode_item, head_read, walk
 from .popper import EMPTY, Outcome, Pop
@@ -173,6 +173,7 @@ def _serve(tr: Any, qk: keys.QueueKeys, pairs: list[tuple[Live, Any]], p: Pop | 
             del tr[key]
         if p is not None and token == p.token:
             done.mine = decode_item(qk, kv)
+            kept.note(qk, elements, kv.value)  # for an async pop whose caller may go away
             dedup.consumed(tr, qk, priority, stamp, meta)
             tr[p.receipt_key] = p.receipt(done.mine)
         else:  # its dedup key stays held until the owner collects it (or it goes back)

@@ -1,0 +1,170 @@
+"""The async face of the service: ``apush``, ``apop``, ``aclaim``... for asyncio code and async views.
+
+Named as Django's async ORM names its methods (``aget``, ``acreate``): each is its sync twin
+with an ``a`` in front, the same parameters, defaults, return values and exceptions. They take
+the database, never a transaction: a transaction belongs to one thread, and these run their
+transactions on a bounded pool (``offload``), so an open transaction given here is refused with
+``InvalidArgument``.
+
+A short operation holds a pool thread for its one transaction. A waiting pop or claim
+(``wait=``) holds none while it waits: it parks on its queue's shared watch (``awaiting``,
+``watchhub``). A pop or claim cancelled while its transaction runs does not lose the item: the
+item is put back at its place, or the lease released (``giveback``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, Iterable
+
+from django_fdbqueue.exceptions import InvalidArgument
+from django_fdbqueue.fdbapi import is_transaction
+
+from . import awaiting, consuming, deadletters, giveback, keys, kept, leases, offload, popping, pushing, queues
+from . import spread as spread_claims
+from .keyclaims import Blocked
+from .leases import DEFAULT_LEASE_SECONDS
+from .observe import observed
+from .popping import PopMode
+from .pushing import Codec
+from .records import DeadLetter, Item, Lease, Page, PendingItem, QueueInfo
+
+
+def _database(db: Any) -> Any:
+    if is_transaction(db):
+        raise InvalidArgument(
+            "The async operations run their own transactions on a thread pool: pass the database, "
+            "not an open transaction (use the sync functions inside a transaction)."
+        )
+    return db
+
+
+async def apush(
+    db: Any, name: str, value: Any, priority: int = 0, *, codec: Codec = None, delay: float | None = None,
+    not_before: dt.datetime | None = None, dedup_key: str | None = None, key: str | None = None,
+    tenant: str | None = None,
+) -> Item | PendingItem:
+    """``push``, awaited."""
+    return await offload.run(
+        pushing.push, _database(db), name, value, priority, codec=codec, delay=delay, not_before=not_before,
+        dedup_key=dedup_key, key=key, tenant=tenant,
+    )
+
+
+async def apush_many(
+    db: Any, name: str, items: Iterable[Any], *, codec: Codec = None, delay: float | None = None,
+    not_before: dt.datetime | None = None, key: str | None = None, tenant: str | None = None,
+) -> list[Item | PendingItem]:
+    """``push_many``, awaited."""
+    return await offload.run(
+        pushing.push_many, _database(db), name, items, codec=codec, delay=delay, not_before=not_before,
+        key=key, tenant=tenant,
+    )
+
+
+async def apop(
+    db: Any, name: str, end: str = "min", *, mode: PopMode = "plain", timeout: float | None = None,
+    wait: float | None = None,
+) -> Item | None:
+    """``pop``, awaited; with ``wait`` it holds no thread while the queue is empty.
+
+    Cancelled while its transaction runs, it puts the item it took back at its place.
+    """
+    db = _database(db)
+    keys.check_name(name)
+    keys.check_end(end)
+
+    def attempt() -> kept.Taken | None:
+        with kept.keeping() as found:
+            item = popping.pop(db, name, end, mode=mode, timeout=timeout)
+        return kept.taken(item, found)
+
+    taken = await awaiting.blocking(db, name, wait, attempt, lambda what: giveback.put_back(db, name, what))
+    return None if taken is None else taken.item
+
+
+async def apeek(db: Any, name: str, end: str = "min") -> Item | None:
+    """``peek``, awaited."""
+    return await offload.run(popping.peek, _database(db), name, end)
+
+
+async def apeek_min(db: Any, name: str) -> Item | None:
+    """``peek_min``, awaited."""
+    return await apeek(db, name, "min")
+
+
+async def apeek_max(db: Any, name: str) -> Item | None:
+    """``peek_max``, awaited."""
+    return await apeek(db, name, "max")
+
+
+@observed(name="claim", none_is_empty=True)
+def _claim_once(db: Any, name: str, seconds: float, end: str, spreading: int | None) -> Lease | Blocked | None:
+    """One claim transaction, as ``claim`` makes it (reported as a claim)."""
+    once = leases.claim_once if spreading is None else leases.claim_spread_once
+    return once(db, name, seconds, end, None, spreading)
+
+
+async def aclaim(
+    db: Any, name: str, *, lease: float = DEFAULT_LEASE_SECONDS, end: str = "min", wait: float | None = None,
+    spread: int | None = None,
+) -> Lease | None:
+    """``claim``, awaited; with ``wait`` it holds no thread while nothing is visible.
+
+    Cancelled while its transaction runs, it releases the lease it took at once, and takes back
+    the attempt it counted. (No ``step``: a step's writes commit with the claim, and could not
+    be taken back for a caller that went away.)
+    """
+    db = _database(db)
+    keys.check_name(name)
+    keys.check_end(end)
+    seconds = consuming._check_lease(lease)
+    spreading = spread_claims.check(spread)
+
+    def undo(got: Any) -> None:
+        if isinstance(got, Lease):
+            giveback.unclaim(db, got)
+
+    return await awaiting.blocking(db, name, wait, lambda: _claim_once(db, name, seconds, end, spreading), undo)
+
+
+async def aack(db: Any, receipt: str, *, name: str | None = None) -> None:
+    """``ack``, awaited."""
+    return await offload.run(consuming.ack, _database(db), receipt, name=name)
+
+
+async def arelease(db: Any, receipt: str, *, delay: float = 0, name: str | None = None) -> str:
+    """``release``, awaited."""
+    return await offload.run(consuming.release, _database(db), receipt, delay=delay, name=name)
+
+
+async def aextend(
+    db: Any, receipt: str, lease: float | None = None, *, name: str | None = None, seconds: float | None = None
+) -> Lease:
+    """``extend``, awaited."""
+    return await offload.run(consuming.extend, _database(db), receipt, lease, name=name, seconds=seconds)
+
+
+async def asize(db: Any, name: str) -> int:
+    """``size``, awaited."""
+    return await offload.run(queues.size, _database(db), name)
+
+
+async def aget_queue(db: Any, name: str) -> QueueInfo:
+    """``get_queue`` (the queue's kind and statistics), awaited."""
+    return await offload.run(queues.get_queue, _database(db), name)
+
+
+async def adead_letters(db: Any, name: str, *, cursor: str | None = None, limit: int = 50) -> Page[DeadLetter]:
+    """``dead_letters``, awaited."""
+    return await offload.run(deadletters.dead_letters, _database(db), name, cursor=cursor, limit=limit)
+
+
+async def arequeue_dead_letter(db: Any, name: str, item_id: str) -> Item:
+    """``requeue_dead_letter``, awaited."""
+    return await offload.run(deadletters.requeue_dead_letter, _database(db), name, item_id)
+
+
+async def adelete_dead_letter(db: Any, name: str, item_id: str) -> None:
+    """``delete_dead_letter``, awaited."""
+    return await offload.run(deadletters.delete_dead_letter, _database(db), name, item_id)

@@ -1,0 +1,66 @@
+"""Async blocking pops and claims: ``waiting.blocking`` for coroutines, holding no thread while parked.
+
+Each attempt (the pop or claim transaction) runs on the pool (``offload``), and one whose caller
+is cancelled meanwhile has what it took given back (``giveback``). Between attempts the caller
+parks in its queue's channel (``watchhub``), which shares one watch among all the waiters of the
+queue and wakes them in turn. Same bounds and errors as the sync wait: ``wait`` from 0 to
+``MAX_WAIT_SECONDS``, checked before the first attempt; ``QueueNotFound`` once the queue is
+deleted. A claim whose candidates are all at their key's limit sleeps (on the loop) as the sync
+claim pauses, then tries again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Callable, TypeVar
+
+from . import keys, offload, watchhub
+from .keyclaims import Blocked
+from .waiting import MAX_WAIT_SECONDS
+
+T = TypeVar("T")
+
+
+async def blocking(db: Any, name: str, wait: object, attempt: Callable[[], Any], undo: Callable[[Any], None]) -> Any:
+    """Run ``attempt`` on the pool until it returns something or ``wait`` seconds pass.
+
+    ``wait`` None runs it once. What an attempt returns after its caller was cancelled goes to
+    ``undo``. A ``keyclaims.Blocked`` result means "items, none claimable now": not returned.
+    """
+    if wait is None:
+        got = await offload.run_undoable(attempt, undo)
+        return None if isinstance(got, Blocked) else got
+    seconds = keys.check_seconds(wait, "wait", minimum=0, maximum=MAX_WAIT_SECONDS)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    woken_in: watchhub.Channel | None = None
+    while True:
+        seen_at = loop.time()
+        try:
+            got = await offload.run_undoable(attempt, undo)
+        except BaseException:
+            if woken_in is not None:
+                woken_in.attempted(None)  # its turn goes to the next waiter
+            raise
+        if woken_in is not None:
+            woken_in.attempted(got is not None and not isinstance(got, Blocked))
+            woken_in = None
+        if isinstance(got, Blocked):
+            if not await _pause(loop, got.retry_seconds, deadline):
+                return None
+            continue
+        if got is not None:
+            return got
+        chan = watchhub.channel(db, name)
+        if not await chan.park(deadline, seen_at):
+            return None
+        woken_in = chan
+
+
+async def _pause(loop: asyncio.AbstractEventLoop, seconds: float, deadline: float) -> bool:
+    """Sleep ``seconds`` on the loop, bounded by ``deadline``; False if the deadline came first."""
+    left = deadline - loop.time()
+    if left <= 0:
+        return False
+    await asyncio.sleep(min(seconds, left))
+    return loop.time() < deadline
