@@ -8,7 +8,7 @@ from django.urls import reverse
 
 from django_fdbqueue import service
 from django_fdbqueue.exceptions import InvalidArgument, QueueNotFound
-from django_fdbqueue.service import activity, keys
+from django_fdbqueue.service import activity
 from django_fdbqueue.service.catalog import require
 from django_fdbqueue.fdbapi import transactional
 

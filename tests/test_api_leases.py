@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime
 import threading
 import time
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 from rest_framework.test import APIClient

@@ -20,7 +20,7 @@ import pytest
 from django_fdbqueue import connection, service
 from django_fdbqueue.exceptions import QueueNotFound
 from django_fdbqueue.fdbapi import ErrorCode, fdb, make_error, retry_counts, transactional
-from django_fdbqueue.service import contention, dedup, items, waiting
+from django_fdbqueue.service import contention, dedup, waiting
 from django_fdbqueue.service.catalog import require
 from django_fdbqueue.service.keys import ItemMeta
 from tests.clock import Clock

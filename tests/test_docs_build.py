@@ -17,8 +17,12 @@ from pathlib import Path
 
 import pytest
 
+import django_fdbqueue
+
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
+# The app's source as imported: the checkout, or the installed wheel under scripts/test-lowest.
+APP = Path(django_fdbqueue.__file__).resolve().parent
 BUILD_TIMEOUT = 600
 
 
@@ -56,7 +60,7 @@ def test_site_builds_without_warnings(site):
 
 def test_checks_page_lists_every_check_id(site):
     pattern = re.compile(r"""["']((?:django_)?fdbqueue\.[CEWI]\d{3})["']""")
-    ids = {m for path in (ROOT / "django_fdbqueue").rglob("*.py") for m in pattern.findall(path.read_text())}
+    ids = {m for path in APP.rglob("*.py") for m in pattern.findall(path.read_text())}
     assert "fdbqueue.E001" in ids and "fdbqueue.E101" in ids
     text = page_text(site, "reference/checks.html")
     assert sorted(i for i in ids if i not in text) == []
@@ -114,7 +118,7 @@ def test_rest_page_lists_every_operation_and_schema(site):
 
 def test_metrics_page_lists_every_metric(site):
     pattern = re.compile(r"""(?:Counter|Histogram|Gauge|Summary|MetricFamily)\(\s*["'](fdbqueue_\w+)["']""")
-    sources = (ROOT / "django_fdbqueue" / "metrics").glob("*.py")
+    sources = (APP / "metrics").glob("*.py")
     names = {m for path in sources for m in pattern.findall(path.read_text())}
     assert "fdbqueue_queue_items" in names and "fdbqueue_operations" in names
     text = page_text(site, "reference/metrics.html")

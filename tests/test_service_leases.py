@@ -31,9 +31,8 @@ from django_fdbqueue.exceptions import (
     WrongQueueKind,
 )
 from django_fdbqueue.fdbapi import make_error, transactional
-from django_fdbqueue.service import contention, dedup, items, leases, waiting
+from django_fdbqueue.service import dedup, waiting
 
-from tests.clock import Clock
 from .processes import child_database, join_all, kill_leftovers
 
 JOIN_SECONDS = 60

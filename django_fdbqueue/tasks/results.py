@@ -201,7 +201,7 @@ def prune(tr: Any, now_us: int | None = None) -> int:
         expires_us, result_id = retention.unpack(bytes(kv.key))
         pending.append((bytes(kv.key), expires_us, result_id, tr[record_key(result_id)]))
     removed = 0
-    for expiry_key, expires_us, result_id, raw in pending:
+    for expiry_key, expires_us, _result_id, raw in pending:
         tr.add_read_conflict_key(expiry_key)
         del tr[expiry_key]
         if not raw.present():

@@ -12,7 +12,6 @@ from __future__ import annotations
 import ast
 import dataclasses
 import inspect
-import re
 
 from sphinx.pycode import ModuleAnalyzer
 
