@@ -16,3 +16,7 @@ class FDBQueueConfig(AppConfig):
 
         checks.register(check_settings, "fdbqueue")
         checks.register(check_declared_schedules, "fdbqueue")
+        # Grants, scopes and permissions changed in this process apply at once (access.rules' cache).
+        from django_fdbqueue.access import signals
+
+        signals.connect()

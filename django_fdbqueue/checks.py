@@ -25,6 +25,9 @@ of letting it surface as an obscure error at the first queue operation. Check id
 - fdbqueue.W005  a schedule declared in code is not in the queue store: no scheduler has written
                  it there (``check_declared_schedules``).
 - fdbqueue.E013  an installed app's schedules module cannot be imported (a refused declaration).
+- fdbqueue.E014  WAIT_BUDGET is not a non-negative integer or None.
+- fdbqueue.E015  ACCESS is neither "grants" nor "authenticated".
+- fdbqueue.W006  ACCESS is "authenticated": every authenticated user may do anything to every queue.
 """
 
 from __future__ import annotations

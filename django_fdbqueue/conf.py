@@ -44,6 +44,12 @@ DEFAULT_PERMISSION_CLASSES = ("rest_framework.permissions.IsAuthenticated",)
 # FoundationDB takes the timeout in whole milliseconds as a C int.
 MAX_TIMEOUT = (2**31 - 1) / 1000
 MAX_RETRY_LIMIT = 2**31 - 1
+# Long polls a WSGI process may hold at once: half the 4 threads the production guide gives each
+# gunicorn process, so pushes, acks and reads always find a free thread beside the waiters.
+DEFAULT_WAIT_BUDGET = 2
+# Who may do what to which queue (django_fdbqueue.access): grants, or any authenticated user.
+ACCESS_MODES = ("grants", "authenticated")
+DEFAULT_ACCESS = "grants"
 
 # FDBQUEUE key -> QueueSettings field.
 KEYS = {
@@ -57,6 +63,8 @@ KEYS = {
     "ROOT": "root",
     "PERMISSION_CLASSES": "permission_classes",
     "FAULTS": "faults",
+    "WAIT_BUDGET": "wait_budget",
+    "ACCESS": "access",
 }
 
 
@@ -98,6 +106,16 @@ class QueueSettings:
     #: Embedded engine only, for tests: fractions of commits to fail on purpose, e.g.
     #: ``{"not_committed": 0.1, "unknown_applied": 0.05, "unknown_not_applied": 0.05, "seed": 1}``.
     faults: dict | None = field(default=None, hash=False)
+    #: REST API long polls (``pop`` and ``claim`` with ``wait`` > 0) one server process lets wait
+    #: at once. Each holds a server thread, so keep it below the process's threads; a wait beyond
+    #: it is answered at once (with an item if one is visible, else 204 with ``Retry-After``).
+    #: ``0``: every long poll answers at once; ``None``: no limit (a thread per request).
+    wait_budget: int | None = DEFAULT_WAIT_BUDGET
+    #: Who may do what to which queue through the REST API, the admin and the metrics endpoint:
+    #: ``"grants"``, only what a user's queue grants, Django permissions and superuser status give
+    #: (see the permissions guide); ``"authenticated"``, every authenticated user may do anything
+    #: (the behaviour before grants existed; a system check warns while it is on).
+    access: str = DEFAULT_ACCESS
 
     def __post_init__(self) -> None:
         # Paths may come in as pathlib.Path (Django's BASE_DIR style); engines want plain strings.
@@ -340,9 +358,47 @@ def _faults(options: Mapping) -> list[Problem]:
     return []
 
 
+def _wait_budget(options: Mapping) -> list[Problem]:
+    budget = options.get("WAIT_BUDGET", DEFAULT_WAIT_BUDGET)
+    if budget is None or (_is_int(budget) and budget >= 0):
+        return []
+    return [
+        Problem(
+            "fdbqueue.E014",
+            f"{SETTING_NAME}['WAIT_BUDGET'] is {budget!r}; it must be a non-negative integer or None.",
+            f"Use fewer than each server process's threads, e.g. {DEFAULT_WAIT_BUDGET} (the default) for "
+            "gunicorn's --threads 4; 0 answers every long poll at once, None sets no limit.",
+        )
+    ]
+
+
+def _access(options: Mapping) -> list[Problem]:
+    access = options.get("ACCESS", DEFAULT_ACCESS)
+    if access == "authenticated":
+        return [
+            Problem(
+                "fdbqueue.W006",
+                f"{SETTING_NAME}['ACCESS'] is \"authenticated\": every authenticated user may do anything "
+                "to every queue.",
+                'Give users queue grants or permissions and remove the key (the default, "grants"), '
+                "unless every account of this site may be trusted with every queue.",
+            )
+        ]
+    if access in ACCESS_MODES:
+        return []
+    return [
+        Problem(
+            "fdbqueue.E015",
+            f"{SETTING_NAME}['ACCESS'] is {access!r}; it must be \"grants\" or \"authenticated\".",
+            'Use "grants" (the default: only what grants and permissions give) or "authenticated" '
+            "(any authenticated user may do anything).",
+        )
+    ]
+
+
 #: validate_options' checks, in the order their problems are reported.
 _OPTION_CHECKS = (_unknown_keys, _engine, _api_version, _paths, _time_limits, _root,
-                  _permission_classes, _faults)
+                  _permission_classes, _faults, _wait_budget, _access)
 
 
 @functools.lru_cache(maxsize=1)

@@ -10,6 +10,11 @@ Schedules, Activity, API tokens): each leads to its pages (``admin.entries``). T
 permissions of their own (``default_permissions = ()``): each page keeps its own rules.
 """
 
+from typing import Any
+
+import django
+from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 
 
@@ -22,6 +27,13 @@ class Queue(models.Model):
         managed = False
         verbose_name = "queue"
         verbose_name_plural = "queues"
+        # With view_queue and delete_queue (Django's own), each gives its action on every queue
+        # (django_fdbqueue.access); add_queue and change_queue give nothing there.
+        permissions = [
+            ("push_queue", "Can push to every queue"),
+            ("consume_queue", "Can consume from every queue"),
+            ("manage_queue", "Can manage every queue"),
+        ]
 
     def __str__(self) -> str:
         return self.name
@@ -61,3 +73,117 @@ class TokensEntry(Queue):
     """The admin's "API tokens" entry: the token pages."""
 
     Meta = _entry_meta("API tokens")
+
+
+# --- access: grants and token scopes (django_fdbqueue.access) ----------------------------------------
+
+
+def validate_pattern(value: Any) -> None:
+    """A queue-name pattern (``orders``, ``orders.*`` or ``*``), or a ValidationError saying why not."""
+    from django_fdbqueue.access.patterns import parse_pattern
+
+    try:
+        parse_pattern(value)
+    except ValueError as error:
+        raise ValidationError(str(error), code="invalid_pattern") from None
+
+
+def validate_actions(value: Any) -> None:
+    """Comma-separated actions (``push,consume``), or a ValidationError naming the actions there are."""
+    from django_fdbqueue.access.actions import parse_actions
+
+    try:
+        parse_actions(value)
+    except ValueError as error:
+        raise ValidationError(str(error), code="invalid_actions") from None
+
+
+def _check_constraint(condition: models.Q, name: str) -> models.CheckConstraint:
+    # Django 5.1 renamed CheckConstraint's ``check`` to ``condition`` (and 6.0 drops ``check``).
+    keyword = "condition" if django.VERSION >= (5, 1) else "check"
+    return models.CheckConstraint(name=name, **{keyword: condition})
+
+
+#: A grant names a user or a group, never both and never neither.
+ONE_GRANTEE = models.Q(user__isnull=False, group__isnull=True) | models.Q(user__isnull=True, group__isnull=False)
+
+
+class QueueGrant(models.Model):
+    """Actions on the queues a pattern matches, granted to one user or one group.
+
+    ``actions`` is a comma-separated string in canonical order (``"push,consume"``) rather than
+    five booleans: it reads as token scopes are written (``push,consume:orders.*``), and an action
+    added later needs no migration. Saving validates it and the pattern, so nothing invalid is
+    stored even outside a form.
+    """
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE,
+                             related_name="queue_grants")
+    group = models.ForeignKey("auth.Group", null=True, blank=True, on_delete=models.CASCADE,
+                              related_name="queue_grants")
+    pattern = models.CharField(max_length=202, validators=[validate_pattern],
+                               help_text="A queue name, a prefix such as orders.* or * for every queue.")
+    actions = models.CharField(max_length=64, validators=[validate_actions],
+                               help_text="Comma-separated: view, push, consume, manage, delete.")
+    created = models.DateTimeField(auto_now_add=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+
+    class Meta:
+        verbose_name = "queue grant"
+        verbose_name_plural = "queue grants"
+        constraints = [_check_constraint(ONE_GRANTEE, "fdbqueue_grant_one_grantee")]
+
+    def __str__(self) -> str:
+        grantee = f"user {self.user}" if self.user_id else f"group {self.group}"
+        return f"{self.actions} on {self.pattern} to {grantee}"
+
+    def clean(self) -> None:
+        """Exactly one grantee; the actions in canonical order."""
+        if (self.user_id is None) == (self.group_id is None):
+            raise ValidationError("A grant is to one user or to one group: give exactly one of them.",
+                                  code="one_grantee")
+        from django_fdbqueue.access.actions import join_actions, parse_actions
+
+        try:
+            self.actions = join_actions(parse_actions(self.actions))
+        except ValueError:
+            pass  # the field's validator reports it
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        """Validate first: a bad pattern, action or grantee is a ValidationError and nothing is stored."""
+        self.clean_fields(exclude=["user", "group", "created_by"])
+        self.clean()
+        super().save(*args, **kwargs)
+
+
+class TokenScope(models.Model):
+    """What one API token may do, narrower than its user: rules written ``action[,action]:pattern``.
+
+    Keyed by the knox token's ``digest`` (its primary key) instead of a one-to-one field, so the
+    model, its migration and this app load in projects without django-rest-knox (a relation to
+    ``knox.AuthToken`` would make knox a dependency of the migration). The scope row is deleted
+    with its token (a signal, see ``access.signals``); a token without a row has its user's rights.
+    """
+
+    digest = models.CharField(max_length=128, primary_key=True)
+    token_key = models.CharField(max_length=25, db_index=True, help_text="The token's prefix, for people.")
+    rules = models.JSONField(default=list, help_text='Such as ["push:orders.*", "consume,view:orders.*"].')
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name = "token scope"
+        verbose_name_plural = "token scopes"
+
+    def __str__(self) -> str:
+        return f"{self.token_key}: {' '.join(self.rules)}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        """Validate the rules first: a malformed one is a ValidationError and nothing is stored."""
+        from django_fdbqueue.access.scopes import canonical_rules
+
+        try:
+            self.rules = canonical_rules(self.rules)
+        except ValueError as error:
+            raise ValidationError({"rules": str(error)}, code="invalid_scope") from None
+        super().save(*args, **kwargs)

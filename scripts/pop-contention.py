@@ -64,7 +64,10 @@ def _setup(store: dict[str, Any]) -> Any:
     import django
     from django.conf import settings
 
-    settings.configure(INSTALLED_APPS=["django_fdbqueue"], FDBQUEUE=store, USE_TZ=True)
+    # The app's models (queue grants) refer to users and groups: auth and contenttypes come with it.
+    settings.configure(
+        INSTALLED_APPS=["django.contrib.contenttypes", "django.contrib.auth", "django_fdbqueue"], FDBQUEUE=store, USE_TZ=True
+    )
     django.setup()
     from django_fdbqueue.connection import get_database
 

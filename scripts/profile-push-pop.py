@@ -45,7 +45,8 @@ def _setup(store: str) -> None:
     from django.conf import settings
 
     settings.configure(
-        INSTALLED_APPS=["django_fdbqueue"], FDBQUEUE={"ENGINE": "embedded", "PATH": store}, USE_TZ=True
+        INSTALLED_APPS=["django.contrib.contenttypes", "django.contrib.auth", "django_fdbqueue"],
+        FDBQUEUE={"ENGINE": "embedded", "PATH": store}, USE_TZ=True,
     )
     django.setup()
 

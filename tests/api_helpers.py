@@ -18,7 +18,18 @@ API = "/api/queues/"
 
 @pytest.fixture
 def user(django_user_model):
-    return django_user_model.objects.create_user("alice", password="wonderland")
+    """A user granted every action on every queue (a grant on "*", not a superuser)."""
+    alice = django_user_model.objects.create_user("alice", password="wonderland")
+    grant_everything(alice)
+    return alice
+
+
+def grant_everything(user: Any) -> None:
+    """Every action on every queue, through a grant: what any authenticated user had before grants."""
+    from django_fdbqueue.access import ACTIONS
+    from django_fdbqueue.models import QueueGrant
+
+    QueueGrant.objects.create(user=user, pattern="*", actions=",".join(ACTIONS))
 
 
 @pytest.fixture

@@ -646,7 +646,10 @@ def test_basic_auth_works_and_bad_password_is_refused(fdbqueue_db, user):
 
 
 def test_permission_classes_setting_allow_any(settings, anonymous):
+    """AllowAny opens the API to anonymous clients only with ACCESS "authenticated": grants name users."""
     settings.FDBQUEUE = {**settings.FDBQUEUE, "PERMISSION_CLASSES": ["rest_framework.permissions.AllowAny"]}
+    assert_error(anonymous.post(API, {"name": "open"}, format="json"), 403, "not_authenticated")
+    settings.FDBQUEUE = {**settings.FDBQUEUE, "ACCESS": "authenticated"}
     assert anonymous.post(API, {"name": "open"}, format="json").status_code == 201
     assert push(anonymous, "open", {"value": 1}).status_code == 201
     assert anonymous.post(queue_url("open", "pop")).json()["value"] == 1

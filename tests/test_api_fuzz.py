@@ -49,7 +49,7 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
 
-from .api_helpers import API, assert_error, make_queue, push, queue_url
+from .api_helpers import API, assert_error, grant_everything, make_queue, push, queue_url
 from .api_helpers import api, user  # noqa: F401 - fixtures of the regression tests (api needs user)
 
 pytestmark = pytest.mark.django_db
@@ -186,7 +186,7 @@ def world(tmp_path, settings, monkeypatch) -> Iterator[World]:
     # A long poll times out at once: the fuzzer may ask for 20 s on every request.
     monkeypatch.setattr(waiting, "until_visible", lambda *args, **kwargs: False)
     connection.reset_database()
-    get_user_model().objects.create_user(USERNAME, password=PASSWORD)
+    grant_everything(get_user_model().objects.create_user(USERNAME, password=PASSWORD))
     state = World(connection.get_database())
     state.seed()
     # Without a working login every answer would be a documented 401/403 and the run would pass
@@ -377,11 +377,11 @@ def test_a_batch_documents_its_bounds(api):
 def test_lease_and_extend_seconds_exclude_zero(api):
     """Found: {"lease": 0} was schema-valid (minimum: 0) and a 400 ("Must be greater than 0").
     A wait or a delay of 0 stays valid."""
-    for name, field in [("Claim", "lease"), ("Extend", "lease"), ("ExtendSeconds", "seconds")]:
-        prop = _component(name)["properties"][field]
+    for name, key in [("Claim", "lease"), ("Extend", "lease"), ("ExtendSeconds", "seconds")]:
+        prop = _component(name)["properties"][key]
         assert (prop["minimum"], prop["exclusiveMinimum"]) == (0, True), name
-    for name, field in [("Claim", "wait"), ("Release", "delay"), ("PushItem", "delay")]:
-        prop = _component(name)["properties"][field]
+    for name, key in [("Claim", "wait"), ("Release", "delay"), ("PushItem", "delay")]:
+        prop = _component(name)["properties"][key]
         assert prop["minimum"] == 0 and "exclusiveMinimum" not in prop, name
     make_queue(api, "q")
     assert_error(api.post(queue_url("q", "claim"), {"lease": 0}, format="json"), 400, "invalid")

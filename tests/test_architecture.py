@@ -1,6 +1,6 @@
 """The package's imports point one way, with no circles.
 
-Faces (the admin, the REST API, the command line, workers, the Tasks backend, metrics, tokens,
+Faces (access, the admin, the REST API, the command line, workers, the Tasks backend, metrics, tokens,
 the bench, the test plugin) call the service; the service speaks FoundationDB's API; an engine
 answers it. A test fails here when an import goes against those arrows, directly or through
 other modules, or when two modules import each other in any roundabout way. The graph is read
@@ -17,7 +17,7 @@ import grimp
 import pytest
 
 PACKAGE = "django_fdbqueue"
-FACES = ("admin", "api", "bench", "cli", "management", "metrics", "tasks", "testing", "tokens", "worker")
+FACES = ("access", "admin", "api", "bench", "cli", "management", "metrics", "tasks", "testing", "tokens", "worker")
 SERVICE = "service"
 ENGINES = "engines"
 #: What every layer may use: FoundationDB's shared names, settings, errors, codecs.

@@ -124,7 +124,8 @@ def test_without_the_package_the_reference_is_skipped_with_how_to_get_it(monkeyp
     monkeypatch.setattr("django.VERSION", (5, 2, 0, "final", 0))
     bench = _bench()
     assert not _has_reference_row(bench)
-    assert [row.target for row in bench.rows if row.group == "tasks"] == ["fdbqueue", "fdbqueue", "fdbqueue", "immediate"]
+    targets = [row.target for row in bench.rows if row.group == "tasks"]
+    assert targets[-1] == "immediate" and set(targets[:-1]) == {"fdbqueue"} and len(targets) > 1
     line = bench.skipped[0]
     assert line.startswith("django-tasks database backend reference") and "not installed" in line
     assert "the app's 'bench-tasks-db' extra" in line and bench.skipped[1:] == [NO_RECIPE]

@@ -267,3 +267,18 @@ def test_manage_py_check_reports_a_bad_engine():
     result = run_demo_manage("check", FDBQUEUE_ENGINE="redis")
     assert result.returncode != 0
     assert "fdbqueue.E002" in result.stderr
+
+
+def test_e015_unknown_access_mode(settings):
+    message = expect_only(settings, {**settings.FDBQUEUE, "ACCESS": "everyone"}, "fdbqueue.E015")
+    assert "'everyone'" in message.msg and '"grants"' in message.hint
+
+
+def test_w006_warns_while_any_authenticated_user_may_do_anything(settings):
+    message = expect_only(settings, {**settings.FDBQUEUE, "ACCESS": "authenticated"}, "fdbqueue.W006")
+    assert "every authenticated user" in message.msg
+
+
+def test_access_grants_is_the_default_and_passes(settings):
+    settings.FDBQUEUE = {**settings.FDBQUEUE, "ACCESS": "grants"}
+    assert fdbqueue_messages() == []

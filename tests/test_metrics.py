@@ -96,7 +96,7 @@ def test_permission_classes_of_the_api_apply(settings, api, django_user_model): 
     assert response.status_code == 403
     assert response.json()["code"] == "permission_denied"
     staff = APIClient()
-    staff.force_authenticate(django_user_model.objects.create_user("root", is_staff=True))
+    staff.force_authenticate(django_user_model.objects.create_user("root", is_staff=True, is_superuser=True))
     assert staff.get(URL).status_code == 200
 
 
@@ -159,7 +159,7 @@ def test_a_scrape_reads_a_bounded_number_of_queues(fdbqueue_db):
     from django_fdbqueue.metrics.views import MetricsView
 
     request = APIRequestFactory().get(URL)
-    force_authenticate(request, user=SimpleNamespace(is_authenticated=True))
+    force_authenticate(request, user=SimpleNamespace(is_authenticated=True, is_active=True, is_superuser=True))
     response = MetricsView.as_view(max_queues=2)(request)
     samples = parse(response.content.decode())
     assert value(samples, "fdbqueue_queues") == 2
@@ -368,7 +368,7 @@ _WITHOUT_PROMETHEUS = textwrap.dedent(
     view = resolve("/metrics/").func
     out["anonymous"] = view(APIRequestFactory().get("/metrics/")).status_code
     request = APIRequestFactory().get("/metrics/")
-    force_authenticate(request, user=SimpleNamespace(is_authenticated=True))
+    force_authenticate(request, user=SimpleNamespace(is_authenticated=True, is_active=True, is_superuser=True))
     response = view(request)
     out["status"], out["body"] = response.status_code, response.content.decode()
     out["imported"] = sorted(name for name in sys.modules if name.startswith("prometheus_client"))

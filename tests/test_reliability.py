@@ -1,4 +1,4 @@
-"""The reliability proofs of ``scripts/reliability/`` at CI size: load, faults, kills, auth cost.
+"""The reliability proofs of ``scripts/reliability/`` at CI size: load, faults, kills, auth cost, long polls.
 
 Each runs the script as a child process (it starts gunicorn, workers and clients of its own, on
 a temp store and a free loopback port) and asserts its checks passed: nothing lost, nothing
@@ -84,10 +84,23 @@ def test_a_load_run_survives_sigkill_of_a_server_worker_a_task_worker_and_a_cons
 
 @pytest.mark.timeout(120)
 def test_the_auth_cost_run_measures_tokens_sessions_and_basic_auth():
-    """All three methods answer 200 under load; how fast each is, is reported, not judged."""
+    """All methods (grant-checked tokens too) answer 200 under load; how fast each is, is reported, not judged."""
     report = run_script("auth_cost.py", "--seconds", "1.5", timeout=110)
-    assert set(report["methods"]) == {"token", "session", "basic"}
+    assert set(report["methods"]) == {"token", "grants", "session", "basic"}
     assert all(figures["requests"] > 0 for figures in report["methods"].values())
+
+
+@pytest.mark.timeout(150)
+def test_the_long_polls_run_refuses_waits_beyond_the_budget_and_loses_nothing():
+    """16 waiters on 2x2 gthread with a budget of 1: the rest are told to come back, every item
+    reaches one waiter. (The others' latencies are reported, not judged.)"""
+    report = run_script("long_polls.py", "--waiters", "16", "--workers", "2", "--threads", "2", "--budget", "1",
+                        "--wait", "3", "--seconds", "2", timeout=140)
+    assert report["config"]["wait_budget"] == 1
+    assert report["waiters"]["answers"].get("204+Retry-After", 0) > 0
+    assert report["waiters"]["got_an_item"] == 16
+    assert report["accounting"]["lost"] == report["accounting"]["twice"] == []
+    assert report["others"]["all"]["requests"] > 0
 
 
 # -- the overlap check itself (issue 17, defect 0) ----------------------------------------------------

@@ -35,13 +35,12 @@ from rest_framework.throttling import SimpleRateThrottle
 
 from django_fdbqueue import connection, service
 from django_fdbqueue.api.urls import router
-from django_fdbqueue.api.views import QueueViewSet
 from django_fdbqueue.fdbapi import make_error
 from django_fdbqueue.models import Queue
 from django_fdbqueue.service import keys
 from django_fdbqueue.tokens import service as tokens
 
-from .api_helpers import poll
+from .api_helpers import grant_everything, poll
 
 pytestmark = pytest.mark.django_db
 
@@ -145,12 +144,18 @@ def demo_auth(monkeypatch) -> list[type]:
 
 @pytest.fixture
 def alice(django_user_model):
-    return django_user_model.objects.create_user("alice", password="pw-alice-7hG2")
+    """A user of the shared queues: every action on every queue, through a grant."""
+    user = django_user_model.objects.create_user("alice", password="pw-alice-7hG2")
+    grant_everything(user)
+    return user
 
 
 @pytest.fixture
 def mallory(django_user_model):
-    return django_user_model.objects.create_user("mallory", password="pw-mallory-4kQ9")
+    """Another user of the same queues, with the same grant: receipts, not grants, keep leases apart."""
+    user = django_user_model.objects.create_user("mallory", password="pw-mallory-4kQ9")
+    grant_everything(user)
+    return user
 
 
 def client_for(user) -> APIClient:

@@ -224,7 +224,8 @@ def test_cli_create_prints_the_token_alone_and_the_note_on_stderr(alice):
 
 def test_cli_create_json_and_lifetimes(alice):
     data = ok("token", "create", "alice", "--json").json()
-    assert set(data) == {"token", "prefix", "user", "created", "expiry", "expired"}
+    assert set(data) == {"token", "prefix", "user", "created", "expiry", "expired", "scope"}
+    assert data["scope"] is None
     assert data["user"] == "alice" and data["prefix"] == data["token"][:15] and data["expired"] is False
     assert re.fullmatch(ISO_UTC, data["created"]) and near(data["expiry"], timezone.now() + dt.timedelta(hours=10))
     assert authenticates(data["token"]) == alice
@@ -271,10 +272,10 @@ def test_cli_list_shows_prefixes_never_tokens(alice, bob):
 
     out = ok("token", "list").out
     lines = out.splitlines()
-    assert lines[0].split() == ["PREFIX", "USER", "CREATED", "EXPIRES", "STATUS"]
+    assert lines[0].split() == ["PREFIX", "USER", "CREATED", "EXPIRES", "STATUS", "SCOPE"]
     assert alice_token not in out and bob_token not in out
-    assert any(line.startswith(alice_token[:15]) and line.endswith("active") for line in lines)
-    assert any(line.startswith(bob_token[:15]) and line.endswith("expired") for line in lines)
+    assert any(line.startswith(alice_token[:15]) and " active " in line for line in lines)
+    assert any(line.startswith(bob_token[:15]) and " expired " in line for line in lines)
 
     data = ok("token", "list", "alice", "--json").json()
     assert [(t["prefix"], t["user"], t["expired"]) for t in data["tokens"]] == [(alice_token[:15], "alice", False)]

@@ -8,6 +8,8 @@ them reads this module, so they all agree through environment variables:
 - ``FDBQUEUE_LOAD_FAULTS``: JSON for ``FDBQUEUE["FAULTS"]`` (the embedded engine's fault
   injection), e.g. ``{"not_committed": 0.02, "unknown_applied": 0.02}``. Unset: no faults.
 - ``FDBQUEUE_LOAD_TIMEOUT``: ``FDBQUEUE["TIMEOUT"]`` in seconds (default: the app's).
+- ``FDBQUEUE_LOAD_WAIT_BUDGET``: ``FDBQUEUE["WAIT_BUDGET"]``, long polls per server process, or
+  ``none`` for no limit (default: the app's).
 - ``FDBQUEUE_LOAD_TASK_LEASE``: the tasks backend's ``LEASE`` in seconds, short in runs that kill
   a task worker so that its tasks come back within the run.
 - ``FDBQUEUE_LOAD_FAULT_LOG``: a directory where each process writes, when it exits, how many
@@ -65,6 +67,9 @@ FDBQUEUE = {
 FDBQUEUE.pop("CLUSTER_FILE", None)  # the embedded engine ignores it; keep the runs' settings plain
 if os.environ.get("FDBQUEUE_LOAD_TIMEOUT"):
     FDBQUEUE["TIMEOUT"] = float(os.environ["FDBQUEUE_LOAD_TIMEOUT"])
+_WAIT_BUDGET = os.environ.get("FDBQUEUE_LOAD_WAIT_BUDGET")
+if _WAIT_BUDGET:
+    FDBQUEUE["WAIT_BUDGET"] = None if _WAIT_BUDGET == "none" else int(_WAIT_BUDGET)
 
 _TASK_LEASE = os.environ.get("FDBQUEUE_LOAD_TASK_LEASE")
 if _TASK_LEASE:

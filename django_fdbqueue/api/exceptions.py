@@ -5,6 +5,8 @@ even when a project keeps DRF's default EXCEPTION_HANDLER; a project may also na
 ``django_fdbqueue.api.exceptions.exception_handler`` there to get the same bodies everywhere.
 
 Mapping:
+  access.QueueAccessDenied -> 404 queue_not_found (the user may not see the queue: the same body
+  as a queue that does not exist) or 403 permission_denied with the refused ``action``;
   QueueNotFound, DeadLetterNotFound and ScheduleNotFound -> 404; QueueAlreadyExists and
   ScheduleAlreadyExists -> 409; LeaseGone (LeaseNotFound,
   LeaseExpired: the receipt's lease is over, the item may already be someone else's) -> 409 with
@@ -29,6 +31,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.views import set_rollback
 
+from django_fdbqueue.access import QueueAccessDenied
 from django_fdbqueue.exceptions import (
     DeadLetterNotFound,
     InvalidCursor,
@@ -176,7 +179,19 @@ def queue_error_body(exc: QueueError) -> dict[str, Any]:
     return body
 
 
+def access_denied_response(exc: QueueAccessDenied) -> Response:
+    """404 with the not-found body when the user may not see the queue, else 403 naming the action."""
+    if not exc.visible:
+        not_found = QueueNotFound(f"No queue is named {exc.queue!r}.", name=exc.queue)
+        return Response(queue_error_body(not_found), status=status.HTTP_404_NOT_FOUND)
+    body = {"detail": str(exc), "code": "permission_denied", "action": exc.action}
+    return Response(body, status=status.HTTP_403_FORBIDDEN)
+
+
 def _handle(exc: Exception, context: dict[str, Any]) -> Response | None:
+    if isinstance(exc, QueueAccessDenied):
+        return access_denied_response(exc)
+
     if isinstance(exc, QueueError):
         return Response(queue_error_body(exc), status=queue_error_status(exc))
 

@@ -28,8 +28,10 @@ from django_fdbqueue.connection import get_database
 from django_fdbqueue.fdbapi import FDBError, transactional
 from django_fdbqueue.paths import segment_to_name
 
+from .access import visible_infos
 from .exceptions import DatabaseUnavailable
 from .policy import AppViewSet
+from .waitbudget import RETRY_AFTER_SECONDS, WaitBudget, budget
 from .serializers.queues import KeyLimitQuerySerializer, KeyLimitStateSerializer
 from .serializers import (
     DEDUP_WINDOW_SECONDS,
@@ -112,8 +114,18 @@ _ITEM_ID = OpenApiParameter(
     pattern=r"^[A-Za-z0-9_-]+$",
     description="The dead letter's item id, as the dead-letter listing shows it.",
 )
+# The waiting routes also send Retry-After with a 204 that did not wait (see api/waitbudget.py).
+_WAIT_RETRY_AFTER = OpenApiParameter(
+    "Retry-After", int, OpenApiParameter.HEADER, response=[204, 503],
+    description="Seconds to wait before retrying. On a 204: every long poll this server process may hold "
+    "was taken, so this request did not wait; poll again after that many seconds.",
+)
 _EMPTY = OpenApiResponse(description="The queue is empty: no body.")
-_NOTHING_CAME = OpenApiResponse(description="No item was visible, or none came within `wait`: no body.")
+_NOTHING_CAME = OpenApiResponse(
+    description="No item was visible, or none came within `wait`: no body. With a `Retry-After` header, the "
+    "request did not wait: the server was already holding as many long polls as it allows "
+    "(the WAIT_BUDGET setting); come back after that many seconds."
+)
 
 # Per-operation wording of the errors whose meaning differs from the default.
 _BODY_TOO_LARGE = {413: "The request body is larger than the project's DATA_UPLOAD_MAX_MEMORY_SIZE."}
@@ -149,13 +161,14 @@ def _operation(
     path: tuple[OpenApiParameter, ...] = (),
     notes: dict[int, str] | None = None,
     bodies: dict[int, type] | None = None,
+    retry_after: OpenApiParameter = _RETRY_AFTER,
     **kwargs: Any,
 ) -> Any:
     """extend_schema for one operation: its successes, its errors, plus those every operation has
     (401/403 from authentication, 503 with Retry-After from the database). ``notes`` rewords an
     error for this operation, ``bodies`` gives an error a body of its own; ``path`` adds path
     parameters after the queue name. An operation that takes a JSON body says that unknown
-    fields in it are a 400."""
+    fields in it are a 400. ``retry_after`` is the Retry-After header's documentation."""
     descriptions = {**_ERROR_DESCRIPTIONS, **(notes or {})}
     if kwargs.get("request") is not None:
         descriptions[400] += _UNKNOWN_FIELDS
@@ -167,7 +180,7 @@ def _operation(
     parameters = [_NAME] if on_queue else []
     parameters += [*path, *([query] if query else [])]
     return extend_schema(
-        summary=summary, responses={**success, **responses}, parameters=[*parameters, _RETRY_AFTER], **kwargs
+        summary=summary, responses={**success, **responses}, parameters=[*parameters, retry_after], **kwargs
     )
 
 
@@ -253,6 +266,14 @@ def _wait(seconds: float) -> float | None:
     return seconds if seconds > 0 else None
 
 
+def _nothing(refused: bool) -> Response:
+    """A 204; one refused its wait by the budget says when to poll again."""
+    response = Response(status=status.HTTP_204_NO_CONTENT)
+    if refused:
+        response["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    return response
+
+
 @extend_schema_view(
     list=_operation(
         "List queues",
@@ -293,6 +314,10 @@ def _wait(seconds: float) -> float | None:
 )
 class QueueViewSet(AppViewSet):
     """Named FIFO queues and double-ended priority queues."""
+
+    #: What long polls ask before they wait: a waiting request holds a WSGI thread. None lets every
+    #: request wait (for a server whose waits hold no thread).
+    wait_budget: WaitBudget | None = budget
 
     def dispatch(self, request: Any, *args: Any, **kwargs: Any) -> Any:
         if "name" in kwargs:
@@ -340,10 +365,26 @@ class QueueViewSet(AppViewSet):
         return QueueSerializer(info, context={"request": self.request}).data
 
     @staticmethod
-    def _item_or_empty(item: Any) -> Response:
+    def _item_or_empty(item: Any, refused: bool = False) -> Response:
         if item is None:
-            return Response(status=status.HTTP_204_NO_CONTENT)
+            return _nothing(refused)
         return Response(ItemSerializer(item).data)
+
+    def _long_poll(self, operation: Callable[[float | None], Any], seconds: float) -> tuple[Any, bool]:
+        """``operation(wait)`` within the wait budget: (its result, True if it was refused the wait).
+
+        A request beyond the budget still looks once, without waiting, so a visible item is
+        never refused; only an empty answer tells the client to come back later.
+        """
+        wait = _wait(seconds)
+        if wait is None or self.wait_budget is None:
+            return operation(wait), False
+        if not self.wait_budget.try_enter():
+            return operation(None), True
+        try:
+            return operation(wait), False
+        finally:
+            self.wait_budget.leave()
 
     # -- queues
 
@@ -352,7 +393,9 @@ class QueueViewSet(AppViewSet):
         page = service.list_queues(
             self.db, prefix=query["prefix"], cursor=query["cursor"], limit=query["limit"]
         )
-        return self._page(request, page.next_cursor, [self._queue(info) for info in page.items])
+        # Only the queues the user may view; a page may then hold fewer than `limit`.
+        infos = visible_infos(request, page.items)
+        return self._page(request, page.next_cursor, [self._queue(info) for info in infos])
 
     def create(self, request: Request) -> Response:
         data = self._body(QueueCreateSerializer, request).validated_data
@@ -426,6 +469,7 @@ class QueueViewSet(AppViewSet):
         (400, 404),
         query=PopQuerySerializer,
         request=None,
+        retry_after=_WAIT_RETRY_AFTER,
         description=(
             f"With `wait` (seconds, at most {MAX_WAIT_SECONDS:g}), an empty queue holds the request until an "
             "item becomes visible or the time is up (long polling); a larger wait is a 400."
@@ -434,7 +478,10 @@ class QueueViewSet(AppViewSet):
     @action(detail=True, methods=["post"])
     def pop(self, request: Request, name: str) -> Response:
         query = self._query(PopQuerySerializer, request)
-        return self._item_or_empty(service.pop(self.db, name, end=query["end"], wait=_wait(query["wait"])))
+        item, refused = self._long_poll(
+            lambda wait: service.pop(self.db, name, end=query["end"], wait=wait), query["wait"]
+        )
+        return self._item_or_empty(item, refused)
 
     @_operation(
         "Return the item at one end without removing it",
@@ -465,6 +512,7 @@ class QueueViewSet(AppViewSet):
         (400, 404, 413),
         notes=_BODY_TOO_LARGE,
         request=ClaimSerializer,
+        retry_after=_WAIT_RETRY_AFTER,
         description=(
             "The item stays in the queue but is invisible to others for `lease` seconds. Ack it with the "
             "receipt when done; release it to give it back; extend the lease for more time. If the lease "
@@ -476,11 +524,14 @@ class QueueViewSet(AppViewSet):
     @action(detail=True, methods=["post"])
     def claim(self, request: Request, name: str) -> Response:
         data = self._body(ClaimSerializer, request).validated_data
-        lease = service.claim(
-            self.db, name, lease=data["lease"], end=data["end"], wait=_wait(data["wait"]), spread=data.get("spread")
+        lease, refused = self._long_poll(
+            lambda wait: service.claim(
+                self.db, name, lease=data["lease"], end=data["end"], wait=wait, spread=data.get("spread")
+            ),
+            data["wait"],
         )
         if lease is None:
-            return Response(status=status.HTTP_204_NO_CONTENT)
+            return _nothing(refused)
         return Response(LeaseSerializer(lease).data)
 
     @_operation(

@@ -100,6 +100,16 @@ def register(subparsers: Any) -> None:
         ),
     )
     lifetime.add_argument("--no-expiry", action="store_true", help="A token that works until it is revoked.")
+    create.add_argument(
+        "--scope",
+        metavar="ACTIONS:PATTERN",
+        action="append",
+        help=(
+            "Narrow the token to these actions on these queues, e.g. push:orders.* or consume,view:jobs "
+            "(repeatable; actions: view, push, consume, manage, delete). The token never exceeds its "
+            "user's rights. Default: all of its user's rights."
+        ),
+    )
 
     listing = _action(actions, parser, "list", handle_list, help="List tokens (prefix, user, dates), newest first.")
     listing.add_argument("username", metavar="USERNAME", nargs="?", help="Only this user's tokens.")
@@ -139,6 +149,7 @@ def token_data(record: tokens.TokenRecord, now: dt.datetime | None = None) -> di
         "created": iso_utc(record.created),
         "expiry": iso_utc(record.expiry),
         "expired": record.is_expired(now),
+        "scope": list(record.scope) if record.scope is not None else None,
     }
 
 
@@ -152,10 +163,11 @@ def _tokens_table(records: list[tokens.TokenRecord]) -> str:
             data["created"],
             data["expiry"] or "never",
             "expired" if data["expired"] else "active",
+            " ".join(data["scope"]) if data["scope"] is not None else "all of the user's rights",
         )
         for data in (token_data(record) for record in records)
     ]
-    return table(("PREFIX", "USER", "CREATED", "EXPIRES", "STATUS"), rows)
+    return table(("PREFIX", "USER", "CREATED", "EXPIRES", "STATUS", "SCOPE"), rows)
 
 
 def handle_create(ctx: Context, options: dict[str, Any]) -> None:
@@ -168,14 +180,15 @@ def handle_create(ctx: Context, options: dict[str, Any]) -> None:
         expiry = tokens.DEFAULT_EXPIRY
     with _token_errors():
         user = tokens.get_user(options["username"])
-        record, token = tokens.create_token(user, expiry=expiry)
+        record, token = tokens.create_token(user, expiry=expiry, scope=options.get("scope"))
     if ctx.as_json:
         emit(ctx, {**token_data(record), "token": token}, "")
         return
     ctx.stdout.write(token)
     until = f"expires {iso_utc(record.expiry)}" if record.expiry else "never expires"
+    scoped = f", scope {' '.join(record.scope)}" if record.scope is not None else ""
     ctx.stderr.write(
-        f"Created a token for {record.username!r} (prefix {record.prefix}, {until}). It is shown only "
+        f"Created a token for {record.username!r} (prefix {record.prefix}, {until}{scoped}). It is shown only "
         f"this once: store it now. Send it as the header 'Authorization: Token <token>'; "
         f"`token revoke {record.prefix}` revokes it.",
         style_func=lambda text: text,

@@ -20,10 +20,11 @@ import threading
 from prometheus_client import Counter, Histogram
 
 from django_fdbqueue import fdbapi
+from django_fdbqueue.access import events as access_events
 from django_fdbqueue.service import observe
 
-__all__ = ["OPERATIONS", "LATENCY", "RETRIES", "LATENCY_BUCKETS", "error_name", "record", "sync_retries",
-           "install", "uninstall"]
+__all__ = ["OPERATIONS", "LATENCY", "RETRIES", "AUDIT_EVENTS", "REFUSALS", "LATENCY_BUCKETS", "error_name",
+           "record", "record_access", "sync_retries", "install", "uninstall"]
 
 #: Seconds. Embedded-store operations take well under a millisecond, cluster ones a few; the
 #: upper buckets catch retries, back-offs and the five-second transaction limit.
@@ -46,6 +47,19 @@ RETRIES = Counter(
     "FoundationDB errors this process's transactions met and handed to on_error, by error code "
     "(1020: conflict). Retryable codes were retried.",
     ["code", "error"],
+)
+
+AUDIT_EVENTS = Counter(
+    "fdbqueue_audit_events",
+    "Changes made for a person through the REST API or the admin and recorded in the audit log, "
+    "by the access action they needed (manage, delete, ...).",
+    ["action"],
+)
+REFUSALS = Counter(
+    "fdbqueue_access_refusals",
+    "Requests refused by queue grants (403, or 404 for a queue the user may not see), by the "
+    "access action they needed.",
+    ["action"],
 )
 
 # The codes fdbapi names, plus the retryable ones it lists by number only.
@@ -91,11 +105,19 @@ def record(operation: str, outcome: str, seconds: float) -> None:
     sync_retries()
 
 
+def record_access(event: str, action: str) -> None:
+    """The access hook's listener: count audit records and refusals."""
+    counter = AUDIT_EVENTS if event == access_events.AUDITED else REFUSALS
+    counter.labels(action=action).inc()
+
+
 def install() -> None:
-    """Register :func:`record` with the service hook (idempotent)."""
+    """Register :func:`record` with the service hook and :func:`record_access` with access's (idempotent)."""
     observe.add_listener(record)
+    access_events.add_listener(record_access)
 
 
 def uninstall() -> None:
-    """Stop counting operations (the counters keep their values)."""
+    """Stop counting operations, audit records and refusals (the counters keep their values)."""
     observe.remove_listener(record)
+    access_events.remove_listener(record_access)

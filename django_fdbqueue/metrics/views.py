@@ -2,8 +2,9 @@
 
 It is a DRF view for the guard alone: the project's DRF authentication classes (sessions, basic
 auth, tokens: whatever ``REST_FRAMEWORK["DEFAULT_AUTHENTICATION_CLASSES"]`` names), the
-permission classes of ``FDBQUEUE["PERMISSION_CLASSES"]`` through ``api.permissions``, the
-project's throttles, and the API's exception handler for the 401/403 bodies. Metrics name every
+permission classes of ``FDBQUEUE["PERMISSION_CLASSES"]`` through ``api.permissions``, then
+``view`` on every queue (the ``fdbqueue.view_queue`` permission or a grant on ``*``), the project's
+throttles, and the API's exception handler for the 401/403 bodies. Metrics name every
 queue and show the traffic, so they are no more public than the queues themselves.
 
 Prometheus asks for its formats in ``Accept``; DRF's content negotiation must not refuse those
@@ -27,6 +28,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from django_fdbqueue.api import permissions
+from django_fdbqueue.api.access import EveryQueueView
 from django_fdbqueue.api.exceptions import exception_handler
 
 from . import DEFAULT_MAX_QUEUES, MISSING_DEPENDENCY
@@ -55,7 +57,8 @@ class MetricsView(APIView):
     max_queues: int = DEFAULT_MAX_QUEUES
 
     def get_permissions(self) -> list[BasePermission]:
-        return permissions.get_permissions()
+        # Metrics name every queue and show its depth: view on every queue (see api.access).
+        return [*permissions.get_permissions(), EveryQueueView()]
 
     def get_exception_handler(self) -> Callable[[Exception, dict[str, Any]], Response | None]:
         return exception_handler

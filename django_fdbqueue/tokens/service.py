@@ -33,6 +33,7 @@ __all__ = [
     "AmbiguousPrefix",
     "InvalidExpiry",
     "InvalidPrefix",
+    "InvalidScope",
     "TokenError",
     "TokenLimitReached",
     "TokenNotFound",
@@ -103,6 +104,12 @@ class UserNotAllowed(TokenError):
 
 class InvalidExpiry(TokenError):
     code = "invalid_expiry"
+
+
+class InvalidScope(TokenError):
+    """A scope rule that is not ``action[,action]:pattern``."""
+
+    code = "invalid_scope"
 
 
 class TokenLimitReached(TokenError):
@@ -190,20 +197,43 @@ class TokenRecord:
     username: str
     created: dt.datetime
     expiry: dt.datetime | None
+    #: The token's scope rules (``push:orders.*``, ...), or None: all of its user's rights.
+    scope: tuple[str, ...] | None = None
 
     def is_expired(self, now: dt.datetime | None = None) -> bool:
         """True once its expiry has passed (knox then refuses it, and deletes it on next sight)."""
         return self.expiry is not None and self.expiry <= (now or timezone.now())
 
     @classmethod
-    def of(cls, row: Any) -> "TokenRecord":
+    def of(cls, row: Any, scope: Any = None) -> "TokenRecord":
         return cls(
             prefix=row.token_key,
             user_id=row.user_id,
             username=row.user.get_username(),
             created=row.created,
             expiry=row.expiry,
+            scope=tuple(scope) if scope is not None else None,
         )
+
+
+def _scopes(rows: list[Any]) -> dict[str, list[str]]:
+    """The scope rules of these token rows, by digest (one query)."""
+    from django_fdbqueue.models import TokenScope
+
+    digests = [row.digest for row in rows]
+    return dict(TokenScope.objects.filter(digest__in=digests).values_list("digest", "rules"))
+
+
+def _check_scope(scope: Any) -> list[str] | None:
+    """The scope's rules, checked and canonical, or :class:`InvalidScope` (before anything is stored)."""
+    if scope is None:
+        return None
+    from django_fdbqueue.access.scopes import canonical_rules
+
+    try:
+        return canonical_rules(scope)
+    except ValueError as error:
+        raise InvalidScope(str(error)) from None
 
 
 def default_expiry() -> dt.timedelta | None:
@@ -260,17 +290,22 @@ def _live(queryset: Any) -> Any:
     return queryset.filter(Q(expiry__isnull=True) | Q(expiry__gt=timezone.now()))
 
 
-def create_token(user: Any, *, expiry: Any = DEFAULT_EXPIRY, created_by: Any = None) -> tuple[TokenRecord, str]:
+def create_token(
+    user: Any, *, expiry: Any = DEFAULT_EXPIRY, created_by: Any = None, scope: Any = None
+) -> tuple[TokenRecord, str]:
     """Create a token for ``user``; return what may be shown of it, and the token itself.
 
     The token is in the return value and nowhere else: show it once and forget it. ``expiry`` is
     a ``timedelta`` from now, ``None`` for a token that never expires, or by default the project's
     ``TOKEN_TTL``. ``created_by``, when given (the admin gives the logged-in user), must be a
     superuser to create a token for a superuser: a token acts with all of its user's rights, so
-    a staff user allowed to create tokens must not gain a superuser's that way.
+    a staff user allowed to create tokens must not gain a superuser's that way. ``scope``, a list
+    of rules written ``action[,action]:pattern``, narrows the token below its user's rights; a
+    malformed rule is :class:`InvalidScope` and nothing is stored.
     """
     model = token_model()
     lifetime = _check_expiry(expiry)
+    rules = _check_scope(scope)
     if not user.is_active:
         raise UserNotAllowed(f"{user.get_username()!r} is inactive: knox refuses tokens of inactive users.")
     if created_by is not None and user.is_superuser and not created_by.is_superuser:
@@ -283,7 +318,11 @@ def create_token(user: Any, *, expiry: Any = DEFAULT_EXPIRY, created_by: Any = N
                 'the most REST_KNOX["TOKEN_LIMIT_PER_USER"] allows: revoke one first.'
             )
         row, token = model.objects.create(user=user, expiry=lifetime)
-    return TokenRecord.of(row), token
+        if rules is not None:
+            from django_fdbqueue.models import TokenScope
+
+            TokenScope.objects.create(digest=row.digest, token_key=row.token_key, rules=rules)
+    return TokenRecord.of(row, rules), token
 
 
 def list_tokens(user: Any = None, *, limit: int | None = None) -> list[TokenRecord]:
@@ -295,7 +334,9 @@ def list_tokens(user: Any = None, *, limit: int | None = None) -> list[TokenReco
             rows = rows.filter(user=user)
         if limit is not None:
             rows = rows[:limit]
-        return [TokenRecord.of(row) for row in rows]
+        rows = list(rows)
+        scopes = _scopes(rows)
+        return [TokenRecord.of(row, scopes.get(row.digest)) for row in rows]
 
 
 def _matching(prefix: str, user: Any) -> list[Any]:

@@ -8,6 +8,10 @@ database and store in a temp dir; 16 client threads, each sending ``GET /api/que
 back to back for a few seconds, once per authentication method:
 
 - ``token``: ``Authorization: Token ...`` (django-rest-knox): one indexed lookup and a SHA-512.
+  The run's user is a superuser, so the queue grants (``django_fdbqueue.access``) are not consulted.
+- ``grants``: the same, as a user who is not a superuser, with ten queue grants (one of them
+  ``view`` on ``auth.*``) and tokens scoped to ``view:auth.*``: every request checks the grants and
+  the scope. ``token rate / grants rate`` is what the check costs.
 - ``session``: the cookie of one login through the admin's login form, shared by the clients.
 - ``basic``: ``curl -u user:password`` style. Every request runs Django's password hasher
   (PBKDF2, about a quarter of a second of CPU by design), so this is the slow one.
@@ -35,7 +39,8 @@ import harness  # noqa: E402
 from harness import Children, OpFigures, RunEnv, RunFailed, log  # noqa: E402
 
 QUEUE = "auth.cost"
-METHODS = ("token", "session", "basic")
+METHODS = ("token", "grants", "session", "basic")
+GRANTED_USER = "load-granted"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -71,6 +76,20 @@ def session_cookie(base_url: str) -> str:
         if answer.status_code != 302 or not session:
             raise RunFailed(f"logging in answered {answer.status_code} without a session cookie")
         return session
+
+
+def make_granted_tokens(count: int) -> list[str]:
+    """``count`` scoped tokens of a user who may only view ``auth.*``, among grants on other queues."""
+    from django.contrib.auth import get_user_model
+
+    from django_fdbqueue.models import QueueGrant
+    from django_fdbqueue.tokens import service as tokens
+
+    user, _ = get_user_model().objects.get_or_create(username=GRANTED_USER)
+    QueueGrant.objects.create(user=user, pattern="auth.*", actions="view")
+    for n in range(9):
+        QueueGrant.objects.create(user=user, pattern=f"other{n}.*", actions="view,push,consume")
+    return [tokens.create_token(user, scope=["view:auth.*"], expiry=None)[1] for _ in range(count)]
 
 
 def measure(base_url: str, setups: list[dict[str, Any]], seconds: float) -> dict[str, Any]:
@@ -114,6 +133,7 @@ def run(args: argparse.Namespace, directory: Path) -> dict[str, Any]:
 
     service.create_queue(get_database(), QUEUE)
     prefix, tokens = harness.make_user_and_tokens(args.clients)
+    granted = make_granted_tokens(args.clients)
     results: dict[str, Any] = {}
     with Children(directory) as children:
         server = harness.start_server(children, env, workers=args.workers, threads=args.threads)
@@ -125,8 +145,9 @@ def run(args: argparse.Namespace, directory: Path) -> dict[str, Any]:
         measure(server.base_url, [{"headers": {"Authorization": f"{prefix} {token}"}} for token in tokens],
                 min(1.5, args.seconds))
         for method in args.methods:
-            if method == "token":
-                setups = [{"headers": {"Authorization": f"{prefix} {token}"}} for token in tokens]
+            if method in ("token", "grants"):
+                chosen = tokens if method == "token" else granted
+                setups = [{"headers": {"Authorization": f"{prefix} {token}"}} for token in chosen]
             elif method == "session":
                 setups = [{"cookies": {"sessionid": session}} for _ in range(args.clients)]
             else:
