@@ -11,7 +11,8 @@ from django.contrib.auth.models import Permission
 from django.test import Client
 from django.urls import reverse
 
-PERMS = ("view_queue", "add_queue", "change_queue", "delete_queue")
+#: Every action on every queue (django_fdbqueue.access.PERMISSIONS): what an operator may do today.
+PERMS = ("view_queue", "push_queue", "consume_queue", "manage_queue", "delete_queue")
 
 
 def url(view: str, *args: str | None) -> str:
@@ -28,7 +29,7 @@ def make_user(django_user_model, username: str, *, staff: bool = True, perms=())
 
 @pytest.fixture
 def operator(django_user_model):
-    """A staff user holding all four queue permissions (and nothing else)."""
+    """A staff user holding every queue permission (and nothing else)."""
     return make_user(django_user_model, "operator", perms=PERMS)
 
 

@@ -82,10 +82,11 @@ def open_page(browser: Any) -> tuple[Any, Any, list[str]]:
     return context, page, errors
 
 
-def log_in(page: Any, address: str) -> None:
-    """Go to ``address``, which shows the admin's login form, and submit it as the operator."""
+def log_in(page: Any, address: str, username: str = "operator") -> None:
+    """Go to ``address``, which shows the admin's login form, and submit it as ``username`` (whose
+    password is PASSWORD)."""
     page.goto(address)
-    page.fill("#id_username", "operator")
+    page.fill("#id_username", username)
     page.fill("#id_password", PASSWORD)
     page.click("input[type=submit]")
 

@@ -15,9 +15,9 @@ from tests.admin_helpers import PERMS, make_user
 
 @pytest.fixture
 def api() -> APIClient:
-    """A REST client authenticated as a plain user."""
+    """A REST client authenticated as a plain user who may do everything to every queue."""
     client = APIClient()
-    client.force_authenticate(user=get_user_model().objects.create_user("alice", password="wonderland"))
+    client.force_authenticate(user=make_user(get_user_model(), "alice", staff=False, perms=PERMS))
     return client
 
 

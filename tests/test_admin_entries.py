@@ -78,11 +78,12 @@ def test_knox_auth_tokens_entry_is_gone_and_its_addresses_still_lead_to_the_toke
     [
         ((), (), set()),
         (("view_queue",), (), QUEUE_PAGES),
-        (("change_queue",), (), QUEUE_PAGES),
+        (("view_queue", "manage_queue"), (), QUEUE_PAGES),
+        (("push_queue", "consume_queue"), (), set()),  # acting without viewing shows no page
         ((), ("view_authtoken",), {"tokensentry"}),
         ((), ("add_authtoken",), set()),
     ],
-    ids=["no-permission", "view-queues", "change-queues", "view-tokens", "add-tokens-only"],
+    ids=["no-permission", "view-queues", "manage-queues", "push-consume-only", "view-tokens", "add-tokens-only"],
 )
 def test_an_entry_is_shown_to_and_reaches_only_the_users_its_page_lets_in(
     client_for, django_user_model, fdbqueue_db, queue_perms, knox_perms, shown

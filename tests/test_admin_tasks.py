@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 from django.contrib import admin as django_admin
-from django.contrib.auth.models import Permission
 from django.core import mail
 from django.test import Client
 from django.urls import reverse
@@ -162,11 +161,29 @@ def test_staff_without_the_queue_permissions_are_refused(login, fdbqueue_db, sta
     assert record(fdbqueue_db, states["FAILED"].id).status == "FAILED"
 
 
-@pytest.mark.parametrize("perm", ["view_queue", "change_queue"])
-def test_view_or_change_permission_shows_the_pages(login, states, perm):
-    session = login(perms=[perm])
+@pytest.mark.parametrize("perms", [["view_queue"], ["view_queue", "consume_queue"]])
+def test_view_permission_shows_the_pages(login, states, perms):
+    session = login(perms=perms)
     for method, view, args in pages(states)[:3]:
         assert call(session, method, view, args).status_code == 200, view
+
+
+def test_grants_decide_per_task_queue(client, django_user_model, fdbqueue_db, states):
+    # Granted on tasks.emails only: the default queue's tasks "do not exist"; consume retries there only.
+    from django_fdbqueue.models import QueueGrant
+
+    user = make_user(django_user_model, "mailer")
+    QueueGrant.objects.create(user=user, pattern="tasks.emails", actions="view,consume")
+    session = client
+    session.force_login(user)
+    overview = text(session.get(url("tasks")))
+    assert 'data-queue="emails"' in overview and 'data-queue="default"' not in overview
+    assert session.get(url("task_list", "default", "emails")).status_code == 200
+    assert session.get(url("task_detail", states["email"].id)).status_code == 200
+    failed = states["FAILED"].id
+    for method, view, args in pages(states)[1:]:  # the default queue's list, a result, its retry
+        assert call(session, method, view, args).status_code == 404, view
+    assert record(fdbqueue_db, failed).status == "FAILED"
 
 
 def test_view_permission_alone_cannot_retry(login, fdbqueue_db, states):

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib import messages
-from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
 from django.urls import reverse
+
+from django_fdbqueue import access
 
 from . import tasks
 
@@ -46,8 +47,6 @@ def enqueue_example(request: HttpRequest) -> HttpResponse:
     """Enqueue the chosen example and go back to the Tasks page, which now counts it as READY."""
     if request.method != "POST":
         return HttpResponseNotAllowed(["POST"])
-    if not request.user.has_perm("fdbqueue.change_queue"):
-        raise PermissionDenied
     back = reverse("admin:fdbqueue_queue_tasks")
     form = EnqueueExampleForm(request.POST)
     if not form.is_valid():
@@ -55,6 +54,8 @@ def enqueue_example(request: HttpRequest) -> HttpResponse:
         messages.error(request, f"Nothing was enqueued ({problems}).")
         return HttpResponseRedirect(back)
     task = tasks.EXAMPLES[form.cleaned_data["example"]]
+    # Enqueueing pushes to the task's queue: a project's own view asks access.require (403 if not).
+    access.require(request.user, "push", task.get_backend().queue_for(task.queue_name))
     args, kwargs = form.arguments()
     result = task.enqueue(*args, **kwargs)
     messages.success(

@@ -1,7 +1,8 @@
 """Everything the app shows in Django's admin: an entry on the admin index whose pages are ours.
 
-The placeholder ``Queue`` model gives the admin its section ("FDB queues > Queues") and its
-permissions; ``QueueAdmin.get_urls`` swaps the model admin's SQL-backed views for the queue
+The placeholder ``Queue`` model gives the admin its section ("FDB queues > Queues");
+who may do what to which queue is ``django_fdbqueue.access``'s answer (grants, and the model's
+permissions on every queue), asked per queue by the pages; ``QueueAdmin.get_urls`` swaps the model admin's SQL-backed views for the queue
 pages of ``queues`` (items, leases, dead letters), at the addresses the admin expects
 (``admin:fdbqueue_queue_changelist``, ``_add``, ``_change``, ``_delete``) so the index's links
 and breadcrumbs lead to them. What the pages share is in ``pages``, their forms in ``forms``.
@@ -13,7 +14,7 @@ of ``tokens`` join them under ``tokens/``, and knox's own admin ("Knox › Auth 
 the index, its addresses leading to them (``knox``), so the admin has one place to manage tokens.
 The periodic schedules page of ``schedules`` is under ``schedules/``, the activity charts of
 ``activity`` under ``activity/``. Each of these has its entry beside Queues on the admin index
-and in its sidebar (``entries``).
+and in its sidebar (``entries``). The queue grants have a model admin of their own (``grants``).
 """
 
 from __future__ import annotations
@@ -24,10 +25,12 @@ from django.contrib import admin
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import URLPattern, path, register_converter, reverse
 
-from django_fdbqueue.models import Queue
+from django_fdbqueue.access.somewhere import can_somewhere
+from django_fdbqueue.models import Queue, QueueGrant
 from django_fdbqueue.paths import QueueNameConverter
 
 from .entries import register_entries
+from .grants import QueueGrantAdmin
 from .knox import fold_knox_admin_in
 from .pages import tasks_framework_available
 from .queues import QueueAdminViews
@@ -37,7 +40,26 @@ register_converter(QueueNameConverter, "fdbqueue_name")
 
 @admin.register(Queue)
 class QueueAdmin(admin.ModelAdmin):
-    """Staff users with the ``fdbqueue`` permissions list, browse and operate the queues."""
+    """Staff users list, browse and operate the queues their grants (or permissions) allow.
+
+    The model-level answers below say whether the user holds an action on *some* queue: they
+    decide the admin index's entry and its links; each page then checks the queue it is about.
+    """
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return self.has_view_permission(request)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return can_somewhere(request.user, "view")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return can_somewhere(request.user, "manage")
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return any(can_somewhere(request.user, action) for action in ("push", "consume", "manage"))
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return can_somewhere(request.user, "delete")
 
     def get_urls(self) -> list[URLPattern]:
         views = QueueAdminViews(self)
@@ -143,5 +165,6 @@ class QueueAdmin(admin.ModelAdmin):
         return Queue.objects.none()
 
 
+admin.site.register(QueueGrant, QueueGrantAdmin)
 fold_knox_admin_in(admin.site)
 register_entries(admin.site)

@@ -3,8 +3,9 @@ Activity and API tokens, where staff look for them (not only as buttons on the q
 
 Django lists a registered model's admin there, so each entry is a proxy of the placeholder
 (``models``) whose admin leads to the page and reads or writes nothing. An entry is shown to the
-users the page itself lets in, by the page's own rule: the queue model's view permission for
-tasks, schedules and activity; knox's view (or change) permission for the tokens.
+users the page itself lets in, by the page's own rule: ``view`` on some queue (a grant or the
+queue model's permission, ``QueueAdmin.has_view_permission``) for tasks, schedules and activity;
+knox's view (or change) permission for the tokens.
 """
 
 from __future__ import annotations

@@ -1,8 +1,11 @@
-"""What every admin page of the app shares: permission checks, addresses, context, rendering,
+"""What every admin page of the app shares: access checks, addresses, context, rendering,
 and turning store failures into a clear 503 page instead of a server error.
 
-The pages sit under the placeholder ``Queue`` model (see ``__init__``), behind the admin's login,
-with the model's permissions; ``queues``, ``tasks`` and ``tokens`` are the pages themselves.
+The pages sit under the placeholder ``Queue`` model (see ``__init__``), behind the admin's login
+and staff check; beyond that the user's rights on each queue decide (``django_fdbqueue.access``:
+grants, and the model's permissions on every queue). A queue the user may not see at all is a
+404, as if it did not exist, so its name does not leak; a refused action on a queue the user may
+see is a 403. ``queues``, ``tasks`` and ``tokens`` are the pages themselves.
 """
 
 from __future__ import annotations
@@ -19,7 +22,9 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.http import urlencode
 
-from django_fdbqueue import exceptions
+from django_fdbqueue import access, exceptions
+from django_fdbqueue.access import audit as audit_log
+from django_fdbqueue.access.somewhere import can_somewhere
 from django_fdbqueue.connection import get_database
 from django_fdbqueue.fdbapi import FDBError, describe
 
@@ -88,10 +93,48 @@ class AdminPages:
     # -- helpers ---------------------------------------------------------------------------
 
     def require(self, request: HttpRequest, action: str) -> None:
-        """Refuse (403) unless the user holds the model permission for `action`."""
-        check = getattr(self.model_admin, f"has_{action}_permission")
-        if not check(request):
+        """Refuse (403) unless the user holds ``action`` on at least one queue (a page not about
+        one queue yet, such as the queue list); each queue is then checked by ``require_on``."""
+        if not can_somewhere(request.user, action):
             raise PermissionDenied
+
+    def require_on(self, request: HttpRequest, action: str, queue: str) -> None:
+        """404 unless the user may see the queue at all (its name must not leak); 403 unless the
+        user holds ``action`` on it. Counted as a refusal either way (``access.require``)."""
+        try:
+            access.require(request.user, action, queue)
+        except access.QueueAccessDenied as refusal:
+            if not refusal.visible:
+                raise Http404(str(refusal)) from None
+            raise
+
+    def require_every(self, request: HttpRequest, action: str) -> None:
+        """403 unless the user holds ``action`` on every queue (for what may reach any queue)."""
+        access.require_every(request.user, action)
+
+    def refused(self, request: HttpRequest, action: str, queue: str | None) -> bool:
+        """Whether ``action`` on ``queue`` (on every queue when None) is refused, counting the
+        refusal: for a form that names its queue in a field and shows the refusal as its error."""
+        try:
+            if queue is None:
+                access.require_every(request.user, action)
+            else:
+                access.require(request.user, action, queue)
+        except access.QueueAccessDenied:
+            return True
+        return False
+
+    def may(self, request: HttpRequest, action: str, queue: str) -> bool:
+        """Whether the user holds ``action`` on ``queue``: to show a button only to those it serves."""
+        return access.can(request.user, action, queue)
+
+    def granted(self, request: HttpRequest, queue: str) -> dict[str, bool]:
+        """Each action's name -> whether the user holds it on ``queue`` (the templates' ``may``)."""
+        return {action: access.can(request.user, action, queue) for action in access.ACTIONS}
+
+    def audit(self, request: HttpRequest, action: str, queue: str, **detail: Any) -> None:
+        """Record a change made through the admin (Django's admin log, and the audit counter)."""
+        audit_log.record(request, action, queue, detail)
 
     def url(self, page: str, name: str | None = None, item_id: str | None = None, /, **query: str) -> str:
         """The address of one of these pages, e.g. ``url("change", "jobs", end="max")``.

@@ -1,12 +1,18 @@
 """The admin's queue pages: list, create, browse, push, pop, peek, clear, delete, dead letters.
 
 They replace the changelist, add, change and delete views of the placeholder ``Queue`` model
-(see ``__init__``), so they sit at the usual admin addresses, behind the admin's login, with the
-model's permissions:
+(see ``__init__``), so they sit at the usual admin addresses, behind the admin's login and staff
+check. Then each queue's access actions decide (``django_fdbqueue.access``; the same mapping as
+its ``ADMIN_PAGES`` and ``ADMIN_ACTIONS``):
 
-- view (or change) permission: the list, the queue page, peek;
-- add: create a queue; change: push, pop, clear, set the attempt limit, requeue a dead letter;
-  delete: delete a queue, delete a dead letter.
+- view: the list (which shows only the queues the user may view), the queue page, peek;
+- push: push; consume: pop;
+- manage: create a queue, set the attempt limit, clear, requeue or delete a dead letter;
+- delete: delete a queue.
+
+A queue the user may not see at all is a 404 (as if it did not exist); a refused action on one
+the user sees is a 403, whatever form was posted. Buttons and forms appear only for granted
+actions. Every change (create, clear, attempt limit, dead letters, delete) is audited.
 
 The queue page has three tabs (``?view=``): the ready items (default), the leased and delayed
 items (``scheduled``), and the dead letters (``dead``), each paged by cursor.
@@ -27,6 +33,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django_fdbqueue import exceptions, service
 from django_fdbqueue.connection import get_database
 from django_fdbqueue.fdbapi import transactional
+from django_fdbqueue.service.records import Page
 from django_fdbqueue.templatetags.fdbqueue_admin import age, compact_json
 
 from .forms import (
@@ -45,6 +52,8 @@ from .tenants import tenant_rows
 
 QUEUES_PER_PAGE = 50
 ITEMS_PER_PAGE = 25
+#: Most catalog pages read to fill one page of the list with queues the user may view.
+LIST_READS = 10
 
 
 @transactional
@@ -113,19 +122,21 @@ class QueueAdminViews(AdminPages):
             prefix = filters.cleaned_data["prefix"]
             cursor = filters.cleaned_data["cursor"] or None
             try:
-                page = service.list_queues(get_database(), prefix=prefix, cursor=cursor, limit=QUEUES_PER_PAGE)
+                page = self._visible_page(request, prefix, cursor)
             except exceptions.InvalidCursor:
                 messages.warning(request, "That page link has expired; showing the first page.")
                 cursor = None
-                page = service.list_queues(get_database(), prefix=prefix, limit=QUEUES_PER_PAGE)
+                page = self._visible_page(request, prefix, None)
             except exceptions.QueueError as error:
                 filters.add_error("prefix", str(error))
+        deletable = {info.name for info in page.items if self.may(request, "delete", info.name)} if page else set()
         context = self.context(
             request,
             "Queues",
             filter_form=filters,
             prefix=prefix,
             queues=page.items if page else [],
+            deletable=deletable,
             first_page_url=self.url("changelist", prefix=prefix) if cursor else None,
             next_page_url=(
                 self.url("changelist", prefix=prefix, cursor=page.next_cursor)
@@ -137,32 +148,55 @@ class QueueAdminViews(AdminPages):
         )
         return self.render(request, "queue_list.html", context)
 
+    def _visible_page(self, request: HttpRequest, prefix: str, cursor: str | None) -> Page[Any]:
+        """A page of the queues the user may view: catalog pages are read until it holds
+        ``QUEUES_PER_PAGE`` of them or ``LIST_READS`` were read; its cursor continues from there."""
+        database, shown = get_database(), []
+        for _ in range(LIST_READS):
+            page = service.list_queues(database, prefix=prefix, cursor=cursor, limit=QUEUES_PER_PAGE)
+            shown += [info for info in page.items if self.may(request, "view", info.name)]
+            cursor = page.next_cursor
+            if cursor is None or len(shown) >= QUEUES_PER_PAGE:
+                break
+        return Page(shown, cursor)
+
     @store_guard
     def add(self, request: HttpRequest) -> HttpResponse:
-        """Create a queue: the form on its own page (and the target of the list page's form)."""
-        self.require(request, "add")
+        """Create a queue: the form on its own page (and the target of the list page's form).
+
+        Shown to users who may manage some queue; the name posted must be one they may manage
+        (else 403 with the form, and nothing is created).
+        """
+        self.require(request, "manage")
         form = QueueCreateForm(request.POST if request.method == "POST" else None)
+        status = 200
         if form.is_valid():
             name, kind = form.cleaned_data["name"], form.cleaned_data["kind"]
             max_attempts = form.cleaned_data.get("max_attempts")
             tenants = bool(form.cleaned_data.get("tenants"))
-            try:
-                service.create_queue(get_database(), name, kind, max_attempts=max_attempts, tenants=tenants)
-            except exceptions.QueueError as error:
-                add_service_error(form, error)
+            if self.refused(request, "manage", name):
+                form.add_error("name", f"You may not create a queue named “{name}”: no grant to manage it.")
+                status = 403
             else:
-                limit = f" ({limit_text(max_attempts)})" if max_attempts is not None else ""
-                messages.success(request, f"The {kind} queue “{name}” was created{limit}.")
-                return HttpResponseRedirect(self.url("change", name))
+                try:
+                    service.create_queue(get_database(), name, kind, max_attempts=max_attempts, tenants=tenants)
+                except exceptions.QueueError as error:
+                    add_service_error(form, error)
+                else:
+                    self.audit(request, "manage", name, operation="create", kind=kind, max_attempts=max_attempts,
+                               tenants=tenants)
+                    limit = f" ({limit_text(max_attempts)})" if max_attempts is not None else ""
+                    messages.success(request, f"The {kind} queue “{name}” was created{limit}.")
+                    return HttpResponseRedirect(self.url("change", name))
         context = self.context(request, "Add queue", form=form, add_url=self.url("add"))
-        return self.render(request, "queue_add.html", context)
+        return self.render(request, "queue_add.html", context, status=status)
 
     # -- one queue ---------------------------------------------------------------------------
 
     @store_guard
     def change(self, request: HttpRequest, name: str) -> HttpResponse:
         """The queue page: statistics, a page of items from either end, and the action forms."""
-        self.require(request, "view")
+        self.require_on(request, "view", name)
         return self.queue_page(request, name)
 
     def queue_page(self, request: HttpRequest, name: str, *, push_form: PushForm | None = None,
@@ -182,15 +216,16 @@ class QueueAdminViews(AdminPages):
             messages.warning(request, "That page link has expired; showing the first page.")
             cursor = None
             info, page, end = _read_queue_page(database, name, view, end, None, ITEMS_PER_PAGE)
-        can_change = self.model_admin.has_change_permission(request)
+        may = self.granted(request, name)
         tab = "" if view == "items" else view
         end_query = end if end != "min" else ""
-        if max_attempts_form is None and can_change:
+        if max_attempts_form is None and may["manage"]:
             max_attempts_form = MaxAttemptsForm(initial={"max_attempts": info.max_attempts})
         context = self.context(
             request,
             name,
             queue=info,
+            may=may,
             view=view,
             items=page.items if view == "items" else [],
             scheduled=page.items if view == "scheduled" else [],
@@ -211,8 +246,8 @@ class QueueAdminViews(AdminPages):
                 else None
             ),
             tasks_url=self._tasks_url(name),
-            push_form=(push_form or PushForm(kind=info.kind, tenants=info.tenants is not None)) if can_change else None,
-            max_attempts_form=max_attempts_form if can_change else None,
+            push_form=(push_form or PushForm(kind=info.kind, tenants=info.tenants is not None)) if may["push"] else None,
+            max_attempts_form=max_attempts_form if may["manage"] else None,
             push_url=self.url("push", name),
             pop_url=self.url("pop", name),
             peek_url=self.url("peek", name),
@@ -227,7 +262,7 @@ class QueueAdminViews(AdminPages):
     @store_guard
     def push(self, request: HttpRequest, name: str) -> HttpResponse:
         """Push one value; bad input re-renders the queue page with the form's errors."""
-        self.require(request, "change")
+        self.require_on(request, "push", name)
         if request.method != "POST":
             return HttpResponseRedirect(self.url("change", name))
         info = service.get_queue(get_database(), name)
@@ -265,7 +300,7 @@ class QueueAdminViews(AdminPages):
     @store_guard
     def set_max_attempts(self, request: HttpRequest, name: str) -> HttpResponse:
         """Change the queue's attempt limit; bad input re-renders the queue page with the error."""
-        self.require(request, "change")
+        self.require_on(request, "manage", name)
         if request.method != "POST":
             return HttpResponseRedirect(self.url("change", name))
         form = MaxAttemptsForm(request.POST)
@@ -278,6 +313,7 @@ class QueueAdminViews(AdminPages):
             except exceptions.QueueError as error:
                 add_service_error(form, error)
             else:
+                self.audit(request, "manage", name, operation="settings", max_attempts=info.max_attempts)
                 messages.success(request, f"“{name}” now allows {limit_text(info.max_attempts)} per item.")
                 return HttpResponseRedirect(self.url("change", name))
         return self.queue_page(request, name, max_attempts_form=form)
@@ -285,7 +321,7 @@ class QueueAdminViews(AdminPages):
     @store_guard
     def dead_requeue(self, request: HttpRequest, name: str, item_id: str) -> HttpResponse:
         """Put a dead letter back among the ready items, at its old place, with no attempts."""
-        self.require(request, "change")
+        self.require_on(request, "manage", name)
         back = self.url("change", name, view="dead")
         if request.method != "POST":
             return HttpResponseRedirect(back)
@@ -296,6 +332,7 @@ class QueueAdminViews(AdminPages):
         except exceptions.QueueError as error:
             messages.error(request, self._dead_letter_error(name, error, item_id))
             return HttpResponseRedirect(back)
+        self.audit(request, "manage", name, operation="requeue_dead_letter", item=item.id)
         messages.success(
             request,
             f"Requeued the dead letter {compact_json(item.value, 120)} (item {item.id}) in “{name}”: "
@@ -306,7 +343,7 @@ class QueueAdminViews(AdminPages):
     @store_guard
     def dead_delete(self, request: HttpRequest, name: str, item_id: str) -> HttpResponse:
         """Confirmation page, then delete one dead letter for good."""
-        self.require(request, "delete")
+        self.require_on(request, "manage", name)
         back = self.url("change", name, view="dead")
         database = get_database()
         if request.method == "POST" and ConfirmForm(request.POST).is_valid():
@@ -317,6 +354,7 @@ class QueueAdminViews(AdminPages):
             except exceptions.QueueError as error:
                 messages.error(request, self._dead_letter_error(name, error, item_id))
                 return HttpResponseRedirect(back)
+            self.audit(request, "manage", name, operation="delete_dead_letter", item=item_id)
             messages.success(request, f"Deleted the dead letter {item_id} of “{name}”.")
             return HttpResponseRedirect(back)
         info = service.get_queue(database, name)
@@ -365,13 +403,13 @@ class QueueAdminViews(AdminPages):
     @store_guard
     def pop(self, request: HttpRequest, name: str) -> HttpResponse:
         """Remove and report the item at the chosen end."""
-        self.require(request, "change")
+        self.require_on(request, "consume", name)
         return self._take(request, name, remove=True)
 
     @store_guard
     def peek(self, request: HttpRequest, name: str) -> HttpResponse:
         """Report the item at the chosen end without removing it."""
-        self.require(request, "view")
+        self.require_on(request, "view", name)
         return self._take(request, name, remove=False)
 
     def _take(self, request: HttpRequest, name: str, *, remove: bool) -> HttpResponse:
@@ -405,13 +443,13 @@ class QueueAdminViews(AdminPages):
     @store_guard
     def clear(self, request: HttpRequest, name: str) -> HttpResponse:
         """Confirmation page, then remove every item (the queue itself stays)."""
-        self.require(request, "change")
+        self.require_on(request, "manage", name)
         return self._confirm(request, name, action="clear")
 
     @store_guard
     def delete(self, request: HttpRequest, name: str) -> HttpResponse:
         """Confirmation page, then delete the queue and its items."""
-        self.require(request, "delete")
+        self.require_on(request, "delete", name)
         return self._confirm(request, name, action="delete")
 
     def _confirm(self, request: HttpRequest, name: str, *, action: str) -> HttpResponse:
@@ -419,9 +457,11 @@ class QueueAdminViews(AdminPages):
         if request.method == "POST" and ConfirmForm(request.POST).is_valid():
             if action == "clear":
                 removed = _clear_counting(database, name)
+                self.audit(request, "manage", name, operation="clear", removed=removed)
                 messages.success(request, f"Cleared “{name}”: removed {removed} item{'s' if removed != 1 else ''}.")
                 return HttpResponseRedirect(self.url("change", name))
             service.delete_queue(database, name)
+            self.audit(request, "delete", name, operation="destroy")
             messages.success(request, f"The queue “{name}” was deleted.")
             return HttpResponseRedirect(self.url("changelist"))
         info = service.get_queue(database, name)

@@ -2,8 +2,11 @@
 a form to add one, and per schedule: edit, pause or resume, run now, delete.
 
 It sits under the queues (``admin/__init__`` adds ``schedules/`` to the ``Queue`` admin's
-addresses), behind the admin's login and staff check, with the queue model's permissions: view
-to see the list, add to create, change to edit, pause, resume and run now, delete to delete.
+addresses), behind the admin's login and staff check. A schedule is its target queue's
+(``django_fdbqueue.access``): view on it to see the schedule (the list shows only those), manage
+on it to create, edit, pause, resume, run now or delete it; editing to a new target needs manage
+on both. A task target may land in any task queue (its task decides), so it needs the action on
+every queue. A schedule the user may not see at all is a 404; every change is audited.
 The work is ``django_fdbqueue.schedules``'; the form's checks are the schedule model's own.
 """
 
@@ -16,7 +19,7 @@ from django import forms
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
 
-from django_fdbqueue import schedules
+from django_fdbqueue import access, schedules
 from django_fdbqueue.connection import get_database
 from django_fdbqueue.exceptions import InvalidArgument, ScheduleAlreadyExists, ScheduleNotFound
 from django_fdbqueue.schedules import model
@@ -90,17 +93,50 @@ class ScheduleForm(forms.Form):
                 "interval": schedule.interval, "tz": schedule.tz, "catch_up": schedule.catch_up}
 
 
+def target_queue(target: dict) -> str | None:
+    """The queue a schedule's target pushes to; None for a task (its task picks the queue)."""
+    return target.get("queue") if target.get("kind") == "push" else None
+
+
 class ScheduleAdminViews(AdminPages):
     """The schedules page and its actions."""
 
-    ACTIONS = {"pause": "change", "resume": "change", "run-now": "change", "delete": "delete"}
+    ACTIONS = ("pause", "resume", "run-now", "delete")
 
-    def _rows(self) -> list[dict]:
+    def _may(self, request: HttpRequest, action: str, target: dict) -> bool:
+        """``action`` on the target's queue (on every queue for a task target)."""
+        queue = target_queue(target)
+        return access.can_every(request.user, action) if queue is None else self.may(request, action, queue)
+
+    def _require(self, request: HttpRequest, action: str, schedule: model.Schedule) -> None:
+        """404 unless the user may see the schedule's queue; 403 unless ``action`` on it."""
+        queue = target_queue(schedule.target)
+        if queue is None:
+            if not access.can_every(request.user, "view"):
+                raise Http404(f"No schedule is named {schedule.name!r}.")
+            self.require_every(request, action)
+        else:
+            self.require_on(request, action, queue)
+
+    def _refuse_target(self, request: HttpRequest, form: ScheduleForm) -> bool:
+        """Put a form error (and answer True) when the user may not manage the form's target."""
+        target = form.cleaned_data["definition"]["target"]
+        if not self.refused(request, "manage", target_queue(target)):
+            return False
+        where = f"the queue “{target_queue(target)}”" if target_queue(target) else "every queue (a task target)"
+        form.add_error(None, f"You may not manage {where}, so you may not schedule into it.")
+        return True
+
+    def _audit(self, request: HttpRequest, operation: str, name: str, target: dict) -> None:
+        self.audit(request, "manage", target_queue(target) or "*", operation=operation, schedule=name)
+
+    def _rows(self, request: HttpRequest) -> list[dict]:
         return [{"schedule": s, "data": model.as_data(s), "edit_url": self.url("schedule_edit", s.name),
-                 "action_url": self.url("schedule_action", s.name)} for s in schedules.list_schedules(get_database())]
+                 "action_url": self.url("schedule_action", s.name), "may_manage": self._may(request, "manage", s.target)}
+                for s in schedules.list_schedules(get_database()) if self._may(request, "view", s.target)]
 
     def _list(self, request: HttpRequest, form: ScheduleForm, status: int = 200) -> HttpResponse:
-        context = self.context(request, "Schedules", rows=self._rows(), form=form,
+        context = self.context(request, "Schedules", rows=self._rows(request), form=form,
                                schedules_url=self.url("schedules"))
         return self.render(request, "schedule_list.html", context, status=status)
 
@@ -110,45 +146,56 @@ class ScheduleAdminViews(AdminPages):
         self.require(request, "view")
         if request.method != "POST":
             return self._list(request, ScheduleForm())
-        self.require(request, "add")
+        self.require(request, "manage")
         form = ScheduleForm(request.POST)
         if not form.is_valid():
             return self._list(request, form, status=400)
+        if self._refuse_target(request, form):
+            return self._list(request, form, status=403)
+        definition = form.cleaned_data["definition"]
         try:
-            schedules.create(get_database(), form.cleaned_data["name"], **form.cleaned_data["definition"])
+            schedules.create(get_database(), form.cleaned_data["name"], **definition)
         except ScheduleAlreadyExists as error:
             form.add_error("name", str(error))
             return self._list(request, form, status=400)
+        self._audit(request, "create", form.cleaned_data["name"], definition["target"])
         messages.success(request, f"Schedule {form.cleaned_data['name']!r} created.")
         return HttpResponseRedirect(self.url("schedules"))
 
     @store_guard
     def schedule_edit(self, request: HttpRequest, name: str) -> HttpResponse:
         """GET: the schedule's form; POST: save its new definition (its name stays)."""
-        self.require(request, "change")
+        self.require(request, "manage")
         schedule = self._get(name)
+        self._require(request, "manage", schedule)
         form = ScheduleForm(request.POST or None, initial=ScheduleForm.initial_of(schedule))
         form.fields["name"].disabled = True
+        refused = False
         if request.method == "POST" and form.is_valid():
-            schedules.update(get_database(), name, **form.cleaned_data["definition"])
-            messages.success(request, f"Schedule {name!r} saved.")
-            return HttpResponseRedirect(self.url("schedules"))
+            refused = self._refuse_target(request, form)
+            if not refused:
+                schedules.update(get_database(), name, **form.cleaned_data["definition"])
+                self._audit(request, "update", name, form.cleaned_data["definition"]["target"])
+                messages.success(request, f"Schedule {name!r} saved.")
+                return HttpResponseRedirect(self.url("schedules"))
         context = self.context(request, f"Edit schedule {name}", form=form, schedule=schedule,
                                schedules_url=self.url("schedules"))
-        return self.render(request, "schedule_edit.html", context, status=400 if form.errors else 200)
+        return self.render(request, "schedule_edit.html", context, status=403 if refused else 400 if form.errors else 200)
 
     @store_guard
     def schedule_action(self, request: HttpRequest, name: str) -> HttpResponse:
         """POST ``action`` = pause, resume, run-now or delete."""
         if request.method != "POST":
             return HttpResponseNotAllowed(["POST"])
+        self.require(request, "manage")
         action = request.POST.get("action", "")
         if action not in self.ACTIONS:
             messages.error(request, f"Unknown action {action!r}.")
             return HttpResponseRedirect(self.url("schedules"))
-        self.require(request, self.ACTIONS[action])
-        self._get(name)
+        schedule = self._get(name)
+        self._require(request, "manage", schedule)
         messages.success(request, self._act(action, name))
+        self._audit(request, "destroy" if action == "delete" else action, name, schedule.target)
         return HttpResponseRedirect(self.url("schedules"))
 
     def _act(self, action: str, name: str) -> str:

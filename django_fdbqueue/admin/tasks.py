@@ -1,11 +1,15 @@
 """The admin's task pages: task queues with their counts, results by status, one result, retry.
 
 They sit beside the queue pages under the ``Queue`` placeholder model (``__init__`` adds their
-addresses only when the Tasks framework can be imported), behind the admin's login, with the
-model's permissions:
+addresses only when the Tasks framework can be imported), behind the admin's login and staff
+check. A task lives in a task queue, which is one of our queues (``backend.queue_for``): the
+user's access actions on that queue decide (``django_fdbqueue.access``):
 
-- view (or change) permission: the task queues, the results of one queue, one result;
-- change: retry a FAILED task (``FDBQueueBackend.retry``; a POST carrying the CSRF token).
+- view: the task queue on the overview (which lists only those), its results, one result;
+- consume: retry a FAILED task (``FDBQueueBackend.retry``; a POST carrying the CSRF token).
+
+A result whose queue cannot be told any more (its backend is gone from ``TASKS``) needs the
+action on every queue. A task queue or result the user may not see at all is a 404.
 
 Pages read the result records directly (``results``), not through ``TaskResult``: a record
 whose task can no longer be imported (renamed, deleted) must still be shown, with its errors.
@@ -27,7 +31,7 @@ from django import forms
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 
-from django_fdbqueue import exceptions, service
+from django_fdbqueue import access, exceptions, service
 from django_fdbqueue.connection import get_database
 from django_fdbqueue.fdbapi import transactional
 from django_fdbqueue.service.records import QueueInfo, to_datetime
@@ -167,7 +171,8 @@ class TaskAdminViews(AdminPages):
                     queue: str | None = backend.queue_for(name)
                 except InvalidTaskError:
                     queue = None  # reported by the system checks (E101); nothing to read
-                rows.append(TaskQueueRow(backend=alias, name=name, queue=queue))
+                if self._may_on(request, "view", queue):
+                    rows.append(TaskQueueRow(backend=alias, name=name, queue=queue))
         _read_overview(db, rows)
         context = self.context(
             request,
@@ -189,6 +194,7 @@ class TaskAdminViews(AdminPages):
         task_backend = our_backend(backend)
         if task_backend is None or not accepts_queue(task_backend, queue_name):
             raise Http404(f"No task queue {queue_name!r} in an FDBQueueBackend TASKS[{backend!r}].")
+        self._require_on(request, "view", self._queue_of(task_backend, queue_name))
         query = ResultsQueryForm(request.GET)
         status, after = results.READY, None
         if query.is_valid():
@@ -229,8 +235,9 @@ class TaskAdminViews(AdminPages):
         self.require(request, "view")
         record = self._record(result_id)
         backend = our_backend(record.backend)
+        queue = self._queue_of(backend, record.queue_name)
+        self._require_on(request, "view", queue)
         row = ResultRow(record)
-        can_change = self.model_admin.has_change_permission(request)
         context = self.context(
             request,
             f"Task {record.id}",
@@ -241,7 +248,8 @@ class TaskAdminViews(AdminPages):
                 if backend is not None and accepts_queue(backend, record.queue_name) else None
             ),
             retry_url=self.url("task_retry", record.id),
-            can_retry=can_change and backend is not None and record.status == results.FAILED,
+            can_retry=(self._may_on(request, "consume", queue) and backend is not None
+                       and record.status == results.FAILED),
             tasks_url=self.url("tasks"),
         )
         return self.render(request, "task_detail.html", context)
@@ -249,12 +257,14 @@ class TaskAdminViews(AdminPages):
     @store_guard
     def task_retry(self, request: HttpRequest, result_id: str) -> HttpResponse:
         """Put a FAILED task back in its queue (READY again, its errors and worker ids kept)."""
-        self.require(request, "change")
+        self.require(request, "consume")
         record = self._record(result_id)
+        backend = our_backend(record.backend)
+        queue = self._queue_of(backend, record.queue_name)
+        self._require_on(request, "consume", queue)
         back = self.url("task_detail", record.id)
         if request.method != "POST":
             return HttpResponseRedirect(back)
-        backend = our_backend(record.backend)
         if backend is None:
             messages.error(request, f"TASKS[{record.backend!r}] is not an FDBQueueBackend in these settings "
                                     "any more, so nothing would run this task; nothing was changed.")
@@ -270,9 +280,34 @@ class TaskAdminViews(AdminPages):
         except InvalidTaskError as error:  # someone retried it first, or it finished meanwhile
             messages.error(request, f"{error} Nothing was changed.")
             return HttpResponseRedirect(back)
+        self.audit(request, "consume", queue or "*", operation="task_retry", task=record.id)
         messages.success(request, f"The task {record.task_path} is queued again in “{record.queue_name}”: "
                                   "READY, with its earlier errors kept.")
         return HttpResponseRedirect(back)
+
+    @staticmethod
+    def _queue_of(backend: Any, queue_name: str) -> str | None:
+        """Our queue behind a task queue, or None when that cannot be told (no such backend now,
+        or a name not valid under its prefix)."""
+        if backend is None:
+            return None
+        try:
+            return backend.queue_for(queue_name)
+        except InvalidTaskError:
+            return None
+
+    def _may_on(self, request: HttpRequest, action: str, queue: str | None) -> bool:
+        """``action`` on ``queue``; on every queue when the queue cannot be told."""
+        if queue is None:
+            return access.can_every(request.user, action)
+        return self.may(request, action, queue)
+
+    def _require_on(self, request: HttpRequest, action: str, queue: str | None) -> None:
+        """``require_on`` the task's queue; ``action`` on every queue when it cannot be told."""
+        if queue is None:
+            self.require_every(request, action)
+        else:
+            self.require_on(request, action, queue)
 
     def _record(self, result_id: str) -> results.Record:
         """The stored result, or 404."""

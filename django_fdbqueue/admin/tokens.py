@@ -8,6 +8,10 @@ permissions, so a project grants them like any other:
 - ``knox.add_authtoken``: create a token (for a superuser only when you are one);
 - ``knox.delete_authtoken``: revoke one token, or all of a user's.
 
+A token may be narrowed at creation to a scope, written as for ``token create --scope``: one
+rule ``action[,action]:pattern`` per line (``push:orders.*``); blank, it has all of its user's
+rights. The list shows each token's scope. Creating and revoking are audited (``access.audit``).
+
 Why our pages rather than knox's own admin (which ``knox`` replaces by an entry leading
 here, so there is one place for tokens): knox's lists the digest of every token and shows a new
 token in a message, which Django's default message storage keeps in a cookie until the next page.
@@ -33,6 +37,8 @@ from django.urls import reverse
 from django.utils.cache import add_never_cache_headers
 from django.utils.http import urlencode
 
+from django_fdbqueue.access import audit
+from django_fdbqueue.access.scopes import canonical_rules
 from django_fdbqueue.tokens import service as tokens
 
 logger = logging.getLogger(__name__)
@@ -53,12 +59,18 @@ LIFETIMES: tuple[tuple[str, dt.timedelta | None], ...] = (
 
 
 class TokenCreateForm(forms.Form):
-    """Whose token, and how long it lives."""
+    """Whose token, how long it lives, and what it may do (its scope)."""
 
     username = forms.CharField(
         label="User", max_length=254, help_text="The username the token acts as: it has that user's rights in the API."
     )
     lifetime = forms.ChoiceField(label="Expires", initial="default")
+    scope = forms.CharField(
+        required=False, max_length=10_000, widget=forms.Textarea(attrs={"rows": 3, "cols": 40}),
+        help_text="Optional: one rule per line, action[,action]:pattern, e.g. push:orders.* or consume,view:jobs "
+                  "(actions: view, push, consume, manage, delete). The token may then do only that, and never "
+                  "more than its user. Blank: all of the user's rights.",
+    )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -73,10 +85,24 @@ class TokenCreateForm(forms.Form):
         except tokens.UnknownUser as error:
             raise forms.ValidationError(str(error)) from None
 
+    def clean_scope(self) -> list[str] | None:
+        """The rules, checked and canonical; None (no scope) when blank."""
+        lines = [line.strip() for line in self.cleaned_data["scope"].splitlines() if line.strip()]
+        if not lines:
+            return None
+        try:
+            return canonical_rules(lines)
+        except ValueError as error:
+            raise forms.ValidationError(str(error)) from None
+
     def expiry(self) -> Any:
         """The chosen lifetime as ``create_token`` takes it."""
         key = self.cleaned_data["lifetime"]
         return tokens.DEFAULT_EXPIRY if key == "default" else dict(LIFETIMES)[key]
+
+
+#: The create form's field a refusal of ``create_token`` is about (else the username).
+_FIELD_OF: dict[type, str] = {tokens.InvalidExpiry: "lifetime", tokens.InvalidScope: "scope"}
 
 
 class TokenFilterForm(forms.Form):
@@ -203,14 +229,17 @@ class TokenAdminViews:
             if not form.is_valid():
                 return self.token_list(request, create_form=form, status=400)
             record, token = tokens.create_token(
-                form.cleaned_data["username"], expiry=form.expiry(), created_by=request.user
+                form.cleaned_data["username"], expiry=form.expiry(), created_by=request.user,
+                scope=form.cleaned_data["scope"],
             )
         except tokens.TokenStoreError as error:
             return self.failed(request, error)
         except tokens.TokenError as error:  # inactive user, a superuser's token, the per-user limit
-            form.add_error("lifetime" if isinstance(error, tokens.InvalidExpiry) else "username", str(error))
+            form.add_error(_FIELD_OF.get(type(error), "username"), str(error))
             return self.token_list(request, create_form=form, status=400)
         logger.info("API token %s created for %r by %r", record.prefix, record.username, request.user.get_username())
+        audit.record(request, "manage", record.prefix, {"operation": "create", "token": record.prefix,
+                                                         "user": record.username, "scope": record.scope})
         context = self.context(request, "API token created", record=record, token=token)
         response = self.render(request, "token_created.html", context)
         add_never_cache_headers(response)  # the admin adds them too; this page must never be cached
@@ -237,6 +266,8 @@ class TokenAdminViews:
             else:
                 logger.info("API token %s of %r revoked by %r", record.prefix, record.username,
                             request.user.get_username())
+                audit.record(request, "manage", record.prefix, {"operation": "destroy", "token": record.prefix,
+                                                                 "user": record.username})
                 messages.success(request, f"The token {record.prefix}… of “{record.username}” was revoked.")
             return HttpResponseRedirect(self.url("tokens"))
         context = self.context(request, "Revoke API token", action="revoke", record=found, form=ConfirmForm())
@@ -254,6 +285,9 @@ class TokenAdminViews:
         try:
             if form.is_valid():
                 revoked = tokens.revoke_all(user)
+                for record in revoked:
+                    audit.record(request, "manage", record.prefix, {"operation": "destroy", "token": record.prefix,
+                                                                     "user": record.username})
                 logger.info("%d API tokens of %r revoked by %r", len(revoked), user.get_username(),
                             request.user.get_username())
                 count = len(revoked)
