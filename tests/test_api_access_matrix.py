@@ -42,7 +42,7 @@ class Route:
     action: str
     ok: int
     body: dict | None = field(default=None, hash=False)
-    every_queue: bool = False  # the schedules: the action on every queue
+    on_target: bool = False  # the schedules: the action on the schedule's target queue
 
 
 QUEUE_ROUTES = [
@@ -67,15 +67,15 @@ QUEUE_ROUTES = [
 ]
 SCHEDULE_TARGET = {"kind": "push", "queue": GRANTED, "value": 1}
 SCHEDULE_ROUTES = [
-    Route("schedules_list", "get", "schedules/", "view", 200, every_queue=True),
-    Route("schedules_retrieve", "get", "schedules/tick/", "view", 200, every_queue=True),
+    Route("schedules_list", "get", "schedules/", "view", 200, on_target=True),
+    Route("schedules_retrieve", "get", "schedules/tick/", "view", 200, on_target=True),
     Route("schedules_create", "post", "schedules/", "manage", 201,
-          {"name": "tock", "target": SCHEDULE_TARGET, "interval": 60}, every_queue=True),
-    Route("schedules_update", "patch", "schedules/tick/", "manage", 200, {"interval": 120}, every_queue=True),
-    Route("schedules_destroy", "delete", "schedules/tick/", "manage", 204, every_queue=True),
-    Route("schedules_pause", "post", "schedules/tick/pause/", "manage", 200, every_queue=True),
-    Route("schedules_resume", "post", "schedules/tick/resume/", "manage", 200, every_queue=True),
-    Route("schedules_run_now", "post", "schedules/tick/run-now/", "manage", 200, every_queue=True),
+          {"name": "tock", "target": SCHEDULE_TARGET, "interval": 60}, on_target=True),
+    Route("schedules_update", "patch", "schedules/tick/", "manage", 200, {"interval": 120}, on_target=True),
+    Route("schedules_destroy", "delete", "schedules/tick/", "manage", 204, on_target=True),
+    Route("schedules_pause", "post", "schedules/tick/pause/", "manage", 200, on_target=True),
+    Route("schedules_resume", "post", "schedules/tick/resume/", "manage", 200, on_target=True),
+    Route("schedules_run_now", "post", "schedules/tick/run-now/", "manage", 200, on_target=True),
 ]
 CALLERS = ["anonymous", "no grant", *ACTIONS, "superuser", "scoped token"]
 
@@ -151,17 +151,16 @@ def rights(caller: str, queue: str) -> set[str]:
 
 
 def expected(caller: str, route: Route, queue: str) -> tuple[int, str | None]:
-    """(status, error code) the route must answer."""
+    """(status, error code) the route must answer. A schedule's queue is its target's: "tick"
+    pushes into the granted queue; the list shows what the caller may view, so it is a 200."""
     if caller == "anonymous":  # 403, not 401: the test settings' first authentication is the session's
         return 403, "not_authenticated"
-    if route.every_queue:
-        return (route.ok, None) if caller == "superuser" else (403, "permission_denied")
     granted = rights(caller, queue)
-    if route.action in granted:
+    if route.action in granted or route.name == "schedules_list":
         return route.ok, None
-    if route.name == "create" or granted:
+    if route.name in ("create", "schedules_create") or granted:
         return 403, "permission_denied"
-    return 404, "queue_not_found"
+    return 404, "schedule_not_found" if route.on_target else "queue_not_found"
 
 
 def call(client: APIClient, route: Route, queue: str, handles: dict[str, str]):
@@ -194,7 +193,7 @@ def test_every_route_answers_each_caller_as_its_grants_say(fdbqueue_db, django_u
     client = client_for(caller, django_user_model)
     problems = []
     for route in QUEUE_ROUTES + SCHEDULE_ROUTES:
-        for queue in ((GRANTED,) if route.every_queue else (GRANTED, OTHER)):
+        for queue in ((GRANTED,) if route.on_target else (GRANTED, OTHER)):
             handles = seed(fdbqueue_db)
             before = state(fdbqueue_db)
             response = call(client, route, queue, handles[queue])
@@ -231,6 +230,28 @@ def test_a_schedules_grant_on_every_queue_opens_the_schedules(fdbqueue_db, djang
     client.force_authenticate(user)
     assert client.get("/api/schedules/").status_code == 200
     assert client.post("/api/schedules/tick/pause/").status_code == 200
+
+
+def test_a_schedule_is_its_target_queues(fdbqueue_db, django_user_model):
+    """The list shows the schedules into queues the user may view; moving one needs manage on both
+    queues; a task target (any task queue) needs the action on every queue."""
+    seed(fdbqueue_db)
+    schedules.create(fdbqueue_db, "tock", {"kind": "push", "queue": OTHER, "value": 1}, interval=60)
+    task = {"kind": "task", "task": "tests.task_functions.add", "kwargs": {}}
+    user = django_user_model.objects.create_user("orders-manager")
+    QueueGrant.objects.create(user=user, pattern="orders.*", actions="view,manage")
+    client = APIClient()
+    client.force_authenticate(user)
+    assert [s["name"] for s in client.get("/api/schedules/").json()] == ["tick"]
+    hidden = client.get("/api/schedules/tock/")
+    assert (hidden.status_code, hidden.json()["code"]) == (404, "schedule_not_found")
+    before = state(fdbqueue_db)
+    moved = client.patch("/api/schedules/tick/", {"target": {"kind": "push", "queue": OTHER, "value": 1}}, format="json")
+    assert (moved.status_code, moved.json()["code"]) == (403, "permission_denied")
+    into_task = client.post("/api/schedules/", {"name": "tack", "target": task, "interval": 60}, format="json")
+    assert (into_task.status_code, into_task.json()["code"]) == (403, "permission_denied")
+    assert state(fdbqueue_db) == before
+    schedules.delete(fdbqueue_db, "tock")
 
 
 def test_access_authenticated_restores_the_old_behaviour(fdbqueue_db, django_user_model, settings):

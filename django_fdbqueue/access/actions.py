@@ -11,6 +11,7 @@ from typing import Iterable
 
 __all__ = [
     "ACTIONS", "ADMIN_ACTIONS", "ADMIN_PAGES", "Action", "EVERY_QUEUE_ROUTES", "PERMISSIONS", "REST_ROUTES",
+    "TARGET_ROUTES",
     "check_action", "join_actions", "parse_actions",
 ]
 
@@ -74,7 +75,10 @@ REST_ROUTES: dict[tuple[str, str], str] = {
 }
 
 #: Router basenames whose routes are checked against every queue, not one named in the path.
-EVERY_QUEUE_ROUTES: frozenset[str] = frozenset({"schedule"})
+EVERY_QUEUE_ROUTES: frozenset[str] = frozenset()
+#: REST routes whose queue is a schedule's target, known once the schedule is read: their views
+#: check the action themselves (``api.access.require_on_target``), as the admin's pages do.
+TARGET_ROUTES: frozenset[str] = frozenset({"schedule"})
 
 #: Admin pages -> the action they need on their queue (the queue list shows viewable queues only).
 ADMIN_PAGES: dict[str, str] = {

@@ -92,10 +92,7 @@ class ScheduleForm(forms.Form):
                 "kwargs": json.dumps(target.get("kwargs", {})), "cron": schedule.cron or "",
                 "interval": schedule.interval, "tz": schedule.tz, "catch_up": schedule.catch_up}
 
-
-def target_queue(target: dict) -> str | None:
-    """The queue a schedule's target pushes to; None for a task (its task picks the queue)."""
-    return target.get("queue") if target.get("kind") == "push" else None
+target_queue = model.target_queue
 
 
 class ScheduleAdminViews(AdminPages):

@@ -2,7 +2,9 @@
 
 :class:`QueueAccess` runs after ``FDBQUEUE["PERMISSION_CLASSES"]`` on every route: it looks up the
 route's action in ``access.REST_ROUTES`` and requires it on the queue in the path (in the body, for
-create; on every queue, for the schedules). A refusal is ``access.QueueAccessDenied``, which the
+create). A schedule is its target queue's, as in the admin: its views read it, then require the
+action on that queue with :func:`require_on_target` (on every queue for a task target, which may
+land in any task queue). A refusal is ``access.QueueAccessDenied``, which the
 API's exception handler answers with 404 ``queue_not_found`` when the user may not even see the
 queue, else 403 ``permission_denied`` naming the action. :func:`audit_change` records the routes
 that change a queue's definition or contents wholesale (``manage`` and ``delete``) in the audit log.
@@ -17,10 +19,13 @@ from rest_framework.request import Request
 
 from django_fdbqueue import access
 from django_fdbqueue.access import audit, events
-from django_fdbqueue.access.actions import EVERY_QUEUE_ROUTES, REST_ROUTES
+from django_fdbqueue.access.actions import EVERY_QUEUE_ROUTES, REST_ROUTES, TARGET_ROUTES
 from django_fdbqueue.conf import get_settings
 
-__all__ = ["AUDITED_ACTIONS", "EveryQueueView", "QueueAccess", "audit_change", "route_action", "visible_infos"]
+__all__ = [
+    "AUDITED_ACTIONS", "EveryQueueView", "QueueAccess", "audit_change", "may_on_target", "require_on_target",
+    "route_action", "visible_infos",
+]
 
 #: Routes needing these actions are recorded in the audit log when they succeed.
 AUDITED_ACTIONS = frozenset({"manage", "delete"})
@@ -52,6 +57,8 @@ class QueueAccess(BasePermission):
             return get_settings().access == "authenticated"
         if view.basename in EVERY_QUEUE_ROUTES:
             access.require_every(user, action, token=token)
+        elif view.basename in TARGET_ROUTES:
+            pass  # the view requires the action on the schedule's target once it has read it
         elif view.action == "list":
             pass  # the list shows only the queues the user may view (visible_infos)
         elif view.action == "create":
@@ -80,11 +87,44 @@ class EveryQueueView(BasePermission):
         return True
 
 
+def _open_to_anonymous(request: Request) -> bool:
+    return not getattr(request.user, "is_authenticated", False) and get_settings().access == "authenticated"
+
+
+def may_on_target(request: Request, action: str, queue: str | None) -> bool:
+    """May the request's user do ``action`` on a schedule whose target queue is ``queue``?
+    (None: a task target, which may land in any task queue: the action on every queue.)"""
+    if _open_to_anonymous(request):
+        return True
+    user, token = request.user, request.auth
+    if queue is None:
+        return access.can_every(user, action, token=token)
+    return access.can(user, action, queue, token=token)
+
+
+def require_on_target(request: Request, action: str, queue: str | None, *, creating: bool = False) -> None:
+    """Require ``action`` on a schedule's target queue (see :func:`may_on_target`).
+
+    Refused: 404 when the user may not even see that queue, so a schedule into a hidden queue
+    stays hidden; 403 otherwise, and always 403 when ``creating`` (the queue named in the body
+    may not exist: the answer must not tell).
+    """
+    if may_on_target(request, action, queue):
+        return
+    events.emit(events.REFUSED, action)
+    user, token = request.user, request.auth
+    if queue is None:
+        visible = creating or access.can_every(user, "view", token=token)
+    else:
+        visible = creating or access.may_see(user, queue, token=token)
+    raise access.QueueAccessDenied(action, queue or "*", visible=visible)
+
+
 def visible_infos(request: Request, infos: Iterable[Any]) -> list[Any]:
     """The queue records (with a ``name``) of one page that the request's user may view."""
-    user, token = request.user, request.auth
-    if not getattr(user, "is_authenticated", False) and get_settings().access == "authenticated":
+    if _open_to_anonymous(request):
         return list(infos)
+    user, token = request.user, request.auth
     return [info for info in infos if access.can(user, "view", info.name, token=token)]
 
 

@@ -2,7 +2,9 @@
 
 Thin over ``django_fdbqueue.schedules``: a serializer checks the request, the schedules module does
 the work, errors go through the API's one exception handler (``api.exceptions``). Mounted at
-``schedules/`` by ``api.urls``, with the queues' permissions.
+``schedules/`` by ``api.urls``, with the queues' permissions. A schedule is its target queue's:
+``view`` on that queue shows it, ``manage`` changes it (both, for a change of target); a task
+target needs the action on every queue (``api.access.require_on_target``).
 """
 
 from __future__ import annotations
@@ -16,9 +18,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from django_fdbqueue import schedules
+from django_fdbqueue.access import QueueAccessDenied
+from django_fdbqueue.exceptions import ScheduleNotFound
 from django_fdbqueue.connection import get_database
-from django_fdbqueue.schedules.model import as_data, iso
+from django_fdbqueue.schedules.model import Schedule, as_data, iso, target_queue
 
+from .access import may_on_target, require_on_target
 from .policy import AppViewSet
 from .serializers import ErrorSerializer, UnavailableErrorSerializer, ValidationErrorSerializer
 from .serializers.schedules import (
@@ -66,44 +71,68 @@ class ScheduleViewSet(AppViewSet):
         serializer.is_valid(raise_exception=True)
         return dict(serializer.validated_data)
 
+    def _schedule(self, request: Request, name: str, action: str) -> Schedule:
+        """The schedule ``name`` (404 if none), once ``action`` on its target queue is allowed.
+
+        One whose target the user may not even see answers as a missing one does, body and all.
+        """
+        schedule = schedules.get(get_database(), name)
+        try:
+            require_on_target(request, action, target_queue(schedule.target))
+        except QueueAccessDenied as refused:
+            if refused.visible:
+                raise
+            raise ScheduleNotFound(f"No schedule is named {name!r}.", name=name) from None
+        return schedule
+
     @_schema("List schedules", {200: ScheduleSerializer(many=True)}, (), named=False)
     def list(self, request: Request) -> Response:
-        return Response([as_data(s) for s in schedules.list_schedules(get_database())])
+        shown = [
+            s for s in schedules.list_schedules(get_database()) if may_on_target(request, "view", target_queue(s.target))
+        ]
+        return Response([as_data(s) for s in shown])
 
     @_schema("Create a schedule", {201: ScheduleSerializer}, (400, 409), named=False, request=ScheduleCreateSerializer)
     def create(self, request: Request) -> Response:
         data = self._body(ScheduleCreateSerializer, request)
+        require_on_target(request, "manage", target_queue(data["target"]), creating=True)
         created = schedules.create(get_database(), data.pop("name"), data.pop("target"), **data)
         return Response(as_data(created), status=status.HTTP_201_CREATED)
 
     @_schema("Show a schedule", {200: ScheduleSerializer}, (400, 404))
     def retrieve(self, request: Request, name: str) -> Response:
-        return Response(as_data(schedules.get(get_database(), name)))
+        return Response(as_data(self._schedule(request, name, "view")))
 
     @_schema("Change a schedule's definition", {200: ScheduleSerializer}, (400, 404), request=ScheduleUpdateSerializer)
     def partial_update(self, request: Request, name: str) -> Response:
+        self._schedule(request, name, "manage")
         changes = self._body(ScheduleUpdateSerializer, request)
+        if "target" in changes:  # moving a schedule needs manage on where it goes too
+            require_on_target(request, "manage", target_queue(changes["target"]), creating=True)
         return Response(as_data(schedules.update(get_database(), name, **changes)))
 
     @_schema("Delete a schedule", {204: None}, (400, 404))
     def destroy(self, request: Request, name: str) -> Response:
-        schedules.get(get_database(), name)  # 404 for a name that is not there
+        self._schedule(request, name, "manage")  # 404 for a name that is not there
         schedules.delete(get_database(), name)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
     @_schema("Pause a schedule", {200: ScheduleSerializer}, (400, 404), request=None)
     @action(detail=True, methods=["post"])
     def pause(self, request: Request, name: str) -> Response:
+        self._schedule(request, name, "manage")
         return Response(as_data(schedules.pause(get_database(), name)))
 
     @_schema("Resume a schedule from its next occurrence", {200: ScheduleSerializer}, (400, 404), request=None)
     @action(detail=True, methods=["post"])
     def resume(self, request: Request, name: str) -> Response:
+        self._schedule(request, name, "manage")
         return Response(as_data(schedules.resume(get_database(), name)))
 
     @_schema("Fire a schedule once now", {200: FiredSerializer}, (400, 404), request=None)
     @action(detail=True, methods=["post"], url_path="run-now")
     def run_now(self, request: Request, name: str) -> Response:
+        self._schedule(request, name, "manage")
         fired = schedules.run_now(get_database(), name)
         result = {k: v for k, v in fired.result.items() if k != "at_us"}
         return Response({"name": fired.name, "result": {**result, "at": iso(fired.result.get("at_us"))}})

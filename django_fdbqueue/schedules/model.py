@@ -87,6 +87,11 @@ class Schedule:
 # --- checks ------------------------------------------------------------------------------------
 
 
+def target_queue(target: dict) -> str | None:
+    """The queue a schedule's target pushes to; None for a task (its task picks the queue)."""
+    return target.get("queue") if target.get("kind") == "push" else None
+
+
 def check_name(name: object) -> str:
     if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
         raise InvalidSchedule(
