@@ -19,14 +19,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import shutil
 import sys
-import tempfile
 import time
 import uuid
 from typing import Any, Callable
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+
+if HERE not in sys.path:  # also when imported by path (the tests do), not run
+    sys.path.insert(0, HERE)
+from scratch_store import forget, open_store, store_setting  # noqa: E402 - beside this script
 QUEUE = "async-ops"
 
 
@@ -42,29 +44,6 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     if args.cluster_file and not os.path.isfile(args.cluster_file):
         parser.error(f"--cluster-file: {args.cluster_file} is not a file")
     return args
-
-
-def store_setting(args: argparse.Namespace) -> dict[str, Any]:
-    if not args.cluster_file:
-        return {"ENGINE": "embedded", "PATH": os.path.join(tempfile.mkdtemp(prefix="fdbqueue-async-ops-"), "store.sqlite3")}
-    store = {"ENGINE": "foundationdb", "CLUSTER_FILE": args.cluster_file, "ROOT": ("fdbqueue-async-ops", uuid.uuid4().hex)}
-    library = args.client_library or os.environ.get("FDBQUEUE_CLIENT_LIBRARY")
-    if library:
-        store["CLIENT_LIBRARY"] = library
-    return store
-
-
-def setup(store: dict[str, Any]) -> Any:
-    sys.path.insert(0, os.path.dirname(HERE))
-    import django
-    from django.conf import settings
-
-    settings.configure(INSTALLED_APPS=["django.contrib.contenttypes", "django.contrib.auth", "django_fdbqueue"],
-                       FDBQUEUE=store, USE_TZ=True)
-    django.setup()
-    from django_fdbqueue.connection import get_database
-
-    return get_database()
 
 
 def bridges() -> dict[str, Callable[..., Any]]:
@@ -133,9 +112,9 @@ def measure(db: Any, args: argparse.Namespace) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
-    store = store_setting(args)
+    store = store_setting("async-ops", args.cluster_file, args.client_library)
     try:
-        db = setup(store)
+        db = open_store(store)
         from django_fdbqueue.service import offload
 
         where = "FoundationDB cluster" if args.cluster_file else "embedded engine"
@@ -144,20 +123,6 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     finally:
         forget(store)
-
-
-def forget(store: dict[str, Any]) -> None:
-    from django.conf import settings
-
-    if settings.configured:
-        from django_fdbqueue import connection
-
-        if store["ENGINE"] == "foundationdb":
-            space = connection.root_subspace().range()
-            del connection.get_database()[space.start : space.stop]
-        connection.reset_database()
-    if store["ENGINE"] == "embedded":
-        shutil.rmtree(os.path.dirname(store["PATH"]), ignore_errors=True)
 
 
 if __name__ == "__main__":

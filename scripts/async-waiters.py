@@ -20,15 +20,16 @@ import argparse
 import asyncio
 import multiprocessing
 import os
-import shutil
 import sys
-import tempfile
 import threading
 import time
-import uuid
 from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+
+if HERE not in sys.path:  # also when imported by path (the tests do), not run
+    sys.path.insert(0, HERE)
+from scratch_store import forget, open_store, store_setting  # noqa: E402 - beside this script
 QUEUE = "async-waiters"
 #: FoundationDB's "transaction timed out" (FDBQUEUE's TIMEOUT, 5 s by default).
 TIMED_OUT = 1031
@@ -49,32 +50,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def store_setting(args: argparse.Namespace) -> dict[str, Any]:
-    if not args.cluster_file:
-        return {"ENGINE": "embedded", "PATH": os.path.join(tempfile.mkdtemp(prefix="fdbqueue-waiters-"), "store.sqlite3")}
-    store = {"ENGINE": "foundationdb", "CLUSTER_FILE": args.cluster_file, "ROOT": ("fdbqueue-waiters", uuid.uuid4().hex)}
-    library = args.client_library or os.environ.get("FDBQUEUE_CLIENT_LIBRARY")
-    if library:
-        store["CLIENT_LIBRARY"] = library
-    return store
-
-
-def setup(store: dict[str, Any]) -> Any:
-    sys.path.insert(0, os.path.dirname(HERE))
-    import django
-    from django.conf import settings
-
-    settings.configure(INSTALLED_APPS=["django.contrib.contenttypes", "django.contrib.auth", "django_fdbqueue"],
-                       FDBQUEUE=store, USE_TZ=True)
-    django.setup()
-    from django_fdbqueue.connection import get_database
-
-    return get_database()
-
-
 def pusher(store: dict[str, Any], count: int, go: Any) -> None:
     """The other process: once told, push ``count`` items, each carrying the time of its push."""
-    db = setup(store)
+    db = open_store(store)
     from django_fdbqueue import service
 
     if not go.wait(RUN_SECONDS):
@@ -152,12 +130,12 @@ def percentile(values: list[float], share: float) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
-    store = store_setting(args)
+    store = store_setting("waiters", args.cluster_file, args.client_library)
     ctx = multiprocessing.get_context("spawn")
     go = ctx.Event()
     child = None
     try:
-        db = setup(store)
+        db = open_store(store)
         from django_fdbqueue import service
         from django_fdbqueue.service import offload
 
@@ -189,20 +167,6 @@ def main(argv: list[str] | None = None) -> int:
             child.kill()
             child.join(10)
         forget(store)
-
-
-def forget(store: dict[str, Any]) -> None:
-    from django.conf import settings
-
-    if settings.configured:
-        from django_fdbqueue import connection
-
-        if store["ENGINE"] == "foundationdb":
-            space = connection.root_subspace().range()
-            del connection.get_database()[space.start : space.stop]
-        connection.reset_database()
-    if store["ENGINE"] == "embedded":
-        shutil.rmtree(os.path.dirname(store["PATH"]), ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -33,14 +33,16 @@ import math
 import multiprocessing
 import os
 import sys
-import tempfile
 import threading
 import time
-import uuid
 from collections import Counter
 from typing import Any, Callable
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+
+if HERE not in sys.path:  # also when imported by path (the tests do), not run
+    sys.path.insert(0, HERE)
+from scratch_store import forget, open_store, store_setting  # noqa: E402 - beside this script
 QUEUE = "contention"
 #: Longest any row may take, start to end, before the script gives up on it.
 RUN_SECONDS = 600
@@ -56,22 +58,6 @@ CLAIM_LEASE = 300.0
 TIMED_OUT = 1031
 #: Timeouts in a row after which a client gives up (and the row fails).
 TIMEOUTS_IN_A_ROW = 12
-
-
-def _setup(store: dict[str, Any]) -> Any:
-    """Django set up on the store ``store`` (an FDBQUEUE setting); its database handle."""
-    sys.path.insert(0, os.path.dirname(HERE))
-    import django
-    from django.conf import settings
-
-    # The app's models (queue grants) refer to users and groups: auth and contenttypes come with it.
-    settings.configure(
-        INSTALLED_APPS=["django.contrib.contenttypes", "django.contrib.auth", "django_fdbqueue"], FDBQUEUE=store, USE_TZ=True
-    )
-    django.setup()
-    from django_fdbqueue.connection import get_database
-
-    return get_database()
 
 
 def patiently(call: Callable[[], Any], timeouts: Counter) -> Any:
@@ -144,7 +130,7 @@ def _retries_since(before: dict[int, int]) -> Counter:
 
 def client_process(job: dict[str, Any], barrier: Any, results: Any) -> None:
     """One client process: consume after the barrier; report what it saw, its CPU and retries."""
-    db = _setup(job["store"])
+    db = open_store(job["store"])
     from django_fdbqueue import service
     from django_fdbqueue.fdbapi import retry_counts
 
@@ -360,19 +346,7 @@ def check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         if path and not os.path.isfile(path):
             parser.error(f"{option}: {path} is not a file")
     args.error = parser.error
-    args.store = store_setting(args)
-
-
-def store_setting(args: argparse.Namespace) -> dict[str, Any]:
-    """The FDBQUEUE setting of the run's store: a fresh ROOT on the cluster, or an embedded file."""
-    if not args.cluster_file:
-        return {"ENGINE": "embedded", "PATH": os.path.join(tempfile.mkdtemp(prefix="fdbqueue-contention-"),
-                                                          "store.sqlite3")}
-    store = {"ENGINE": "foundationdb", "CLUSTER_FILE": args.cluster_file,
-             "ROOT": ("fdbqueue-contention", uuid.uuid4().hex)}
-    if args.client_library:
-        store["CLIENT_LIBRARY"] = args.client_library
-    return store
+    args.store = store_setting("contention", args.cluster_file, args.client_library)
 
 
 def claims_take_mode(args: argparse.Namespace) -> None:
@@ -402,7 +376,7 @@ def rows(db: Any, args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     try:
-        db = _setup(args.store)
+        db = open_store(args.store)
         claims_take_mode(args)
         cluster = args.store["ENGINE"] == "foundationdb"
         store = f"FoundationDB cluster: {store_latency(db)} before the rows)" if cluster else "embedded engine"
@@ -413,23 +387,6 @@ def main(argv: list[str] | None = None) -> int:
         return status
     finally:
         forget(args.store)
-
-
-def forget(store: dict[str, Any]) -> None:
-    """Remove the run's store: its ROOT cleared on the cluster, or the embedded store's folder."""
-    from django.conf import settings
-
-    if settings.configured:
-        from django_fdbqueue import connection
-
-        if store["ENGINE"] == "foundationdb":
-            space = connection.root_subspace().range()
-            del connection.get_database()[space.start : space.stop]
-        connection.reset_database()
-    if store["ENGINE"] == "embedded":
-        import shutil
-
-        shutil.rmtree(os.path.dirname(store["PATH"]), ignore_errors=True)
 
 
 if __name__ == "__main__":
