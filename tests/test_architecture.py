@@ -2,7 +2,8 @@
 
 Faces (access, the admin, the REST API, the command line, workers, the Tasks backend, metrics, tokens,
 the bench, the test plugin) call the service; the service speaks FoundationDB's API; an engine
-answers it. A test fails here when an import goes against those arrows, directly or through
+answers it. The project's bench references (``benchmarks``, beside the app and not in its wheel)
+may import the app; the app never imports them (the bench finds them by import path at run time). A test fails here when an import goes against those arrows, directly or through
 other modules, or when two modules import each other in any roundabout way. The graph is read
 from the source by grimp (import-linter's engine); imports made only for type checkers count
 too: a circle through them still ties the modules together for every reader and type checker.
@@ -17,6 +18,8 @@ import grimp
 import pytest
 
 PACKAGE = "django_fdbqueue"
+#: The bench's references: a package beside the app, in the repository only.
+BENCHMARKS = "benchmarks"
 FACES = ("access", "admin", "api", "bench", "cli", "management", "metrics", "tasks", "testing", "tokens", "worker")
 SERVICE = "service"
 ENGINES = "engines"
@@ -59,6 +62,23 @@ def test_no_service_module_imports_the_connection(graph):
     """The service takes the database from its caller, and the ROOT with it (``fdbapi.root_of``):
     only the faces and ``connection`` know where a handle comes from."""
     assert _chain(graph, SERVICE, "connection") is None
+
+
+@pytest.fixture(scope="module")
+def graph_with_benchmarks() -> grimp.ImportGraph:
+    # Uncached: grimp's cache keeps one record of a package's files for every graph it is in, so a
+    # graph of two packages would read the other fixture's fresh record beside its own stale imports.
+    return grimp.build_graph(PACKAGE, BENCHMARKS, exclude_type_checking_imports=False, cache_dir=None)
+
+
+def test_the_app_never_imports_the_benchmarks(graph_with_benchmarks):
+    """The wheel has no ``benchmarks``: the bench reaches it through its hook's import path only."""
+    found = graph_with_benchmarks.find_shortest_chains(importer=PACKAGE, imported=BENCHMARKS, as_packages=True)
+    assert found == set()
+
+
+def test_the_benchmarks_and_the_app_form_no_import_circles(graph_with_benchmarks):
+    assert _circles(graph_with_benchmarks) == []
 
 
 def test_no_import_circles(graph):
@@ -149,11 +169,12 @@ def _long_functions(paths: list[Path], root: Path = ROOT) -> list[str]:
 def test_functions_are_short():
     """No function outside the service is over 60 lines unless its docstring says why ("Long: ...").
 
-    Scanned: the package but ``service/`` (test_service_functions_are_short checks it), and the
-    scripts.
+    Scanned: the package but ``service/`` (test_service_functions_are_short checks it), the bench's
+    references (``benchmarks``) and the scripts.
     """
     package, service = ROOT / PACKAGE, ROOT / PACKAGE / SERVICE
     paths = [path for path in sorted(package.rglob("*.py")) if service not in path.parents]
+    paths += sorted((ROOT / BENCHMARKS).glob("*.py"))
     paths += sorted((ROOT / "scripts").glob("*.py")) + sorted((ROOT / "scripts" / "reliability").glob("*.py"))
     found = _long_functions(paths)
     assert found == [], "Split these, or say why they are long in a docstring line starting with 'Long:'"

@@ -25,12 +25,14 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test.utils import override_settings
 
+from benchmarks import redis_ref, tasks_db_ref
 from django_fdbqueue import connection, service
-from django_fdbqueue.bench import recipe_ref, redis_ref, runner, stats, task_rows, tasks_db_ref
-from django_fdbqueue.bench.goals import CLAIMS_VS_POP, MANY, REDIS_PAIRS, SQLITE_PAIRS, WAKE_P50_MS
+from django_fdbqueue.bench import recipe_ref, runner, stats, task_rows
+from django_fdbqueue.bench import references as hook
+from django_fdbqueue.bench.goals import CLAIMS_VS_POP, MANY, REDIS_PAIRS, SQLITE_PAIRS, TASKS_VS_DB_BACKEND, WAKE_P50_MS
 from django_fdbqueue.bench.latency import PROBE_SAMPLES, probe, probe_key
 from django_fdbqueue.bench.recipe_source import RecipeUnavailable, extract_code, load_recipe
-from django_fdbqueue.bench.task_names import ENQUEUED_FIRST
+from django_fdbqueue.bench.task_names import ENQUEUED_FIRST, TASKS_DB
 from django_fdbqueue.bench.strategies import STRATEGIES
 from django_fdbqueue.bench.suite import NO_RECIPE, Bench, BenchConfig
 from django_fdbqueue.bench.workloads import SPREAD_CLAIMS
@@ -467,7 +469,7 @@ def test_cleans_up_queues_and_client_processes(bench_run):
 def test_tasks_rows_run_every_task_once_and_relate_to_the_immediate_backend(bench_run):
     rows = {(row["target"], row["clients"], row["mode"]): row for row in tasks_rows(bench_run) if row["strategy"] == "-"}
     first = [("fdbqueue", workers, ENQUEUED_FIRST) for workers in task_rows.ENQUEUED_FIRST_WORKERS]
-    database = set() if TASKS_DB_MISSING else {(tasks_db_ref.TASKS_DB, 1, "processes")}
+    database = set() if TASKS_DB_MISSING else {(TASKS_DB, 1, "processes")}
     ours_first = ("fdbqueue", 1, ENQUEUED_FIRST)  # every task enqueued, then one worker: as the reference
     assert ours_first in first
     assert set(rows) == {
@@ -514,12 +516,12 @@ def test_the_database_backend_reference_row_and_its_goal(bench_run):
         assert goal["reference"].endswith(": not run") and goal["measured"] is None and goal["met"] is None
         assert meta is None and TASKS_DB_MISSING in bench_run.document["skipped"]
         return
-    database = next(row for row in tasks_rows(bench_run) if row["target"] == tasks_db_ref.TASKS_DB)
+    database = next(row for row in tasks_rows(bench_run) if row["target"] == TASKS_DB)
     assert database["ops"] == TASKS and database["notes"]["enqueue_per_s"] > 0
     assert database["vs_immediate"] is None and database["vs_tasks_db"] is None and database["retries"] is None
     ours = next(row for row in tasks_rows(bench_run) if row["target"] == "fdbqueue" and row["mode"] == ENQUEUED_FIRST)
     assert goal["measured"] == pytest.approx(ours["ops_per_s"] / database["ops_per_s"], rel=1e-3)
-    assert goal["met"] is (goal["measured"] >= tasks_db_ref.GOAL_TIMES)
+    assert goal["met"] is (goal["measured"] >= TASKS_VS_DB_BACKEND)
     assert meta["backend"] == "django_tasks_db.DatabaseBackend" and meta["package"].startswith("django-tasks-db ")
     assert (meta["journal_mode"], meta["synchronous"]) == ("wal", "normal")
     assert "VS DB BACKEND" in bench_run.stdout and "1 process" in bench_run.stdout
@@ -579,6 +581,35 @@ def test_compare_redis_without_redis_server_is_exit_code_2(fdbqueue_db, monkeypa
     code, out, message = _run("--quick", "--compare", "redis")
     assert code == 2 and out == ""
     assert "redis-server" in message and "apt-get install redis-server" in message
+
+
+@pytest.mark.parametrize("reference", ["redis", "sqlite"])
+def test_compare_without_the_projects_benchmarks_is_exit_code_2(fdbqueue_db, monkeypatch, reference):
+    """Installed from the wheel alone, the references are not there: the run is refused up front."""
+    monkeypatch.setattr(hook, "PROVIDER", "fdbqueue_no_such_benchmarks.references")
+    code, out, message = _run("--quick", "--compare", reference)
+    assert code == 2 and out == ""
+    assert message.startswith(f"--compare {reference} needs the project's benchmarks (a clone): "), message
+    assert "benchmarks/ is beside django_fdbqueue/" in message
+
+
+def test_another_benchmarks_package_is_not_taken_for_the_projects(monkeypatch, tmp_path):
+    """A module at the provider's path without the project's mark is no provider (nothing else is asked of it)."""
+    package = tmp_path / "fdbqueue_other_benchmarks"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "references.py").write_text("def check(name):\n    raise AssertionError('called')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(hook, "PROVIDER", "fdbqueue_other_benchmarks.references")
+    assert hook.provider() is None
+    with pytest.raises(hook.ReferenceUnavailable, match="needs the project's benchmarks"):
+        hook.check("sqlite")
+
+
+def test_from_a_clone_the_hook_finds_the_projects_benchmarks():
+    import benchmarks.references
+
+    assert hook.provider() is benchmarks.references
 
 
 def test_unknown_strategy_and_reference_are_usage_errors(fdbqueue_db):

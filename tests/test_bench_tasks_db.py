@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from django_fdbqueue.bench import tasks_db_ref
+from benchmarks import tasks_db_ref
+from django_fdbqueue.bench import references as hook
 from django_fdbqueue.bench.goals import evaluate
 from django_fdbqueue.bench.progress import Progress
 from django_fdbqueue.bench.results import Row, relate
 from django_fdbqueue.bench.runner import BenchError
 from django_fdbqueue.bench.suite import NO_RECIPE, Bench, BenchConfig
-from django_fdbqueue.bench.task_names import ENQUEUED_FIRST
-from django_fdbqueue.bench.tasks_db_ref import TASKS_DB
+from django_fdbqueue.bench.task_names import ENQUEUED_FIRST, TASKS_DB
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -139,6 +139,18 @@ def test_before_django_5_2_the_reference_is_skipped_saying_so(monkeypatch):
     assert not _has_reference_row(bench)
     assert "django-tasks-db needs Django 5.2 or later and this is Django 4.2.20, so it is not measured" in bench.skipped[0]
     assert bench.skipped[1:] == [NO_RECIPE]
+
+
+def test_without_the_projects_benchmarks_the_reference_is_skipped_saying_so(monkeypatch):
+    """Installed from the wheel alone, the reference is not there: a "Skipped" line says where it is."""
+    monkeypatch.setattr(hook, "PROVIDER", "fdbqueue_no_such_benchmarks.references")
+    bench = _bench()
+    assert not _has_reference_row(bench)
+    line = bench.skipped[0]
+    assert line.startswith("django-tasks database backend reference") and "not measured" in line
+    assert "needs the project's benchmarks (a clone)" in line and bench.skipped[1:] == [NO_RECIPE]
+    with pytest.raises(hook.ReferenceMissing, match="needs the project's benchmarks"):
+        hook.run_tasks_db(TASKS, _silent)
 
 
 def _reference_row(bench: Bench) -> Row:

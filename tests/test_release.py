@@ -122,13 +122,25 @@ def test_the_wheel_holds_the_app_and_nothing_else(wheel_names):
     assert sorted(on_disk - shipped) == [], "files of the app the wheel leaves out"
 
 
+#: The bench's references, moved out of the app into the repository's benchmarks/ (issue 32).
+BENCH_REFERENCES = ("redis_ref", "sqlite_ref", "tasks_db_ref", "tasks_db_child", "tasks_db_settings")
+
+
+def test_the_wheel_leaves_the_bench_references_out(wheel_names):
+    """The bench ships what a user runs on their own store, and its hook; the references stay in a clone."""
+    shipped = project_files(wheel_names)
+    assert sorted(shipped & {f"bench/{name}.py" for name in BENCH_REFERENCES}) == []
+    assert [name for name in wheel_names if name.startswith("benchmarks/")] == []
+    assert {"bench/references.py", "bench/suite.py", "bench/recipe_ref.py", "cli/bench.py"} <= shipped
+
+
 def test_the_sdist_holds_what_a_rebuild_needs(dist, wheel_names):
     top = f"django_fdbqueue-{VERSION}/"
     with tarfile.open(one(dist, "*.tar.gz")) as archive:
         names = archive.getnames()
     assert {f"{top}{name}" for name in ("pyproject.toml", "README.md", "LICENSE", "PKG-INFO")} <= set(names)
     assert sorted(project_files(wheel_names) - project_files(names, top)) == []
-    for left_out in ("tests/", "docs/", "demo_project/", "scripts/", ".github/"):
+    for left_out in ("tests/", "docs/", "demo_project/", "scripts/", ".github/", "benchmarks/"):
         assert not [name for name in names if name.startswith(top + left_out)], left_out
     assert [name for name in names if "__pycache__" in name or name.endswith(".pyc")] == []
 

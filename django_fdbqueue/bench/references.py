@@ -1,55 +1,108 @@
-"""Starting the references ``--compare`` asks for: a private redis-server, and a raw SQLite file
-beside the embedded store; each is stopped or removed when the run's exit stack closes."""
+"""The hook through which the project's references plug into the bench: ``--compare redis,sqlite``
+and the Tasks goal's reference, django-tasks' database backend.
+
+The references measure a private Redis, a raw SQLite table and another Tasks backend: figures for
+the project's goals, not for a user's store, so they are not part of the app. They live in the
+repository's ``benchmarks`` package, beside ``django_fdbqueue/``, which the wheel leaves out. The
+bench finds them by import path (:data:`PROVIDER`): on ``sys.path`` (a run from the clone's root,
+as the test suite's), or else in a ``benchmarks`` folder beside the app's own (a clone with the app
+installed editable, as the demo project's ``manage.py`` runs it). The app imports them through
+this module only; installed from the wheel alone there are none, and asking for one is an error
+that says so. The provider module offers ``check(name)``, ``start(name, stack, progress)``,
+``tasks_db_missing()`` and ``run_tasks_db(count, detail)``.
+"""
 
 from __future__ import annotations
 
 import contextlib
-import os
-import shutil
-import tempfile
-from typing import Iterator
+import importlib
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Callable
 
 from .progress import Progress
 from .targets import Target
+from .task_rows import TaskRun
+
+__all__ = [
+    "PROVIDER",
+    "ReferenceMissing",
+    "ReferenceUnavailable",
+    "check",
+    "provider",
+    "run_tasks_db",
+    "start",
+    "tasks_db_missing",
+]
+
+#: The module that provides the references, in the repository beside the app.
+PROVIDER = "benchmarks.references"
+#: What the provider defines, so that another project's ``benchmarks`` is never taken for it.
+MARK = "FDBQUEUE_BENCH_REFERENCES"
+_NOT_HERE = (
+    "the project's benchmarks (a clone): the references are not installed with the app; run the "
+    "bench from a clone of the repository, where benchmarks/ is beside django_fdbqueue/"
+)
+_TASKS_DB = "django-tasks database backend reference (the Tasks goal's)"
 
 
-def start_redis(stack: contextlib.ExitStack, progress: Progress) -> Target:
-    """A redis-server of our own (no persistence), and the target that measures it."""
-    from .redis_ref import RedisServer, RedisTarget, check_available
-
-    server = stack.enter_context(RedisServer(check_available()))
-    progress.note(f"Started redis-server {server.version} on 127.0.0.1:{server.port} (no persistence).")
-    target = RedisTarget(server.port, server)
-    stack.callback(target.close)
-    return target
+class ReferenceUnavailable(Exception):
+    """A ``--compare`` reference cannot run here; the message says why and what to do."""
 
 
-def open_sqlite(stack: contextlib.ExitStack) -> tuple[Target, str]:
-    """The SQLite reference's target, and where its file is (for the run's metadata)."""
-    from .sqlite_ref import SqliteTarget
-
-    directory, location = stack.enter_context(reference_directory())
-    target = SqliteTarget(os.path.join(directory, "reference.sqlite3"))
-    stack.callback(target.close)
-    return target, location
+class ReferenceMissing(Exception):
+    """The Tasks goal's reference cannot run (found during the run); the message says why."""
 
 
-@contextlib.contextmanager
-def reference_directory() -> Iterator[tuple[str, str]]:
-    """A directory for the SQLite reference, beside the embedded store (the same disk), and where it is."""
-    from django_fdbqueue.conf import get_settings
+def provider() -> ModuleType | None:
+    """The project's references module, or None where there is none (the app from a wheel)."""
+    _add_clone_root()
+    with contextlib.suppress(ImportError):
+        module = importlib.import_module(PROVIDER)
+        if getattr(module, MARK, False):
+            return module
+    return None
 
-    settings = get_settings()
-    parent = None
-    if settings.engine == "embedded":
-        parent = os.path.dirname(os.path.abspath(settings.path))
-    try:
-        directory = tempfile.mkdtemp(prefix="fdbqueue-bench-", dir=parent)
-        location = "beside the embedded store (same disk)" if parent else "temporary directory"
-    except OSError:
-        directory = tempfile.mkdtemp(prefix="fdbqueue-bench-")
-        location = "temporary directory (the store's directory is not writable)"
-    try:
-        yield directory, location
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
+
+def _add_clone_root() -> None:
+    """Put the clone's root last on ``sys.path`` when ``benchmarks/`` is beside the app's folder.
+
+    Last, so it shadows nothing installed; spawned client processes inherit it.
+    """
+    root = Path(__file__).resolve().parents[2]
+    if (root / "benchmarks" / "references.py").is_file() and str(root) not in sys.path:
+        sys.path.append(str(root))
+
+
+def _required(name: str) -> ModuleType:
+    module = provider()
+    if module is None:
+        raise ReferenceUnavailable(f"--compare {name} needs {_NOT_HERE}.")
+    return module
+
+
+def check(name: str) -> None:
+    """Raise :class:`ReferenceUnavailable` unless ``--compare NAME`` can run here."""
+    _required(name).check(name)
+
+
+def start(name: str, stack: contextlib.ExitStack, progress: Progress) -> Target:
+    """Start the reference ``name``; the run's exit stack stops it and removes its files."""
+    return _required(name).start(name, stack, progress)
+
+
+def tasks_db_missing() -> str | None:
+    """Why the Tasks goal's reference cannot run here (a "Skipped" line), or None."""
+    module = provider()
+    if module is None:
+        return f"{_TASKS_DB}: it needs {_NOT_HERE}; so it is not measured."
+    return module.tasks_db_missing()
+
+
+def run_tasks_db(count: int, detail: Callable[[str], None]) -> tuple[TaskRun, dict[str, Any]]:
+    """N tasks through the database backend: the run, and how it ran (metadata)."""
+    module = provider()
+    if module is None:
+        raise ReferenceMissing(f"{_TASKS_DB}: it needs {_NOT_HERE}; so it is not measured.")
+    return module.run_tasks_db(count, detail)

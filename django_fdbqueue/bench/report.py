@@ -17,9 +17,8 @@ from .store_info import summary as layout_summary
 from .plan import MODES
 from .results import NO_STRATEGY, REFERENCES, BenchResult, Row
 from .targets import OURS
-from .task_names import ENQUEUED_FIRST
+from .task_names import ENQUEUED_FIRST, TASKS_DB
 from .task_rows import IMMEDIATE
-from .tasks_db_ref import TASKS_DB
 
 __all__ = [
     "PlotUnavailable",

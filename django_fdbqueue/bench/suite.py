@@ -25,12 +25,13 @@ On each target (the app's queues, and the references asked for) the run measures
   with exact and with spread claims; and the same N through the framework's ImmediateBackend,
   which runs each inline: the zero-cost reference (see :mod:`~django_fdbqueue.bench.task_rows`);
   and, when django-tasks-db is installed (Django 5.2+), through django-tasks' database backend on
-  SQLite in a process of its own: the reference of the project's Tasks goal (see
-  :mod:`~django_fdbqueue.bench.tasks_db_ref`).
+  SQLite in a process of its own: the reference of the project's Tasks goal (in the project's
+  benchmarks, see :mod:`~django_fdbqueue.bench.references`).
 
 The references: FoundationDB's own priority-queue recipe on the same store (``--recipe PATH``,
 see :mod:`~django_fdbqueue.bench.recipe_ref`), a private Redis and a raw SQLite file
-(``--compare``, started by :mod:`~django_fdbqueue.bench.references`). Then it relates the rows
+(``--compare``, from the project's benchmarks beside the app, through the hook in
+:mod:`~django_fdbqueue.bench.references`). Then it relates the rows
 (:mod:`~django_fdbqueue.bench.results`); :mod:`~django_fdbqueue.bench.goals` reads the figures
 the project has goals for off them.
 
@@ -56,13 +57,12 @@ from typing import Any
 from .measure import RowMeasuring
 from .plan import COMPARE_CHOICES, MODES, NO_RECIPE, BenchConfig, plan
 from .progress import Progress
-from .references import open_sqlite, start_redis
+from .references import ReferenceMissing, run_tasks_db, start, tasks_db_missing
 from .results import NO_STRATEGY, REFERENCES, BenchResult, Row, memory_warnings, relate
 from .runner import BenchError, ProcessTeam
 from .targets import OURS, Target
-from .task_names import ENQUEUED_FIRST
+from .task_names import ENQUEUED_FIRST, TASKS_DB
 from .task_rows import IMMEDIATE, TASK_WORKERS, TaskRun
-from .tasks_db_ref import TASKS_DB
 from .workloads import claim_spread
 
 __all__ = [
@@ -109,7 +109,6 @@ class Bench(RowMeasuring):
         self._block = 0
         self._rate_hint: dict[str, float] = {}
         self._scale_cap = max(2, 2 * (os.cpu_count() or 1))
-        self._sqlite_location: str | None = None
         self._layout: dict[str, Any] | None = None
         self._latency: dict[str, Any] = {}
 
@@ -133,10 +132,8 @@ class Bench(RowMeasuring):
                 from .recipe_ref import RecipeTarget
 
                 targets["recipe"] = RecipeTarget.beside(ours, self.config.recipe)
-            if "redis" in self.config.compare:
-                targets["redis"] = start_redis(stack, progress)
-            if "sqlite" in self.config.compare:
-                targets["sqlite"], self._sqlite_location = open_sqlite(stack)
+            for name in self.config.compare:
+                targets[name] = start(name, stack, progress)
             references = {name: target.metadata() for name, target in targets.items() if name != OURS}
             team = stack.enter_context(ProcessTeam())
             self._measure_rows(targets, team, progress)
@@ -252,9 +249,7 @@ class Bench(RowMeasuring):
 
     def _drop_tasks_db_if_missing(self) -> None:
         """Leave out the database backend's row, with a line saying why, where it cannot run here."""
-        from .tasks_db_ref import missing
-
-        why = missing()
+        why = tasks_db_missing()
         if why:
             self.skipped.append(why)
             self.rows = [row for row in self.rows if row.target != TASKS_DB]
@@ -265,10 +260,8 @@ class Bench(RowMeasuring):
         The reference is optional, so it never fails the bench: a backend its process cannot
         import is a "Skipped" line, a process that fails or falls silent is a warning.
         """
-        from .tasks_db_ref import ReferenceMissing, run_database_backend
-
         try:
-            run, self._tasks_db = run_database_backend(self.config.tasks, progress.detail)
+            run, self._tasks_db = run_tasks_db(self.config.tasks, progress.detail)
             return run
         except ReferenceMissing as missing:
             self.skipped.append(str(missing))
@@ -311,8 +304,6 @@ class Bench(RowMeasuring):
             "skipped": list(self.skipped),
             "exactly_once_passed": not self.failures,
         }
-        if "sqlite" in references:
-            references["sqlite"]["location"] = self._sqlite_location
         return meta
 
     def _tasks_meta(self) -> dict[str, Any] | None:

@@ -64,10 +64,15 @@ class Target(Protocol):
 
 @dataclass(frozen=True)
 class TargetSpec:
-    """How another process opens the same target: a kind and plain, picklable options."""
+    """How another process opens the same target: a kind and plain, picklable options.
+
+    ``opener`` ("module:function", taking the options) is for targets outside the app: the
+    project's references (see ``references``); the app's own are found by their kind.
+    """
 
     kind: str
     options: dict[str, Any] = field(default_factory=dict, hash=False)
+    opener: str = ""
 
 
 # kind -> "module:function" taking the spec's options; imported only in the process that needs it,
@@ -75,12 +80,10 @@ class TargetSpec:
 _OPENERS = {
     OURS: "django_fdbqueue.bench.child:open_service",
     "recipe": "django_fdbqueue.bench.child:open_recipe",
-    "redis": "django_fdbqueue.bench.redis_ref:open_target",
-    "sqlite": "django_fdbqueue.bench.sqlite_ref:open_target",
 }
 
 
 def open_target(spec: TargetSpec) -> Target:
     """Open the target that ``spec`` describes, in this process."""
-    module_name, _, function = _OPENERS[spec.kind].partition(":")
+    module_name, _, function = (spec.opener or _OPENERS[spec.kind]).partition(":")
     return getattr(import_module(module_name), function)(**spec.options)

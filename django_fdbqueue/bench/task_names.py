@@ -12,3 +12,6 @@ QUEUE_NAME = "fdbqueue-bench"
 #: database backend's row does: the Tasks goal's like-for-like row. The other rows of ours
 #: ("threads") enqueue while their workers run.
 ENQUEUED_FIRST = "enqueued first"
+#: The target name of the Tasks goal's reference row: django-tasks' database backend, measured by
+#: the project's benchmarks beside the app (see ``references``).
+TASKS_DB = "django-tasks-db"

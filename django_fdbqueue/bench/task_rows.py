@@ -14,7 +14,8 @@ each task inside ``enqueue``: no store, no queue, no other thread. It is the fra
 cost of a task with no backend at all, the ceiling; ours divided by it tells how much of that
 ceiling a durable queue keeps. It takes milliseconds, so it repeats the N tasks until the row's
 duration has passed and counts them all. The other reference, django-tasks' database backend on
-SQLite, runs in a process of its own (:mod:`~django_fdbqueue.bench.tasks_db_ref`).
+SQLite, runs in a process of its own (the project's ``benchmarks.tasks_db_ref``,
+through :mod:`~django_fdbqueue.bench.references`).
 
 Exactly once, for every row: each enqueued task finished once (one ``task_finished`` per result,
 none for a result not enqueued), its stored result is SUCCESSFUL after one attempt and holds its

@@ -10,6 +10,7 @@ the results: the table (or, with ``--json``, the full JSON document) on standard
 optionally the same document to a file (``--json-file``) and a chart (``--plot``).
 
 Exit codes, as for every subcommand: 2 for what cannot run as asked (an unknown strategy,
+``--compare`` without the project's benchmarks beside the app (they are not in the wheel), or
 ``--compare redis`` without redis-server, ``--plot`` without matplotlib, a ``--recipe`` file without
 the recipe's code, or with code that fails to load), checked before anything is measured; 3 when a
 store fails during the run or the exactly-once check fails (the results are still printed and
@@ -30,7 +31,7 @@ from django.core.management.base import CommandError
 
 from django_fdbqueue.bench.progress import Progress
 from django_fdbqueue.bench.recipe_source import RecipeUnavailable, load_recipe
-from django_fdbqueue.bench.redis_ref import RedisUnavailable, check_available
+from django_fdbqueue.bench.references import ReferenceUnavailable, check
 from django_fdbqueue.bench.report import (
     PlotUnavailable,
     check_plot_available,
@@ -311,7 +312,7 @@ def _config(options: dict[str, Any]) -> BenchConfig:
 
 
 def _check_can_run(config: BenchConfig, json_file: str | None, plot: str | None) -> None:
-    """The output files can be written, matplotlib is there for --plot, redis-server for --compare redis."""
+    """The output files can be written, matplotlib is there for --plot, each --compare reference can run."""
     _writable_target(json_file, "--json-file")
     _writable_target(plot, "--plot")
     if plot:
@@ -319,10 +320,10 @@ def _check_can_run(config: BenchConfig, json_file: str | None, plot: str | None)
             check_plot_available()
         except PlotUnavailable as error:
             raise usage_error(str(error)) from None
-    if "redis" in config.compare:
+    for name in config.compare:
         try:
-            check_available()
-        except RedisUnavailable as error:
+            check(name)
+        except ReferenceUnavailable as error:
             raise usage_error(str(error)) from None
 
 
@@ -345,7 +346,7 @@ def _run(ctx: Context, bench: Bench) -> BenchResult:
     except RecipeUnavailable as error:
         progress.close()
         raise usage_error(str(error)) from None
-    except (BenchError, RedisUnavailable) as error:
+    except (BenchError, ReferenceUnavailable) as error:
         progress.close()
         raise CommandError(f"The bench failed: {_last_line(error)}", returncode=EXIT_STORE) from error
     except Exception:

@@ -1,6 +1,6 @@
 """Django settings of the process that measures django-tasks' database backend for the bench.
 
-That process (:mod:`~django_fdbqueue.bench.tasks_db_child`) is a world of its own: the user's
+That process (:mod:`~benchmarks.tasks_db_child`) is a world of its own: the user's
 project, its database, its ``TASKS`` and its apps play no part, so the reference costs what the
 database backend costs in a project of nothing else. Its one database is a SQLite file in a
 temporary directory the bench removes afterwards, named by :data:`DATABASE_ENV`; every connection
@@ -20,7 +20,7 @@ from __future__ import annotations
 import importlib.util
 import os
 
-from .task_names import BACKEND_ALIAS, QUEUE_NAME
+from django_fdbqueue.bench.task_names import BACKEND_ALIAS, QUEUE_NAME
 
 #: The environment variable that names the SQLite file, set by the bench for its child.
 DATABASE_ENV = "FDBQUEUE_BENCH_TASKS_DB"

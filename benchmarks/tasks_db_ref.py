@@ -1,11 +1,12 @@
 """The tasks rows' second reference: django-tasks' database backend on SQLite (WAL), in the same run.
 
 The project's goal for Django Tasks is a ratio: enqueue + run of N tasks through this app's
-backend with one worker thread, at least :data:`GOAL_TIMES` the rate of the database backend
+backend with one worker thread, at least
+:data:`~django_fdbqueue.bench.goals.TASKS_VS_DB_BACKEND` times the rate of the database backend
 that django-tasks started with (now the ``django-tasks-db`` package) on SQLite in WAL mode. This
 module measures that backend beside the rows of ours: it starts
-:mod:`~django_fdbqueue.bench.tasks_db_child` in a process of its own, with its own settings
-(:mod:`~django_fdbqueue.bench.tasks_db_settings`) and its own SQLite file in a temporary directory
+:mod:`~benchmarks.tasks_db_child` in a process of its own, with its own settings
+(:mod:`~benchmarks.tasks_db_settings`) and its own SQLite file in a temporary directory
 beside the embedded store (the same disk), so neither the user's project nor its database plays
 any part. That process enqueues the N tasks, runs them with one ``db_worker --batch``, checks
 exactly-once and reports back; this side turns its report into a
@@ -31,37 +32,31 @@ import sys
 import threading
 from typing import IO, Any, Callable, Iterator
 
-from .references import reference_directory
-from .runner import GRACE_SECONDS, READY_SECONDS, BenchError
-from .task_rows import TaskRun
+from django_fdbqueue.bench.references import ReferenceMissing
+from django_fdbqueue.bench.runner import GRACE_SECONDS, READY_SECONDS, BenchError
+from django_fdbqueue.bench.task_names import TASKS_DB
+from django_fdbqueue.bench.task_rows import TaskRun
+
+from .directory import reference_directory
 from .tasks_db_settings import DATABASE_ENV
 
 __all__ = [
     "BACKEND_PATH",
-    "GOAL_TIMES",
     "ReferenceMissing",
     "TASKS_DB",
     "missing",
     "run_database_backend",
 ]
 
-#: The target name of the reference's row.
-TASKS_DB = "django-tasks-db"
 #: The backend the reference runs.
 BACKEND_PATH = "django_tasks_db.DatabaseBackend"
-#: The goal: ours with one worker thread, at least this many times the reference's tasks/s.
-GOAL_TIMES = 3.0
 #: The first Django the backend supports.
 NEEDS_DJANGO = (5, 2)
 #: How to get the reference.
 INSTALL = "the app's 'bench-tasks-db' extra (or pip install django-tasks-db)"
 _REFERENCE = "django-tasks database backend reference (the Tasks goal's)"
-_CHILD = "django_fdbqueue.bench.tasks_db_child"
+_CHILD = "benchmarks.tasks_db_child"
 _STDERR_TAIL = 2000
-
-
-class ReferenceMissing(Exception):
-    """The backend cannot be imported in the reference's process; the message says why."""
 
 
 def missing() -> str | None:
@@ -113,7 +108,7 @@ def _child(count: int, directory: str) -> Iterator[tuple[subprocess.Popen, "queu
     """The reference's process, and the lines it writes; killed on the way out unless it ended."""
     env = {
         **os.environ,
-        "DJANGO_SETTINGS_MODULE": "django_fdbqueue.bench.tasks_db_settings",
+        "DJANGO_SETTINGS_MODULE": "benchmarks.tasks_db_settings",
         DATABASE_ENV: os.path.join(directory, "tasks.sqlite3"),
         "PYTHONPATH": _python_path(),
     }
@@ -147,7 +142,7 @@ def _python_path() -> str:
     """
     import site
 
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     sites = {os.path.abspath(path) for path in (*site.getsitepackages(), site.getusersitepackages())}
     parts = [] if root in sites else [root]
     return os.pathsep.join([*parts, *filter(None, [os.environ.get("PYTHONPATH")])])

@@ -1,7 +1,7 @@
 """The process that measures django-tasks' database backend for the bench: ``python -m`` this, with N.
 
-:mod:`~django_fdbqueue.bench.tasks_db_ref` starts it, in a temporary directory, with
-:mod:`~django_fdbqueue.bench.tasks_db_settings` as its settings. It creates the backend's table in
+:mod:`~benchmarks.tasks_db_ref` starts it, in a temporary directory, with
+:mod:`~benchmarks.tasks_db_settings` as its settings. It creates the backend's table in
 its own SQLite file (``migrate``, untimed), then enqueues N tasks of
 :func:`django_fdbqueue.bench.tasks.echo` and runs them with the backend's own worker: the
 ``db_worker`` command with ``--batch``, which exits once no task is ready, one worker in this one
@@ -29,8 +29,8 @@ import sys
 import time
 from typing import Any, TextIO
 
-from .stats import peak_memory_mib, reset_peak_memory
-from .task_names import BACKEND_ALIAS, QUEUE_NAME
+from django_fdbqueue.bench.stats import peak_memory_mib, reset_peak_memory
+from django_fdbqueue.bench.task_names import BACKEND_ALIAS, QUEUE_NAME
 
 #: The least time between two progress lines.
 PROGRESS_SECONDS = 0.25
@@ -92,7 +92,7 @@ def measure(count: int, channel: Channel) -> dict[str, Any]:
     from django.core.management import call_command
     from django_tasks_db.compat import task_finished
 
-    from .tasks import echo
+    from django_fdbqueue.bench.tasks import echo
 
     finished: list[tuple[str, str]] = []
     last_finished = [0.0]
@@ -164,7 +164,7 @@ def check(ids: list[str], finished: list[tuple[str, str]]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m django_fdbqueue.bench.tasks_db_child N``: measure N tasks, tell the bench."""
+    """``python -m benchmarks.tasks_db_child N``: measure N tasks, tell the bench."""
     count = int((sys.argv[1:] if argv is None else argv)[0])
     channel = Channel(sys.stdout)
     sys.stdout = sys.stderr  # what Django or the worker would print stays out of the channel

@@ -20,7 +20,7 @@ import re
 import sqlite3
 from typing import Any, Hashable, Sequence
 
-from .targets import TargetSpec
+from django_fdbqueue.bench.targets import TargetSpec
 
 __all__ = ["SqliteTarget", "SqliteClient", "open_target"]
 
@@ -106,12 +106,13 @@ class SqliteTarget:
 
     name = "sqlite"
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, location: str | None = None) -> None:
         self._path = path
+        self._location = location
         self._conn = _connect(path)
 
     def spec(self) -> TargetSpec:
-        return TargetSpec("sqlite", {"path": self._path})
+        return TargetSpec("sqlite", {"path": self._path}, opener=f"{__name__}:open_target")
 
     def prepare(self, queue: str, strategy: str | None) -> None:
         table = table_name(queue)
@@ -153,6 +154,7 @@ class SqliteTarget:
             "journal_mode": "wal",
             "synchronous": "normal",
             "transactions": "one per push and per pop (BEGIN IMMEDIATE)",
+            **({"location": self._location} if self._location else {}),
         }
 
     def close(self) -> None:

@@ -27,7 +27,8 @@ import threading
 import time
 from typing import Any, Hashable, Sequence
 
-from .targets import TargetSpec
+from django_fdbqueue.bench.references import ReferenceUnavailable
+from django_fdbqueue.bench.targets import TargetSpec
 
 __all__ = [
     "RedisUnavailable",
@@ -46,7 +47,7 @@ _STOP_SECONDS = 10.0
 _SOCKET_SECONDS = 60.0
 
 
-class RedisUnavailable(Exception):
+class RedisUnavailable(ReferenceUnavailable):
     """The Redis reference cannot run here; the message says what to install."""
 
 
@@ -274,7 +275,7 @@ class RedisTarget:
         return _KEY_PREFIX + queue
 
     def spec(self) -> TargetSpec:
-        return TargetSpec("redis", {"port": self._port})
+        return TargetSpec("redis", {"port": self._port}, opener=f"{__name__}:open_target")
 
     def prepare(self, queue: str, strategy: str | None) -> None:
         self._admin.delete(self.key(queue))

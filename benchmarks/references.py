@@ -1,0 +1,65 @@
+"""What the bench's hook (:mod:`django_fdbqueue.bench.references`) calls: the ``--compare``
+references, a private redis-server and a raw SQLite file beside the embedded store, each stopped
+or removed when the run's exit stack closes; and the Tasks goal's reference.
+
+The functions look the reference modules up when called, so a test that replaces one of their
+functions replaces it for the bench too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Any, Callable
+
+from django_fdbqueue.bench.progress import Progress
+from django_fdbqueue.bench.references import ReferenceUnavailable
+from django_fdbqueue.bench.targets import Target
+from django_fdbqueue.bench.task_rows import TaskRun
+
+from . import redis_ref, sqlite_ref, tasks_db_ref
+from .directory import reference_directory
+
+#: The mark the hook looks for: this is the project's references module.
+FDBQUEUE_BENCH_REFERENCES = True
+
+
+def check(name: str) -> None:
+    """Raise ReferenceUnavailable (with what to install) unless reference ``name`` can run here."""
+    if name == "redis":
+        redis_ref.check_available()
+    elif name != "sqlite":
+        raise ReferenceUnavailable(f"No bench reference named {name!r}.")
+
+
+def start(name: str, stack: contextlib.ExitStack, progress: Progress) -> Target:
+    """Start reference ``name``; ``stack`` stops it and removes its files when the run ends."""
+    check(name)
+    return _start_redis(stack, progress) if name == "redis" else _open_sqlite(stack)
+
+
+def _start_redis(stack: contextlib.ExitStack, progress: Progress) -> Target:
+    """A redis-server of our own (no persistence), and the target that measures it."""
+    server = stack.enter_context(redis_ref.RedisServer(redis_ref.check_available()))
+    progress.note(f"Started redis-server {server.version} on 127.0.0.1:{server.port} (no persistence).")
+    target = redis_ref.RedisTarget(server.port, server)
+    stack.callback(target.close)
+    return target
+
+
+def _open_sqlite(stack: contextlib.ExitStack) -> Target:
+    """The SQLite reference's target, its file beside the embedded store (its metadata says where)."""
+    directory, location = stack.enter_context(reference_directory())
+    target = sqlite_ref.SqliteTarget(os.path.join(directory, "reference.sqlite3"), location)
+    stack.callback(target.close)
+    return target
+
+
+def tasks_db_missing() -> str | None:
+    """Why django-tasks' database backend cannot be measured here, or None."""
+    return tasks_db_ref.missing()
+
+
+def run_tasks_db(count: int, detail: Callable[[str], None]) -> tuple[TaskRun, dict[str, Any]]:
+    """N tasks through django-tasks' database backend, in a process of its own."""
+    return tasks_db_ref.run_database_backend(count, detail)
