@@ -99,13 +99,13 @@ class QueueSettings:
     retry_limit: int | None = DEFAULT_RETRY_LIMIT
     #: The tuple prefix of every key the app writes, so it can share a cluster with other data
     #: (mind the trailing comma of a one-element tuple).
-    root: tuple = DEFAULT_ROOT
+    root: tuple[Any, ...] = DEFAULT_ROOT
     #: Dotted paths of the Django REST framework permission classes that guard the REST API and
     #: the metrics endpoint.
     permission_classes: tuple[str, ...] = DEFAULT_PERMISSION_CLASSES
     #: Embedded engine only, for tests: fractions of commits to fail on purpose, e.g.
     #: ``{"not_committed": 0.1, "unknown_applied": 0.05, "unknown_not_applied": 0.05, "seed": 1}``.
-    faults: dict | None = field(default=None, hash=False)
+    faults: dict[str, Any] | None = field(default=None, hash=False)
     #: REST API long polls (``pop`` and ``claim`` with ``wait`` > 0) one server process lets wait
     #: at once. Each holds a server thread, so keep it below the process's threads; a wait beyond
     #: it is answered at once (with an item if one is visible, else 204 with ``Retry-After``).
@@ -183,7 +183,7 @@ def validate_options(options: Any) -> list[Problem]:
     return problems
 
 
-def _unknown_keys(options: Mapping) -> list[Problem]:
+def _unknown_keys(options: Mapping[str, Any]) -> list[Problem]:
     problems = []
     for key in options:
         if key not in KEYS:
@@ -199,7 +199,7 @@ def _unknown_keys(options: Mapping) -> list[Problem]:
     return problems
 
 
-def _engine(options: Mapping) -> list[Problem]:
+def _engine(options: Mapping[str, Any]) -> list[Problem]:
     engine = options.get("ENGINE", DEFAULT_ENGINE)
     if engine in ENGINE_NAMES:
         return []
@@ -213,7 +213,7 @@ def _engine(options: Mapping) -> list[Problem]:
     ]
 
 
-def _api_version(options: Mapping) -> list[Problem]:
+def _api_version(options: Mapping[str, Any]) -> list[Problem]:
     from django_fdbqueue.fdbapi import latest_api_version
 
     api_version = options.get("API_VERSION", DEFAULT_API_VERSION)
@@ -246,7 +246,7 @@ _PATH_KEYS = (
 )
 
 
-def _paths(options: Mapping) -> list[Problem]:
+def _paths(options: Mapping[str, Any]) -> list[Problem]:
     problems = []
     for key, check_id, must, hint in _PATH_KEYS:
         value = options.get(key)
@@ -257,7 +257,7 @@ def _paths(options: Mapping) -> list[Problem]:
     return problems
 
 
-def _time_limits(options: Mapping) -> list[Problem]:
+def _time_limits(options: Mapping[str, Any]) -> list[Problem]:
     problems = []
     timeout = options.get("TIMEOUT", DEFAULT_TIMEOUT)
     if timeout is not None and not (_is_number(timeout) and 0 < timeout <= MAX_TIMEOUT):
@@ -296,7 +296,7 @@ def _root_problem(root: Any) -> str | None:
     return None
 
 
-def _root(options: Mapping) -> list[Problem]:
+def _root(options: Mapping[str, Any]) -> list[Problem]:
     root = options.get("ROOT", DEFAULT_ROOT)
     problem = _root_problem(root)
     if problem:
@@ -321,7 +321,7 @@ def _root(options: Mapping) -> list[Problem]:
     return []
 
 
-def _permission_classes(options: Mapping) -> list[Problem]:
+def _permission_classes(options: Mapping[str, Any]) -> list[Problem]:
     classes = options.get("PERMISSION_CLASSES", DEFAULT_PERMISSION_CLASSES)
     if isinstance(classes, (list, tuple)) and all(isinstance(c, str) for c in classes):
         return []
@@ -336,7 +336,7 @@ def _permission_classes(options: Mapping) -> list[Problem]:
     ]
 
 
-def _faults(options: Mapping) -> list[Problem]:
+def _faults(options: Mapping[str, Any]) -> list[Problem]:
     faults = options.get("FAULTS")
     if faults is not None and not isinstance(faults, Mapping):
         return [
@@ -358,7 +358,7 @@ def _faults(options: Mapping) -> list[Problem]:
     return []
 
 
-def _wait_budget(options: Mapping) -> list[Problem]:
+def _wait_budget(options: Mapping[str, Any]) -> list[Problem]:
     budget = options.get("WAIT_BUDGET", DEFAULT_WAIT_BUDGET)
     if budget is None or (_is_int(budget) and budget >= 0):
         return []
@@ -372,7 +372,7 @@ def _wait_budget(options: Mapping) -> list[Problem]:
     ]
 
 
-def _access(options: Mapping) -> list[Problem]:
+def _access(options: Mapping[str, Any]) -> list[Problem]:
     access = options.get("ACCESS", DEFAULT_ACCESS)
     if access == "authenticated":
         return [

@@ -9,18 +9,21 @@ from __future__ import annotations
 
 import functools
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.core.signals import setting_changed
 
 from django_fdbqueue.conf import SETTING_NAME, get_settings
 from django_fdbqueue.engines import open_database
 
+if TYPE_CHECKING:  # fdbapi loads the client library: imported when first needed, as below
+    from django_fdbqueue.fdbapi import Database, Subspace
+
 _lock = threading.Lock()
-_database: Any = None
+_database: Database | None = None
 
 
-def get_database() -> Any:
+def get_database() -> Database:
     """The process-wide handle of the configured engine, opened lazily and at most once."""
     global _database
     database = _database
@@ -45,13 +48,13 @@ def reset_database() -> None:
         close()
 
 
-def root_subspace() -> Any:
+def root_subspace() -> Subspace:
     """The ``fdb.Subspace`` of FDBQUEUE['ROOT']: every key the app writes starts with it."""
     return _subspace(get_settings().root)
 
 
 @functools.lru_cache(maxsize=8)
-def _subspace(root: tuple) -> Any:
+def _subspace(root: tuple[Any, ...]) -> Subspace:
     """One Subspace per ROOT value: every operation asks for it, and packing it is not free."""
     from django_fdbqueue.fdbapi import fdb
 

@@ -26,7 +26,7 @@ import inspect
 import threading
 import time
 import types
-from typing import Any, Callable, Protocol, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Protocol, TypeAlias, TypeVar, cast, overload
 
 import fdb
 import fdb.subspace_impl
@@ -42,6 +42,7 @@ __all__ = [
     "FDBError",
     "KeySelector",
     "Subspace",
+    "ReadTransaction",
     "Transaction",
     "describe",
     "fdb",
@@ -156,7 +157,7 @@ def _load_binding_impl() -> types.ModuleType | None:
         import fdb.impl as impl
     except Exception:  # the binding raises a bare Exception when it cannot find the library
         return None
-    return impl
+    return cast(types.ModuleType, impl)
 
 
 clientlib.preload()  # FDBQUEUE['CLIENT_LIBRARY'], loaded before the binding looks for it by name
@@ -217,9 +218,12 @@ class _PurePythonKeySelector:
         return "KeySelector(%r, %r, %r)" % (self.key, self.or_equal, self.offset)
 
 
-if _impl is not None:
-    FDBError: type[Exception] = _impl.FDBError
-    KeySelector: type = _impl.KeySelector
+if TYPE_CHECKING:  # what type checkers see: the stand-ins have the binding's attributes
+    FDBError = _PurePythonFDBError
+    KeySelector = _PurePythonKeySelector
+elif _impl is not None:
+    FDBError = _impl.FDBError
+    KeySelector = _impl.KeySelector
 else:
     FDBError = _PurePythonFDBError
     KeySelector = _PurePythonKeySelector
@@ -234,7 +238,7 @@ def make_error(code: int) -> Exception:
     """
     error = FDBError(code)
     if _impl is not None and not fdb.is_api_version_selected():
-        error._description = _DESCRIPTIONS.get(code, "Unknown error")  # type: ignore[attr-defined]
+        error._description = _DESCRIPTIONS.get(code, "Unknown error")
     return error
 
 
@@ -252,7 +256,7 @@ def describe(error: BaseException) -> str:
         text = text.decode("utf-8", "replace")
     if not isinstance(text, str) or not text:
         text = _DESCRIPTIONS.get(getattr(error, "code", None), str(error))  # type: ignore[arg-type]
-    return text
+    return cast(str, text)
 
 
 def _defuse_versionstamp_trap() -> None:
@@ -270,7 +274,7 @@ def _defuse_versionstamp_trap() -> None:
         class _NoFutureValue:
             """Nothing is an instance of this: there are no binding futures without the library."""
 
-        fdb.impl = types.SimpleNamespace(Value=_NoFutureValue)  # type: ignore[attr-defined]
+        fdb.impl = types.SimpleNamespace(Value=_NoFutureValue)
 
 
 _defuse_versionstamp_trap()
@@ -278,7 +282,7 @@ _defuse_versionstamp_trap()
 # `fdb.Subspace` is only published by `fdb.api_version()`; the class itself is pure Python.
 Subspace = fdb.subspace_impl.Subspace
 if not hasattr(fdb, "Subspace"):
-    fdb.Subspace = Subspace  # type: ignore[attr-defined]
+    fdb.Subspace = Subspace  # type: ignore[misc]
 
 
 #: The 7.1 binding's API version: the fallback for bindings that do not publish their latest one.
@@ -312,18 +316,78 @@ def is_transaction(obj: Any) -> bool:
 # -- what the service is handed: a database or a transaction, of either engine ----------------
 #
 # Structural types, so that the service names them without importing an engine: the binding's
-# fdb.Database and fdb.Transaction and the embedded engine's classes all fit.
+# fdb.Database and fdb.Transaction (untyped, so any of their objects fits) and the embedded
+# engine's EmbeddedDatabase and Transaction (checked by mypy, tests/test_types.py) all fit. They
+# list what the service uses of FoundationDB's API; results are the engines' futures, so ``Any``.
 
 
-class Transaction(Protocol):
-    """An open transaction of either engine, or its snapshot view: a service function given one
-    joins it, and does not commit."""
+class ReadTransaction(Protocol):
+    """The reads of a transaction, also offered by its ``snapshot`` view (no read conflicts)."""
 
     def get(self, key: bytes) -> Any: ...
 
+    def get_key(self, key_selector: Any) -> Any: ...
+
+    def get_range(self, begin: Any, end: Any, limit: int = 0, reverse: bool = False, streaming_mode: Any = None) -> Any: ...
+
+    def get_range_startswith(self, prefix: bytes, *args: Any, **kwargs: Any) -> Any: ...
+
+    def get_read_version(self) -> Any: ...
+
+    def __getitem__(self, key: Any) -> Any: ...
+
+
+class Transaction(ReadTransaction, Protocol):
+    """An open transaction of either engine: a service function given one joins it, and does not
+    commit."""
+
+    @property
+    def snapshot(self) -> ReadTransaction: ...
+
+    @property
+    def options(self) -> Any: ...
+
     def set(self, key: bytes, value: bytes) -> None: ...
 
+    def __setitem__(self, key: bytes, value: bytes) -> None: ...
+
+    def __delitem__(self, key: Any) -> None: ...
+
     def clear(self, key: bytes) -> None: ...
+
+    def clear_range(self, begin: Any, end: Any) -> None: ...
+
+    def add(self, key: bytes, param: bytes) -> None: ...
+
+    def max(self, key: bytes, param: bytes) -> None: ...
+
+    def min(self, key: bytes, param: bytes) -> None: ...
+
+    def compare_and_clear(self, key: bytes, param: bytes) -> None: ...
+
+    def set_versionstamped_key(self, key: bytes, value: bytes) -> None: ...
+
+    def set_versionstamped_value(self, key: bytes, value: bytes) -> None: ...
+
+    def add_read_conflict_key(self, key: bytes) -> None: ...
+
+    def add_read_conflict_range(self, begin: bytes, end: bytes) -> None: ...
+
+    def add_write_conflict_key(self, key: bytes) -> None: ...
+
+    def add_write_conflict_range(self, begin: bytes, end: bytes) -> None: ...
+
+    def watch(self, key: bytes) -> Any: ...
+
+    def get_versionstamp(self) -> Any: ...
+
+    def get_committed_version(self) -> int: ...
+
+    def commit(self) -> Any: ...
+
+    def on_error(self, error: Any) -> Any: ...
+
+    def reset(self) -> None: ...
 
 
 class Database(Protocol):
@@ -331,6 +395,8 @@ class Database(Protocol):
     in a transaction of its own, retried on conflicts."""
 
     def create_transaction(self) -> Transaction: ...
+
+    def __delitem__(self, key: Any) -> None: ...
 
 
 #: What every service function takes first (see ``is_transaction`` for telling them apart).
@@ -349,12 +415,12 @@ _ROOT_ATTRIBUTE = "fdbqueue_root"
 
 
 @functools.lru_cache(maxsize=64)
-def subspace_of(root: tuple) -> Any:
+def subspace_of(root: tuple[Any, ...]) -> Any:
     """The ``Subspace`` of a ROOT tuple, made once per value (every operation asks for it)."""
     return Subspace(root)
 
 
-def attach_root(database: Any, root: tuple) -> None:
+def attach_root(database: Any, root: tuple[Any, ...]) -> None:
     """Record on ``database`` that the app's keys live under ``root`` there."""
     setattr(database, _ROOT_ATTRIBUTE, subspace_of(root))
 
@@ -543,8 +609,18 @@ def _run_retrying(target: Any, tr: Any, call: Callable[[], Any], trusts: Callabl
             _attempt.tr = outer
 
 
+@overload
+def transactional(func: F, *, parameter: str = "tr", trusts: Callable[[Any], bool] | None = None) -> F: ...
+
+
+@overload
+def transactional(
+    func: None = None, *, parameter: str = "tr", trusts: Callable[[Any], bool] | None = None
+) -> Callable[[F], F]: ...
+
+
 def transactional(func: F | None = None, *, parameter: str = "tr",
-                  trusts: Callable[[Any], bool] | None = None) -> F:
+                  trusts: Callable[[Any], bool] | None = None) -> F | Callable[[F], F]:
     """Decorate `func` like ``fdb.transactional``, for both engines.
 
     Called with a database, the wrapper opens a transaction, runs `func`, commits, and on an
@@ -587,4 +663,4 @@ def transactional(func: F | None = None, *, parameter: str = "tr",
 
     if func is not None:
         return decorate(func)
-    return decorate  # type: ignore[return-value]
+    return decorate

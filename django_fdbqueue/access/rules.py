@@ -21,7 +21,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, TypeVar, cast
 
 from django_fdbqueue.conf import get_settings
 
@@ -39,6 +39,7 @@ logger = logging.getLogger("django_fdbqueue.access")
 #: keeps 15 s by default).
 CACHE_SECONDS = 5.0
 _MAX_ENTRIES = 10_000
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -70,11 +71,11 @@ class _Cache:
         self._version = 0
         self._entries: dict[Any, tuple[int, float, Any]] = {}
 
-    def get(self, key: Any, load: Callable[[], Any]) -> Any:
+    def get(self, key: Any, load: Callable[[], T]) -> T:
         now = time.monotonic()
         entry = self._entries.get(key)
         if entry is not None and entry[0] == self._version and entry[1] > now:
-            return entry[2]
+            return cast(T, entry[2])  # stored by a load of this key, so of its type
         version = self._version
         value = load()
         with self._lock:

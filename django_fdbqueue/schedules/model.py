@@ -115,7 +115,7 @@ def check_catch_up(catch_up: object) -> str:
     if catch_up not in CATCH_UP_POLICIES:
         raise InvalidSchedule(f"catch_up must be one of {', '.join(CATCH_UP_POLICIES)}, not {catch_up!r}.",
                               field="catch_up")
-    return catch_up  # type: ignore[return-value]
+    return catch_up
 
 
 def check_trigger(cron: object, interval: object) -> tuple[str | None, float | None]:

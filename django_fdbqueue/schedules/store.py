@@ -17,7 +17,7 @@ Every function takes a database or an open transaction first, like the service's
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, cast
 
 from django_fdbqueue.exceptions import InvalidArgument, ScheduleAlreadyExists, ScheduleNotFound
 from django_fdbqueue.fdbapi import DatabaseOrTransaction, transactional
@@ -38,11 +38,11 @@ def space(tr: Any) -> Any:
 
 
 def record_key(tr: Any, name: str) -> bytes:
-    return space(tr)[RECORDS].pack((name,))
+    return cast(bytes, space(tr)[RECORDS].pack((name,)))
 
 
 def due_key(tr: Any, next_run_us: int, name: str) -> bytes:
-    return space(tr)[DUE].pack((next_run_us, name))
+    return cast(bytes, space(tr)[DUE].pack((next_run_us, name)))
 
 
 def read(tr: Any, name: str) -> Schedule | None:
@@ -83,7 +83,7 @@ def _scheduled(schedule: Schedule, now_us: int) -> Schedule:
 # --- the Python API ------------------------------------------------------------------------------
 
 
-def create(db_or_tr: DatabaseOrTransaction, name: str, target: dict, *, cron: str | None = None, interval: float | None = None,
+def create(db_or_tr: DatabaseOrTransaction, name: str, target: dict[str, Any], *, cron: str | None = None, interval: float | None = None,
            tz: str = "UTC", catch_up: str = "last", paused: bool = False) -> Schedule:
     """Create a schedule that fires ``target`` on ``cron`` (in ``tz``) or every ``interval`` seconds.
 
@@ -145,7 +145,7 @@ def update(db_or_tr: DatabaseOrTransaction, name: str, **changes: Any) -> Schedu
 
 
 @transactional
-def _update(tr: Any, name: str, changes: dict) -> Schedule:
+def _update(tr: Any, name: str, changes: dict[str, Any]) -> Schedule:
     old = require(tr, name)
     fields = {**old.definition(), **changes}
     checked = model.make(name, fields.pop("target"), paused=old.paused, anchor_us=old.anchor_us,
@@ -197,7 +197,7 @@ def first_due_us(tr: Any) -> int | None:
     """When the soonest schedule is due (microseconds), or None when none is waiting."""
     due = space(tr)[DUE]
     for kv in tr.snapshot.get_range(due.range().start, due.range().stop, limit=1):
-        return due.unpack(kv.key)[0]
+        return cast("int | None", due.unpack(kv.key)[0])
     return None
 
 

@@ -232,7 +232,7 @@ SAMPLER = Sampler()
 def check_span(span: object) -> str:
     if span not in SPANS:
         raise InvalidArgument(f"span must be one of {', '.join(SPANS)}; got {span!r}."[:200], field="span")
-    return span  # type: ignore[return-value]
+    return span
 
 
 def _read_queue(tr: Any, qk: keys.QueueKeys, granularity: str, first: int, last: int) -> Any:
@@ -250,7 +250,7 @@ def _fold(rows: Any, sub: Any, first: int, length: int) -> dict[str, list[int | 
     return out
 
 
-def _total(per_queue: dict[str, dict[str, list]], length: int) -> dict[str, list[int | None]]:
+def _total(per_queue: dict[str, dict[str, list[Any]]], length: int) -> dict[str, list[int | None]]:
     total: dict[str, list[int | None]] = {which: [0] * length for which in COUNTERS}
     total.update({which: [None] * length for which in GAUGES})
     for series in per_queue.values():

@@ -15,10 +15,10 @@ item is put back at its place, or the lease released (``giveback``).
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, Iterable
+from typing import Any, Iterable, cast
 
 from django_fdbqueue.exceptions import InvalidArgument
-from django_fdbqueue.fdbapi import is_transaction
+from django_fdbqueue.fdbapi import Database, is_transaction
 
 from . import awaiting, consuming, deadletters, giveback, keys, kept, leases, offload, popping, pushing, queues
 from . import spread as spread_claims
@@ -30,7 +30,7 @@ from .pushing import Codec
 from .records import DeadLetter, Item, Lease, Page, PendingItem, QueueInfo
 
 
-def _database(db: Any) -> Any:
+def _database(db: Database) -> Database:
     if is_transaction(db):
         raise InvalidArgument(
             "The async operations run their own transactions on a thread pool: pass the database, "
@@ -40,7 +40,7 @@ def _database(db: Any) -> Any:
 
 
 async def apush(
-    db: Any, name: str, value: Any, priority: int = 0, *, codec: Codec = None, delay: float | None = None,
+    db: Database, name: str, value: Any, priority: int = 0, *, codec: Codec = None, delay: float | None = None,
     not_before: dt.datetime | None = None, dedup_key: str | None = None, key: str | None = None,
     tenant: str | None = None,
 ) -> Item | PendingItem:
@@ -52,7 +52,7 @@ async def apush(
 
 
 async def apush_many(
-    db: Any, name: str, items: Iterable[Any], *, codec: Codec = None, delay: float | None = None,
+    db: Database, name: str, items: Iterable[Any], *, codec: Codec = None, delay: float | None = None,
     not_before: dt.datetime | None = None, key: str | None = None, tenant: str | None = None,
 ) -> list[Item | PendingItem]:
     """``push_many``, awaited."""
@@ -63,7 +63,7 @@ async def apush_many(
 
 
 async def apop(
-    db: Any, name: str, end: str = "min", *, mode: PopMode = "plain", timeout: float | None = None,
+    db: Database, name: str, end: str = "min", *, mode: PopMode = "plain", timeout: float | None = None,
     wait: float | None = None,
 ) -> Item | None:
     """``pop``, awaited; with ``wait`` it holds no thread while the queue is empty.
@@ -83,30 +83,30 @@ async def apop(
     return None if taken is None else taken.item
 
 
-async def apeek(db: Any, name: str, end: str = "min") -> Item | None:
+async def apeek(db: Database, name: str, end: str = "min") -> Item | None:
     """``peek``, awaited."""
     return await offload.run(popping.peek, _database(db), name, end)
 
 
-async def apeek_min(db: Any, name: str) -> Item | None:
+async def apeek_min(db: Database, name: str) -> Item | None:
     """``peek_min``, awaited."""
     return await apeek(db, name, "min")
 
 
-async def apeek_max(db: Any, name: str) -> Item | None:
+async def apeek_max(db: Database, name: str) -> Item | None:
     """``peek_max``, awaited."""
     return await apeek(db, name, "max")
 
 
 @observed(name="claim", none_is_empty=True)
-def _claim_once(db: Any, name: str, seconds: float, end: str, spreading: int | None) -> Lease | Blocked | None:
+def _claim_once(db: Database, name: str, seconds: float, end: str, spreading: int | None) -> Lease | Blocked | None:
     """One claim transaction, as ``claim`` makes it (reported as a claim)."""
     once = leases.claim_once if spreading is None else leases.claim_spread_once
     return once(db, name, seconds, end, None, spreading)
 
 
 async def aclaim(
-    db: Any, name: str, *, lease: float = DEFAULT_LEASE_SECONDS, end: str = "min", wait: float | None = None,
+    db: Database, name: str, *, lease: float = DEFAULT_LEASE_SECONDS, end: str = "min", wait: float | None = None,
     spread: int | None = None,
 ) -> Lease | None:
     """``claim``, awaited; with ``wait`` it holds no thread while nothing is visible.
@@ -125,46 +125,46 @@ async def aclaim(
         if isinstance(got, Lease):
             giveback.unclaim(db, got)
 
-    return await awaiting.blocking(db, name, wait, lambda: _claim_once(db, name, seconds, end, spreading), undo)
+    return cast("Lease | None", await awaiting.blocking(db, name, wait, lambda: _claim_once(db, name, seconds, end, spreading), undo))
 
 
-async def aack(db: Any, receipt: str, *, name: str | None = None) -> None:
+async def aack(db: Database, receipt: str, *, name: str | None = None) -> None:
     """``ack``, awaited."""
     return await offload.run(consuming.ack, _database(db), receipt, name=name)
 
 
-async def arelease(db: Any, receipt: str, *, delay: float = 0, name: str | None = None) -> str:
+async def arelease(db: Database, receipt: str, *, delay: float = 0, name: str | None = None) -> str:
     """``release``, awaited."""
     return await offload.run(consuming.release, _database(db), receipt, delay=delay, name=name)
 
 
 async def aextend(
-    db: Any, receipt: str, lease: float | None = None, *, name: str | None = None, seconds: float | None = None
+    db: Database, receipt: str, lease: float | None = None, *, name: str | None = None, seconds: float | None = None
 ) -> Lease:
     """``extend``, awaited."""
     return await offload.run(consuming.extend, _database(db), receipt, lease, name=name, seconds=seconds)
 
 
-async def asize(db: Any, name: str) -> int:
+async def asize(db: Database, name: str) -> int:
     """``size``, awaited."""
     return await offload.run(queues.size, _database(db), name)
 
 
-async def aget_queue(db: Any, name: str) -> QueueInfo:
+async def aget_queue(db: Database, name: str) -> QueueInfo:
     """``get_queue`` (the queue's kind and statistics), awaited."""
     return await offload.run(queues.get_queue, _database(db), name)
 
 
-async def adead_letters(db: Any, name: str, *, cursor: str | None = None, limit: int = 50) -> Page[DeadLetter]:
+async def adead_letters(db: Database, name: str, *, cursor: str | None = None, limit: int = 50) -> Page[DeadLetter]:
     """``dead_letters``, awaited."""
     return await offload.run(deadletters.dead_letters, _database(db), name, cursor=cursor, limit=limit)
 
 
-async def arequeue_dead_letter(db: Any, name: str, item_id: str) -> Item:
+async def arequeue_dead_letter(db: Database, name: str, item_id: str) -> Item:
     """``requeue_dead_letter``, awaited."""
     return await offload.run(deadletters.requeue_dead_letter, _database(db), name, item_id)
 
 
-async def adelete_dead_letter(db: Any, name: str, item_id: str) -> None:
+async def adelete_dead_letter(db: Database, name: str, item_id: str) -> None:
     """``delete_dead_letter``, awaited."""
     return await offload.run(deadletters.delete_dead_letter, _database(db), name, item_id)

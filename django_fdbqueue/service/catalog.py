@@ -7,7 +7,7 @@ import os
 import struct
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, TypeVar, cast
 
 from django_fdbqueue.conf import get_settings
 from django_fdbqueue.exceptions import QueueAlreadyExists, QueueNotFound, WrongQueueKind
@@ -42,7 +42,7 @@ class Entry:
     tenants: bool = False
 
     def pack(self) -> bytes:
-        extra: tuple = () if self.max_attempts is None else (self.max_attempts,)
+        extra: tuple[Any, ...] = () if self.max_attempts is None else (self.max_attempts,)
         if self.key_concurrency is not None or self.key_rate is not None:
             extra = (self.max_attempts, self.key_concurrency, self.key_rate)
         if self.tenants:
@@ -78,7 +78,7 @@ def counter_bytes(delta: int) -> bytes:
 def read_counter(raw: Any) -> int:
     if raw is None or not raw.present():
         return 0
-    return _COUNTER.unpack(bytes(raw))[0]
+    return cast(int, _COUNTER.unpack(bytes(raw))[0])
 
 
 def first(result: Any) -> Any:

@@ -11,7 +11,7 @@ import warnings
 from typing import Any, Callable
 
 from django_fdbqueue.exceptions import InvalidArgument
-from django_fdbqueue.fdbapi import DatabaseOrTransaction, is_transaction
+from django_fdbqueue.fdbapi import DatabaseOrTransaction, Transaction, is_transaction
 
 from . import keyclaims, keys, leases
 from . import spread as spread_claims
@@ -34,7 +34,7 @@ def claim(
     lease: float = DEFAULT_LEASE_SECONDS,
     end: str = "min",
     wait: float | None = None,
-    step: Callable[[Any, Lease], Any] | None = None,
+    step: Callable[[Transaction, Lease], Any] | None = None,
     spread: int | None = None,
 ) -> Lease | None:
     """Take the next visible item for ``lease`` seconds (at-least-once delivery); None if none.

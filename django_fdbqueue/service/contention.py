@@ -188,7 +188,7 @@ from __future__ import annotations
 
 import random
 import time
-from typing import Any
+from typing import Any, cast
 
 from django_fdbqueue.exceptions import InvalidArgument
 from django_fdbqueue.fdbapi import (
@@ -203,7 +203,7 @@ from django_fdbqueue.fdbapi import (
 )
 
 from . import keys, kept
-from .catalog import first, require
+from .catalog import Entry, first, require
 from .items import take
 from .popper import EMPTY, GONE, LEAD, STAGED, Outcome
 from .popper import Pop as _Pop
@@ -300,7 +300,7 @@ def _take_unless_waiting(tr: Any, p: _Pop, qk: keys.QueueKeys, requests: Any) ->
     r = requests.range()
     if first(tr.snapshot.get_range(r.start, r.stop, limit=1)) is not None:
         return STAGED
-    popped, _cut = take(tr, p.entry, qk, p.end, 1)
+    popped, _cut = take(tr, cast(Entry, p.entry), qk, p.end, 1)  # bound by the caller
     if not popped:
         return None
     tr[p.receipt_key] = p.receipt(popped[0])
@@ -374,7 +374,7 @@ def _fulfil(db: Any, name: str, end: str, p: _Pop | None, *, lead: bool = False)
     try:
         if p is not None:
             qk = p.bind(tr)
-            entry = p.entry
+            entry = cast(Entry, p.entry)  # set by bind
         else:
             entry, qk = require(tr, name, fifo_ok=end == "min")
         done = fulfil_in(tr, entry, qk, end, p, now_micros(), lead=lead)
@@ -412,7 +412,7 @@ def fulfil(db: Any, name: str, end: str = "min") -> Round:
 # --- steps 4 and 5: wait, collect, withdraw ---------------------------------------------------
 
 
-def _collect(tr: Any, p: _Pop, qk: keys.QueueKeys, rows: list) -> Item | Outcome:
+def _collect(tr: Any, p: _Pop, qk: keys.QueueKeys, rows: list[Any]) -> Item | Outcome:
     """Clear our results; the item among them (EMPTY if only "empty"). Not committed here."""
     item: Item | None = None
     extra = 0

@@ -13,7 +13,7 @@ returned (its payload in a value of its own), so the answer is the same item.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from django_fdbqueue.exceptions import DeadLetterNotFound
 from django_fdbqueue.fdbapi import DatabaseOrTransaction, fdb, transactional
@@ -34,7 +34,7 @@ def decode(qk: keys.QueueKeys, kv: Any) -> DeadLetter:
 
 
 @transactional
-def page(tr: Any, name: str, after: tuple | None, limit: int) -> Page[DeadLetter]:
+def page(tr: Any, name: str, after: tuple[Any, ...] | None, limit: int) -> Page[DeadLetter]:
     _entry, qk = require(tr, name)
     r = qk.dead.range()
     begin = r.start if after is None else qk.dead.pack(after) + b"\xff"
@@ -59,7 +59,7 @@ REQUEUED = "requeued"
 DELETED = "deleted"
 
 
-def _token(priority: int, stamp: Any) -> tuple:
+def _token(priority: int, stamp: Any) -> tuple[Any, ...]:
     """The settled marker's name for calls on this dead letter (a lease's is its random token)."""
     return ("dead", priority, stamp)
 
@@ -106,7 +106,7 @@ def requeue(db_or_tr: DatabaseOrTransaction, name: str, priority: int, stamp: An
             return None
         return visibility.item_from(priority, stamp, keys.ItemMeta.from_elements(rest), payload)
 
-    return _settle(db_or_tr, name, priority, stamp, body, answer)
+    return cast(Item, _settle(db_or_tr, name, priority, stamp, body, answer))
 
 
 def delete(db_or_tr: DatabaseOrTransaction, name: str, priority: int, stamp: Any) -> None:

@@ -36,7 +36,7 @@ def get_item(db_or_tr: DatabaseOrTransaction, name: str, item_id: str) -> Item |
 
 
 @transactional
-def _scheduled(tr: Any, name: str, after: tuple | None, limit: int) -> Page[ScheduledItem]:
+def _scheduled(tr: Any, name: str, after: tuple[Any, ...] | None, limit: int) -> Page[ScheduledItem]:
     _entry, qk = catalog.require(tr, name)
     rows, last = visibility.scheduled_page(tr, qk, after, limit)
     cursor = None if last is None else keys.position_cursor(keys.SCHEDULE_CURSOR, *last)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Iterable, cast
 
 from django_fdbqueue import codecs
 from django_fdbqueue.exceptions import InvalidArgument, ValueTooLarge, WrongQueueKind
@@ -270,7 +270,7 @@ def as_stored(tr: Any, qk: keys.QueueKeys, known: Item) -> Item:
     return dataclasses.replace(stored, duplicate=True)
 
 
-def _stored(tr: Any, qk: keys.QueueKeys, place: tuple, ready: Any, hidden: Any, dead: Any) -> Item | None:
+def _stored(tr: Any, qk: keys.QueueKeys, place: tuple[int, Any], ready: Any, hidden: Any, dead: Any) -> Item | None:
     """Decode whichever of the three places holds the item at ``place`` (at most one does)."""
     if ready is not None:
         return decode_item(qk, ready)
@@ -306,7 +306,7 @@ def push_batches(prepared: list[Prepared], root_space: Any) -> Iterable[list[Pre
 # --- reading from either end -------------------------------------------------------------------
 
 
-def walk_min(tr: Any, qk: keys.QueueKeys, limit: int, *, after: tuple | None = None,
+def walk_min(tr: Any, qk: keys.QueueKeys, limit: int, *, after: tuple[Any, ...] | None = None,
              max_bytes: int | None = None, head: Any = None) -> tuple[list[Any], bool]:
     """Up to `limit` items from the min end: priority ascending, push order ascending.
 
@@ -326,7 +326,7 @@ def walk_min(tr: Any, qk: keys.QueueKeys, limit: int, *, after: tuple | None = N
     return out, False
 
 
-def walk_max(tr: Any, qk: keys.QueueKeys, limit: int, *, after: tuple | None = None,
+def walk_max(tr: Any, qk: keys.QueueKeys, limit: int, *, after: tuple[Any, ...] | None = None,
              max_bytes: int | None = None, head: Any = None) -> tuple[list[Any], bool]:
     """Up to `limit` items from the max end: priority descending, push order *ascending*.
 
@@ -454,15 +454,15 @@ def peek_one(tr: Any, name: str, end: str) -> Item | None:
     return visibility.item_from(priority, stamp, meta, payload)
 
 
-def _before(a: tuple, b: tuple, end: str) -> bool:
+def _before(a: tuple[Any, ...], b: tuple[Any, ...], end: str) -> bool:
     """Would a pop from `end` take (priority, stamp) `a` before `b`?"""
     if a[0] != b[0]:
-        return a[0] < b[0] if end == "min" else a[0] > b[0]
-    return a[1] < b[1]
+        return cast(bool, a[0] < b[0] if end == "min" else a[0] > b[0])
+    return cast(bool, a[1] < b[1])
 
 
 @transactional
-def browse_page(tr: Any, name: str, end: str, after: tuple | None, limit: int) -> Page[Item]:
+def browse_page(tr: Any, name: str, end: str, after: tuple[Any, ...] | None, limit: int) -> Page[Item]:
     """limit + 1 items, so the page knows whether another follows."""
     _entry, qk = require(tr, name, fifo_ok=end == "min")
     kvs, _cut = walk(tr, qk, end, limit + 1, after=after)

@@ -18,7 +18,7 @@ from typing import Any, Iterator
 from . import keys
 from .records import Item
 
-Kept = dict[str, tuple[bytes, tuple, bytes]]
+Kept = dict[str, tuple[bytes, tuple[Any, ...], bytes]]
 _local = threading.local()
 
 
@@ -28,7 +28,7 @@ class Taken:
 
     item: Item
     queue_id: bytes
-    elements: tuple
+    elements: tuple[Any, ...]
     payload: bytes
     #: Names this item's put-back in its settled marker, the same on every retry.
     token: bytes = dataclasses.field(default_factory=lambda: os.urandom(keys.LEASE_TOKEN_BYTES))
@@ -45,7 +45,7 @@ def keeping() -> Iterator[Kept]:
         _local.kept = None
 
 
-def note(qk: keys.QueueKeys, elements: tuple | list, payload: Any) -> None:
+def note(qk: keys.QueueKeys, elements: tuple[Any, ...] | list[Any], payload: Any) -> None:
     """A pop took the item at ``elements`` (priority, stamp, then its meta): keep it if asked."""
     kept = getattr(_local, "kept", None)
     if kept is not None:

@@ -63,7 +63,7 @@ def first_reads(tr: Any, entry: Entry, qk: keys.QueueKeys, end: str) -> tuple[Li
         return limits, (items.first_reads(tr, qk, end, CANDIDATES), markers)
     # From the min end the candidates are a snapshot read: the claim then conflicts only on the
     # item it takes, not with every claim that takes another candidate.
-    now_us = items.now_micros()
+    now_us = items.now_micros()  # type: ignore[attr-defined]  # items' clock, which tests move
     r = qk.items.range()
     head = choice_reads(tr).get_range(r.start, r.stop, limit=CANDIDATES)
     return limits, ((now_us, visibility.due(tr, qk, now_us), head), markers)

@@ -89,7 +89,7 @@ def check_rate(value: object) -> float | None:
     if value is None:
         return None
     ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-    ok = ok and math.isfinite(value) and 0 < value <= RATE_MAX  # type: ignore[arg-type]
+    ok = ok and math.isfinite(value) and 0 < value <= RATE_MAX  # type: ignore[arg-type, operator]
     if not ok:
         raise InvalidArgument(
             f"key_rate must be a number of claims per second, above 0 and at most {RATE_MAX:g} "

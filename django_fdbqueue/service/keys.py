@@ -100,7 +100,7 @@ import os
 import time
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, cast
 
 from django_fdbqueue.exceptions import InvalidArgument, InvalidCursor, InvalidQueueName, InvalidPriority
 from django_fdbqueue.fdbapi import fdb
@@ -205,13 +205,13 @@ def check_priority(priority: object) -> int:
 def check_kind(kind: object) -> str:
     if kind not in KINDS:
         raise InvalidArgument(f"kind must be 'fifo' or 'priority', not {kind!r}.", kind=str(kind))
-    return kind  # type: ignore[return-value]
+    return kind
 
 
 def check_end(end: object) -> str:
     if end not in ENDS:
         raise InvalidArgument(f"end must be 'min' or 'max', not {end!r}.", end=str(end))
-    return end  # type: ignore[return-value]
+    return end
 
 
 def check_count(value: object, what: str, *, minimum: int, maximum: int | None) -> int:
@@ -273,7 +273,7 @@ class ItemMeta:
     #: The item's tenant on a queue split by tenant (``push(..., tenant=...)``): see ``tenantkeys``.
     tenant: str | None = None
 
-    def elements(self) -> tuple:
+    def elements(self) -> tuple[Any, ...]:
         if self.tenant is not None:
             return (self.enqueued_us, self.codec, self.attempts, self.dedup, self.key, self.tenant)
         if self.key is not None:
@@ -285,7 +285,7 @@ class ItemMeta:
         return (self.enqueued_us, self.codec)
 
     @classmethod
-    def from_elements(cls, rest: tuple | list) -> "ItemMeta":
+    def from_elements(cls, rest: tuple[Any, ...] | list[Any]) -> "ItemMeta":
         return cls(*rest)
 
     def claimed(self) -> "ItemMeta":
@@ -427,7 +427,7 @@ def _encode_token(packed: bytes) -> str:
     return base64.urlsafe_b64encode(packed).rstrip(b"=").decode("ascii")
 
 
-def _decode_token(token: object) -> tuple | None:
+def _decode_token(token: object) -> tuple[Any, ...] | None:
     """The tuple inside a token, or None when it is not a canonical token of ours."""
     if not isinstance(token, str) or len(token) > 2000 or not _TOKEN_RE.fullmatch(token):
         return None
@@ -545,7 +545,7 @@ def position_cursor(tag: str, *position: Any) -> str:
     return _encode_token(fdb.tuple.pack((tag, *position)))
 
 
-def parse_position_cursor(token: object, tag: str, length: int) -> tuple:
+def parse_position_cursor(token: object, tag: str, length: int) -> tuple[Any, ...]:
     """The position in a scheduled (visible_at, priority, vs, token) or dead-letter (priority, vs) cursor."""
     parts = _decode_token(token)
     if parts is None or len(parts) != length + 1 or parts[0] != tag:
@@ -568,7 +568,7 @@ def check_dedup_key(key: object) -> str:
     ok = isinstance(key, str) and 1 <= len(key) <= DEDUP_KEY_MAX_LENGTH
     if ok:
         try:
-            key.encode("utf-8")  # the tuple layer stores text as UTF-8: lone surrogates cannot be
+            cast(str, key).encode("utf-8")  # the tuple layer stores text as UTF-8: lone surrogates cannot be
         except UnicodeEncodeError:
             ok = False
     if not ok:

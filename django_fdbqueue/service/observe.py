@@ -39,7 +39,7 @@ import functools
 import logging
 import threading
 import time
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, TypeVar, overload
 
 from django_fdbqueue.exceptions import QueueError
 from django_fdbqueue.fdbapi import FDBError
@@ -93,9 +93,17 @@ def _report(operation: str, outcome: str, seconds: float) -> None:
             logger.warning("Listener %r failed on %s/%s", listener, operation, outcome, exc_info=True)
 
 
+@overload
+def observed(func: F) -> F: ...
+
+
+@overload
+def observed(func: None = None, *, name: str | None = None, none_is_empty: bool = False) -> Callable[[F], F]: ...
+
+
 def observed(
     func: F | None = None, *, name: str | None = None, none_is_empty: bool = False
-) -> Any:
+) -> F | Callable[[F], F]:
     """Decorate a service function so each call reports ``(operation, outcome, seconds)``.
 
     Use bare (``@observed``) or with options (``@observed(none_is_empty=True)`` for functions

@@ -70,7 +70,7 @@ async def run_undoable(func: Callable[[], T | None], undo: Callable[[T], None]) 
         raise
 
 
-def _abandoned(job: concurrent.futures.Future, undo: Callable[[Any], None]) -> None:
+def _abandoned(job: concurrent.futures.Future[Any], undo: Callable[[Any], None]) -> None:
     result = None if job.exception() is not None else job.result()
     if result is None:  # nothing was taken (or the caller would have had an error, not an item)
         _count(-1)

@@ -14,7 +14,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Any, cast
 
 from django_fdbqueue.exceptions import InvalidArgument, QueueNotFound
 from django_fdbqueue.fdbapi import fdb
@@ -57,7 +57,7 @@ def _client_id() -> bytes:
     if getattr(_client, "pid", None) != pid:
         _client.pid = pid
         _client.id = os.urandom(8)
-    return _client.id
+    return cast(bytes, _client.id)
 
 
 @dataclass
@@ -132,14 +132,14 @@ class Pop:
 
     def named(self, raw: Any) -> bool:
         """Does the ``lead`` key's value name this pop?"""
-        return raw.present() and fdb.tuple.unpack(bytes(raw))[0] == self.token
+        return cast(bool, raw.present() and fdb.tuple.unpack(bytes(raw))[0] == self.token)
 
     def may_lead(self, raw: Any, now_us: int) -> bool:
         """Given the ``lead`` key's value: is nobody else running the rounds (or are we named)?"""
         if not raw.present():
             return True
         token, until_us = fdb.tuple.unpack(bytes(raw))
-        return token == self.token or until_us < now_us
+        return cast(bool, token == self.token or until_us < now_us)
 
     @property
     def in_doubt(self) -> bool:

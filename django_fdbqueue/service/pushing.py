@@ -7,7 +7,7 @@ value writes nothing; ``items`` then writes them, versionstamped and conflict-fr
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, Iterable
+from typing import Any, Iterable, cast
 
 from django_fdbqueue import codecs
 from django_fdbqueue.exceptions import InvalidArgument
@@ -76,7 +76,8 @@ def push(
         tenant=tenant,
     )
     (pending,) = _items.push_prepared(db_or_tr, name, [prepared])
-    return pending if is_transaction(db_or_tr) else pending.result(wait=True)
+    # DuplicatePending and dedup.Known stand for a PendingItem (the same attributes and methods).
+    return cast("Item | PendingItem", pending if is_transaction(db_or_tr) else pending.result(wait=True))
 
 
 def enqueue(db_or_tr: DatabaseOrTransaction, name: str, value: Any, *, codec: Codec = None, **options: Any) -> Item | PendingItem:
@@ -126,7 +127,7 @@ def push_many(
                 f"At most {MAX_PUSHES_PER_TRANSACTION} items can be pushed in one transaction; "
                 "pass the database to let push_many split them."
             )
-        return list(_items.push_prepared(db_or_tr, name, prepared))
+        return cast("list[Item | PendingItem]", _items.push_prepared(db_or_tr, name, prepared))
     results: list[Item | PendingItem] = []
     for batch in _items.push_batches(prepared, catalog.root(db_or_tr)):
         results.extend(p.result(wait=True) for p in _items.push_prepared(db_or_tr, name, batch))

@@ -65,7 +65,7 @@ def set_key_limits(
     by tenant takes no limits (InvalidArgument, as ``create_queue``): None is all it accepts.
     """
     keys.check_name(name)
-    changes = {}
+    changes: dict[str, Any] = {}
     if concurrency is not _UNCHANGED:
         changes["key_concurrency"] = keylimits.check_concurrency(concurrency)
     if rate is not _UNCHANGED:

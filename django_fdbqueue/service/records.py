@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from django_fdbqueue.exceptions import ItemNotCommitted
+from django_fdbqueue.fdbapi import fdb
 
 from . import keys
 
@@ -147,7 +148,7 @@ class PendingItem:
                     "The transaction this item was pushed in did not commit, so the item does "
                     "not exist."
                 ) from exc
-            stamp = keys.fdb.tuple.Versionstamp(raw, self._user_version)
+            stamp = fdb.tuple.Versionstamp(raw, self._user_version)
             self._item = Item(keys.item_id(self.priority, stamp), self.priority, self.value, self.enqueued_at)
         return self._item
 

@@ -58,13 +58,13 @@ def expire_receipts(tr: Any, qk: keys.QueueKeys, now_us: int) -> None:
     tr.clear_range(qk.receipts.range().start, qk.receipts.pack((epoch(now_us) - 1,)))
 
 
-def item_from(elements: tuple, payload: Any) -> Item:
+def item_from(elements: tuple[Any, ...], payload: Any) -> Item:
     """The item a result holds, from the item key elements it carries."""
     priority, stamp, *rest = elements
     return visibility.item_from(priority, stamp, keys.ItemMeta.from_elements(rest), payload)
 
 
-def put_back(tr: Any, qk: keys.QueueKeys, elements: tuple, payload: Any) -> None:
+def put_back(tr: Any, qk: keys.QueueKeys, elements: tuple[Any, ...], payload: Any) -> None:
     """An item returns to its own key (and order index entry), so to its old place in the queue.
 
     Its dedup key names it again: a push of that key must not store a second copy.
@@ -83,7 +83,7 @@ def returned(tr: Any, qk: keys.QueueKeys, count: int) -> None:
         visibility.wake(tr, qk)
 
 
-def consumed(tr: Any, qk: keys.QueueKeys, elements: tuple) -> None:
+def consumed(tr: Any, qk: keys.QueueKeys, elements: tuple[Any, ...]) -> None:
     """A result's item reached its owner: only now is it consumed for its dedup key."""
     priority, stamp, *rest = elements
     dedup.consumed(tr, qk, priority, stamp, keys.ItemMeta.from_elements(rest))

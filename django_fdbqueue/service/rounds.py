@@ -146,7 +146,7 @@ def _hand_on(tr: Any, qk: keys.QueueKeys, end: str, heir: Live | None, now_us: i
     del tr[qk.lead(end)]
 
 
-def _live(tr: Any, requests: Any, waiting: list, cutoff_us: int, done: Round) -> list[Live]:
+def _live(tr: Any, requests: Any, waiting: list[Any], cutoff_us: int, done: Round) -> list[Live]:
     """The requests still worth serving; those whose owner gave up long ago are dropped."""
     live: list[Live] = []
     for kv in waiting:

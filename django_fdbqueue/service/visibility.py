@@ -15,7 +15,7 @@ client that finds nothing due adds no conflict at all. A lease that runs out aft
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, cast
 
 from django_fdbqueue import codecs
 from django_fdbqueue.fdbapi import choice_reads, fdb
@@ -143,7 +143,7 @@ def due(tr: Any, qk: keys.QueueKeys, now_us: int, limit: int = PROMOTE_BATCH) ->
     reads before waiting: on a cluster each read waited for in turn is a round trip.
     """
     r = qk.hidden.range()
-    return choice_reads(tr).get_range(r.start, qk.hidden.pack((now_us + 1,)), limit=limit)
+    return cast("Iterable[Any]", choice_reads(tr).get_range(r.start, qk.hidden.pack((now_us + 1,)), limit=limit))
 
 
 def promote(tr: Any, qk: keys.QueueKeys, entry: Entry, now_us: int, rows: Iterable[Any] | None = None) -> int:
@@ -168,7 +168,7 @@ def promote(tr: Any, qk: keys.QueueKeys, entry: Entry, now_us: int, rows: Iterab
     return moved
 
 
-def due_as_ready(qk: keys.QueueKeys, entry: Entry, rows: list[Any]) -> Iterator[tuple[int, Any, Any]]:
+def due_as_ready(qk: keys.QueueKeys, entry: Entry, rows: Iterable[Any]) -> Iterator[tuple[int, Any, Any]]:
     """For a peek that must not write: the due rows that a pop would move into the ready items."""
     for kv in rows:
         hidden = Hidden.from_key(qk, bytes(kv.key))
@@ -180,14 +180,14 @@ def next_visible_us(tr: Any, qk: keys.QueueKeys) -> int | None:
     """When the earliest hidden item becomes visible (a snapshot read), or None."""
     r = qk.hidden.range()
     for kv in tr.snapshot.get_range(r.start, r.stop, limit=1):
-        return qk.hidden.unpack(bytes(kv.key))[0]
+        return cast("int | None", qk.hidden.unpack(bytes(kv.key))[0])
     return None
 
 
 # --- listing ---------------------------------------------------------------------------------------
 
 
-def scheduled_page(tr: Any, qk: keys.QueueKeys, after: tuple | None, limit: int) -> tuple[list[ScheduledItem], tuple | None]:
+def scheduled_page(tr: Any, qk: keys.QueueKeys, after: tuple[Any, ...] | None, limit: int) -> tuple[list[ScheduledItem], tuple[Any, ...] | None]:
     """Hidden items by the time they become visible; the position of the last when more follow."""
     r = qk.hidden.range()
     begin = r.start if after is None else qk.hidden.pack(after) + b"\xff"

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 from django_fdbqueue.exceptions import InvalidArgument
 from django_fdbqueue.fdbapi import FDBError, _count_retry, bounded, is_transaction
@@ -37,12 +37,14 @@ from .records import now_micros
 #: wait is a loop of these, which costs one read and one watch per 20 s. Longer is refused,
 #: never silently cut.
 MAX_WAIT_SECONDS = 20.0
+T = TypeVar("T")
+
 #: After a watch that failed at once (not a timeout), wait this long before setting another,
 #: so a failing watch cannot turn into a busy loop.
 WATCH_FAILURE_PAUSE = 0.05
 
 
-def blocking(db_or_tr: Any, name: str, end: str, wait: object, attempt: Callable[[], Any]) -> Any:
+def blocking(db_or_tr: Any, name: str, end: str, wait: object, attempt: Callable[[], T]) -> T:
     """Run ``attempt`` until it returns something or ``wait`` seconds pass (see above).
 
     ``wait`` None runs it once. A wait spans several transactions, so it needs the database.

@@ -26,7 +26,7 @@ import asyncio
 import collections
 import weakref
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from django_fdbqueue.fdbapi import FDBError, _count_retry, bounded
 
@@ -84,14 +84,14 @@ class Channel:
         self.loop = loop
         self.db = db
         self.name = name
-        self.parked: collections.OrderedDict[asyncio.Future, None] = collections.OrderedDict()
+        self.parked: collections.OrderedDict[asyncio.Future[Any], None] = collections.OrderedDict()
         self.outstanding = 0  # woken, still attempting
         self.short = False  # the last check saw more than it handed out
         self.checking = False
         self.checked_at = float("-inf")  # loop time when the last check's answer arrived
         self.checks = 0  # how many checks (each one a transaction and its watches) were made
         self.watches: AnyOf | None = None  # armed now, if any
-        self.keeper: asyncio.Task | None = None
+        self.keeper: asyncio.Task[Any] | None = None
         self._stir = asyncio.Event()
         self._waits = 0  # numbers the keeper's waits, so a late callback of an old watch is ignored
 
@@ -110,7 +110,7 @@ class Channel:
             self.keeper = self.loop.create_task(self._keep())
         timer = self.loop.call_at(deadline, self._expire, fut)
         try:
-            return await fut
+            return cast(bool, await fut)
         except asyncio.CancelledError:
             if fut.done() and not fut.cancelled() and fut.exception() is None and fut.result():
                 self.attempted(None)  # woken, but it will not use its turn: pass it on
@@ -127,12 +127,12 @@ class Channel:
             self._stir.set()
         self._drop_if_idle()
 
-    def _expire(self, fut: asyncio.Future) -> None:
+    def _expire(self, fut: asyncio.Future[Any]) -> None:
         if fut in self.parked and not fut.done():
             fut.set_result(False)
             self._leave(fut)
 
-    def _leave(self, fut: asyncio.Future) -> None:
+    def _leave(self, fut: asyncio.Future[Any]) -> None:
         self.parked.pop(fut, None)
         if not self.parked:
             self._stir.set()  # the keeper lets the watch go

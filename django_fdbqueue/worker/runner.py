@@ -48,7 +48,7 @@ import logging
 import threading
 import time
 from dataclasses import asdict, dataclass
-from typing import Any, Callable
+from typing import Any, Callable, TypeAlias, cast
 
 from django_fdbqueue import service
 from django_fdbqueue.exceptions import (
@@ -58,7 +58,7 @@ from django_fdbqueue.exceptions import (
     QueueError,
     WrongQueueKind,
 )
-from django_fdbqueue.fdbapi import FDBError, describe, transactional
+from django_fdbqueue.fdbapi import Database, FDBError, Transaction, describe, transactional
 from django_fdbqueue.service import activity
 from django_fdbqueue.service.keys import check_seconds
 from django_fdbqueue.service.spread import check as check_spread
@@ -71,8 +71,9 @@ __all__ = ["Worker", "WorkerStats", "Handler", "logger", "DEFAULT_LEASE"]
 
 logger = logging.getLogger("django_fdbqueue.worker")
 
-#: What a worker calls with each claimed item; returning is success, raising is failure.
-Handler = Callable[[Any], Any]
+#: What a worker calls with each claimed item (and, with ``on_claim``, what it returned);
+#: returning is success, raising is failure.
+Handler: TypeAlias = Callable[[service.Item], object] | Callable[[service.Item, Any], object]
 
 # Bounds the service enforces too; checked here so a bad setting fails before any thread starts.
 MAX_LEASE_SECONDS = service.MAX_LEASE_SECONDS
@@ -129,7 +130,7 @@ class _Held:
 
     @property
     def receipt(self) -> str:
-        return self.lease.receipt
+        return cast(str, self.lease.receipt)
 
 
 class Worker:
@@ -158,7 +159,7 @@ class Worker:
 
     def __init__(
         self,
-        db: Any,
+        db: Database,
         queue: str,
         handler: Handler,
         *,
@@ -169,7 +170,7 @@ class Worker:
         base_backoff: float = 1.0,
         poll_wait: float = 1.0,
         burst: bool | Burst = False,
-        on_claim: Callable[[Any, Any], Any] | None = None,
+        on_claim: Callable[[Transaction, service.Lease], Any] | None = None,
         spread: int | None = None,
     ) -> None:
         if not callable(handler):
@@ -414,10 +415,11 @@ class Worker:
         item = held.item
         logger.debug("Handling item %s of queue %r (attempt %d).", item.id, self.queue, item.attempts)
         try:
+            handler = cast(Callable[..., object], self.handler)  # one argument or two: see on_claim
             if self.on_claim is None:
-                returned = self.handler(item)
+                returned = handler(item)
             else:
-                returned = self.handler(item, held.step_result)
+                returned = handler(item, held.step_result)
         except BaseException as error:  # noqa: BLE001 - whatever the handler raises, the item goes back
             failure: BaseException | None = error
             returned = None

@@ -108,19 +108,19 @@ class _BytesFuture:
         return not self == other
 
     def __lt__(self, other: Any) -> bool:
-        return self.value < _unwrap(other)  # type: ignore[operator]
+        return self.value < _unwrap(other)
 
     def __le__(self, other: Any) -> bool:
-        return self.value <= _unwrap(other)  # type: ignore[operator]
+        return self.value <= _unwrap(other)
 
     def __gt__(self, other: Any) -> bool:
-        return self.value > _unwrap(other)  # type: ignore[operator]
+        return self.value > _unwrap(other)
 
     def __ge__(self, other: Any) -> bool:
-        return self.value >= _unwrap(other)  # type: ignore[operator]
+        return self.value >= _unwrap(other)
 
     def __add__(self, other: Any) -> bytes:
-        return self.value + _unwrap(other)  # type: ignore[operator]
+        return self.value + _unwrap(other)
 
     def __radd__(self, other: Any) -> bytes:
         return _unwrap(other) + self.value
