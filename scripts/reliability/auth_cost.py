@@ -18,6 +18,10 @@ back to back for a few seconds, once per authentication method:
 
 It prints requests/s, p50 and p99 for each, and how many times slower than tokens each is. Every
 answer must be a 200 (exit code 1 otherwise); the timings are reported, never judged.
+
+``--rounds N`` measures what the grants check costs more closely: after the methods, N more
+rounds of ``token`` and ``grants`` windows, back to back and in alternating order (so a drift of the
+machine's load weighs on both), and the median of the rounds' ``grants rate / token rate``.
 """
 
 from __future__ import annotations
@@ -50,13 +54,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--workers", type=int, default=4, help="gunicorn worker processes (default 4).")
     parser.add_argument("--threads", type=int, default=4, help="Threads per gunicorn worker (default 4).")
     parser.add_argument("--methods", default=",".join(METHODS), help=f"Which, in order (default {','.join(METHODS)}).")
+    parser.add_argument("--rounds", type=int, default=0,
+                        help="Alternating token/grants rounds after the methods, for the grants check's cost (default 0).")
     parser.add_argument("--json", action="store_true", help="Print the report as one JSON document.")
     parser.add_argument("--keep", action="store_true", help="Keep the run's directory.")
     args = parser.parse_args(argv)
     args.methods = [method.strip() for method in args.methods.split(",") if method.strip()]
     if not args.methods or set(args.methods) - set(METHODS):
         parser.error(f"--methods: choose from {', '.join(METHODS)}")
-    if args.seconds <= 0 or args.clients < 1:
+    if args.seconds <= 0 or args.clients < 1 or args.rounds < 0:
         parser.error("--seconds and --clients must be positive")
     return args
 
@@ -154,6 +160,7 @@ def run(args: argparse.Namespace, directory: Path) -> dict[str, Any]:
                 setups = [{"auth": (harness.LOAD_USER, harness.LOAD_PASSWORD)} for _ in range(args.clients)]
             log(f"{method}: {args.clients} clients for {args.seconds:g} s")
             results[method] = measure(server.base_url, setups, args.seconds)
+        rounds = alternate(server.base_url, prefix, tokens, granted, args) if args.rounds else None
         code = server.child.stop(30.0)
     base = results.get("token", {}).get("requests_per_s")
     for figures in results.values():
@@ -171,8 +178,26 @@ def run(args: argparse.Namespace, directory: Path) -> dict[str, Any]:
     return {
         "config": {"seconds": args.seconds, "clients": args.clients, "gunicorn_workers": args.workers,
                    "gunicorn_threads": args.threads, "request": f"GET /api/queues/{QUEUE}/"},
-        "methods": results, "checks": checks, "ok": all(check["ok"] for check in checks),
+        "methods": results, "grants_rounds": rounds, "checks": checks, "ok": all(check["ok"] for check in checks),
     }
+
+
+def alternate(base_url: str, prefix: str, tokens: list[str], granted: list[str], args: argparse.Namespace) -> dict:
+    """``args.rounds`` rounds of a token window and a grants window, in alternating order: each
+    round's grants rate over its token rate, and their median (see the module docstring)."""
+    ratios = []
+    for index in range(args.rounds):
+        order = ("token", "grants") if index % 2 == 0 else ("grants", "token")
+        rates = {}
+        for method in order:
+            chosen = tokens if method == "token" else granted
+            setups = [{"headers": {"Authorization": f"{prefix} {token}"}} for token in chosen]
+            rates[method] = measure(base_url, setups, args.seconds)["requests_per_s"]
+        ratios.append(round(rates["grants"] / rates["token"], 3) if rates["token"] else None)
+        log(f"round {index + 1}: token {rates['token']} req/s, grants {rates['grants']} req/s")
+    measured = sorted(ratio for ratio in ratios if ratio is not None)
+    median = measured[len(measured) // 2] if measured else None
+    return {"rounds": args.rounds, "grants_over_token": ratios, "median": median}
 
 
 def render(report: dict[str, Any]) -> str:
@@ -184,6 +209,11 @@ def render(report: dict[str, Any]) -> str:
              figures["token_rate_divided_by_this"]) for method, figures in report["methods"].items()]
     lines.append(harness.table(rows, ("method", "requests", "req/s", "p50 ms", "p99 ms", "x slower than token")))
     lines.append("")
+    rounds = report.get("grants_rounds")
+    if rounds:
+        lines.append(f"Grants check: grants rate / token rate over {rounds['rounds']} alternating rounds: median "
+                     f"{rounds['median']} (rounds: {', '.join(str(r) for r in rounds['grants_over_token'])})")
+        lines.append("")
     lines += [f"{'PASS' if check['ok'] else 'FAIL'}  {check['name']}: {check['detail']}" for check in report["checks"]]
     return "\n".join(lines)
 
