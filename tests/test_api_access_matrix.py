@@ -304,3 +304,18 @@ def test_the_metrics_need_view_on_every_queue(fdbqueue_db, django_user_model):
     assert response.status_code == 403 and response.json()["code"] == "permission_denied"
     QueueGrant.objects.create(user=response.wsgi_request.user, pattern="*", actions="view")
     assert client.get("/metrics/").status_code == 200
+
+
+def test_options_describes_a_route_to_anyone_signed_in_and_reads_no_queue(fdbqueue_db, django_user_model):
+    """OPTIONS (DRF's metadata) says what a route takes, for any queue name, existing or not: it
+    is neither refused nor a way to learn which queues exist; anonymous callers stay refused."""
+    seed(fdbqueue_db)
+    user = django_user_model.objects.create_user("nobody")
+    client = APIClient()
+    client.force_authenticate(user)
+    for name in (OTHER, "no.such.queue"):
+        response = client.options(f"/api/queues/{name}/")
+        assert response.status_code == 200, response.content
+        assert response.json()["name"]  # the route's description, the same for every name
+    assert client.options(f"/api/queues/{OTHER}/").json() == client.options("/api/queues/no.such.queue/").json()
+    assert APIClient().options(f"/api/queues/{OTHER}/").status_code == 403

@@ -46,8 +46,10 @@ class QueueAccess(BasePermission):
     """Requires the route's action on its queue (see the module docstring)."""
 
     def has_permission(self, request: Request, view: Any) -> bool:
-        if getattr(view, "action", None) is None:
-            return True  # a method the route lacks (405) or OPTIONS: no queue's data, nothing changed
+        if getattr(view, "action", None) in (None, "metadata"):
+            # A method the route lacks (405), or OPTIONS (DRF's "metadata" action): it describes
+            # the route, reads no queue and changes nothing. PERMISSION_CLASSES still apply.
+            return True
         action = route_action(view)
         if action is None:
             return False  # a route missing from access.REST_ROUTES is refused, never open
