@@ -103,6 +103,22 @@ def test_the_long_polls_run_refuses_waits_beyond_the_budget_and_loses_nothing():
     assert report["others"]["all"]["requests"] > 0
 
 
+def test_the_asgi_long_polls_run_parks_waiters_without_threads_and_loses_nothing():
+    """30 waiters under gunicorn + uvicorn's worker: threads bounded, one item each (timings reported)."""
+    pytest.importorskip("uvicorn_worker", reason="the ASGI run serves the demo with uvicorn's worker")
+    report = run_script("asgi_long_polls.py", "--waiters", "30", "--workers", "1", "--seconds", "2", timeout=140)
+    assert report["waiters"]["got_an_item"] == 30
+    assert report["accounting"]["lost"] == report["accounting"]["twice"] == []
+    assert report["others"]["all"]["requests"] > 0
+
+
+def test_the_asgi_long_polls_run_with_clients_that_drop_leaves_no_lease_and_loses_nothing():
+    pytest.importorskip("uvicorn_worker", reason="the ASGI run serves the demo with uvicorn's worker")
+    report = run_script("asgi_long_polls.py", "--disconnect", "30", "--workers", "1", timeout=140)
+    assert report["waiters"]["dropped"] > 0
+    assert report["accounting"]["lost"] == report["accounting"]["twice"] == []
+
+
 # -- the overlap check itself (issue 17, defect 0) ----------------------------------------------------
 #
 # "A second delivery only after the lease ended" judged each lease from the client's journal alone:

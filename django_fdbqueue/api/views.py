@@ -29,6 +29,7 @@ from django_fdbqueue.fdbapi import FDBError, transactional
 from django_fdbqueue.paths import segment_to_name
 
 from .access import visible_infos
+from .asyncviews import Deferred, WaitsOnLoop, waits_on_loop
 from .exceptions import DatabaseUnavailable
 from .policy import AppViewSet
 from .waitbudget import RETRY_AFTER_SECONDS, WaitBudget, budget
@@ -312,12 +313,14 @@ def _nothing(refused: bool) -> Response:
         notes=_BAD_NAME,
     ),
 )
-class QueueViewSet(AppViewSet):
+class QueueViewSet(WaitsOnLoop, AppViewSet):
     """Named FIFO queues and double-ended priority queues."""
 
     #: What long polls ask before they wait: a waiting request holds a WSGI thread. None lets every
-    #: request wait (for a server whose waits hold no thread).
+    #: request wait. Under ASGI the waiting routes await instead, holding no thread, and skip it.
     wait_budget: WaitBudget | None = budget
+    #: Async views (``asyncviews``): under ASGI they wait on the event loop.
+    waiting_actions = frozenset({"pop", "claim"})
 
     def dispatch(self, request: Any, *args: Any, **kwargs: Any) -> Any:
         if "name" in kwargs:
@@ -370,19 +373,33 @@ class QueueViewSet(AppViewSet):
             return _nothing(refused)
         return Response(ItemSerializer(item).data)
 
-    def _long_poll(self, operation: Callable[[float | None], Any], seconds: float) -> tuple[Any, bool]:
-        """``operation(wait)`` within the wait budget: (its result, True if it was refused the wait).
+    @staticmethod
+    def _lease_or_empty(lease: Any, refused: bool = False) -> Response:
+        if lease is None:
+            return _nothing(refused)
+        return Response(LeaseSerializer(lease).data)
+
+    def _long_poll(
+        self, operation: Callable[[float | None], Any], awaited: Callable[[float | None], Any], seconds: float,
+        answer: Callable[[Any, bool], Response],
+    ) -> Response:
+        """``answer(operation(wait), refused)`` within the wait budget; under ASGI, a
+        :class:`~.asyncviews.Deferred` that awaits ``awaited(wait)`` on the loop instead.
 
         A request beyond the budget still looks once, without waiting, so a visible item is
-        never refused; only an empty answer tells the client to come back later.
+        never refused; only an empty answer tells the client to come back later (``refused``).
+        Under ASGI even ``wait=0`` is awaited: the async service gives back what a pop or claim
+        took for a client that disconnected meanwhile.
         """
         wait = _wait(seconds)
+        if waits_on_loop(self.request):
+            return Deferred(self, lambda: awaited(wait), lambda result: answer(result, False))
         if wait is None or self.wait_budget is None:
-            return operation(wait), False
+            return answer(operation(wait), False)
         if not self.wait_budget.try_enter():
-            return operation(None), True
+            return answer(operation(None), True)
         try:
-            return operation(wait), False
+            return answer(operation(wait), False)
         finally:
             self.wait_budget.leave()
 
@@ -478,10 +495,12 @@ class QueueViewSet(AppViewSet):
     @action(detail=True, methods=["post"])
     def pop(self, request: Request, name: str) -> Response:
         query = self._query(PopQuerySerializer, request)
-        item, refused = self._long_poll(
-            lambda wait: service.pop(self.db, name, end=query["end"], wait=wait), query["wait"]
+        db, end = self.db, query["end"]
+        return self._long_poll(
+            lambda wait: service.pop(db, name, end=end, wait=wait),
+            lambda wait: service.apop(db, name, end=end, wait=wait),
+            query["wait"], self._item_or_empty,
         )
-        return self._item_or_empty(item, refused)
 
     @_operation(
         "Return the item at one end without removing it",
@@ -524,15 +543,12 @@ class QueueViewSet(AppViewSet):
     @action(detail=True, methods=["post"])
     def claim(self, request: Request, name: str) -> Response:
         data = self._body(ClaimSerializer, request).validated_data
-        lease, refused = self._long_poll(
-            lambda wait: service.claim(
-                self.db, name, lease=data["lease"], end=data["end"], wait=wait, spread=data.get("spread")
-            ),
-            data["wait"],
+        db, options = self.db, {"lease": data["lease"], "end": data["end"], "spread": data.get("spread")}
+        return self._long_poll(
+            lambda wait: service.claim(db, name, wait=wait, **options),
+            lambda wait: service.aclaim(db, name, wait=wait, **options),
+            data["wait"], self._lease_or_empty,
         )
-        if lease is None:
-            return _nothing(refused)
-        return Response(LeaseSerializer(lease).data)
 
     @_operation(
         "Acknowledge a claimed item: it is removed for good",

@@ -260,17 +260,27 @@ class Server:
             return []
 
 
+#: How gunicorn serves the demo: WSGI with gthread workers (``threads`` each), or ASGI with
+#: uvicorn's worker, as docs/howto/production.md deploys each.
+SERVERS = {
+    "gthread": ("demo.wsgi:application", "gthread"),
+    "asgi": ("demo.asgi:application", "uvicorn_worker.UvicornWorker"),
+}
+
+
 def start_server(children: Children, run: RunEnv, *, workers: int = 4, threads: int = 4,
-                 ready_seconds: float = 60.0) -> Server:
+                 ready_seconds: float = 60.0, kind: str = "gthread") -> Server:
     """Start gunicorn with ``workers`` processes of ``threads`` threads; return once it answers.
 
-    gthread workers, so a request that waits (long polling) does not hold a whole process.
+    gthread workers, so a request that waits (long polling) does not hold a whole process; or,
+    ``kind="asgi"``, uvicorn's worker on the demo's ASGI application (``threads`` unused).
     """
     port = free_port()
+    app, worker_class = SERVERS[kind]
     command = [
-        PYTHON, "-m", "gunicorn", "demo.wsgi:application",
+        PYTHON, "-m", "gunicorn", app,
         "--bind", f"127.0.0.1:{port}",
-        "--workers", str(workers), "--threads", str(threads), "--worker-class", "gthread",
+        "--workers", str(workers), "--threads", str(threads), "--worker-class", worker_class,
         "--timeout", "60", "--graceful-timeout", "10", "--keep-alive", "30",
         "--backlog", "256", "--log-level", "warning",
     ]
