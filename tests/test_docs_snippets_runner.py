@@ -245,7 +245,10 @@ def test_a_module_block_is_importable_by_later_blocks_and_gone_after_the_page(fd
 def test_shell_variables_and_curl(fdbqueue_store, tmp_path):
     from django.contrib.auth.models import User
 
-    User.objects.create_user("reader", password="pw")
+    from django_fdbqueue.models import QueueGrant
+
+    reader = User.objects.create_user("reader", password="pw")
+    QueueGrant.objects.create(user=reader, pattern="jobs", actions="view,consume")
     path = page(tmp_path, """\
         '''console
         $ python manage.py fdbqueue create jobs
