@@ -61,11 +61,7 @@ DISCONNECT_LEASE = 10.0
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--waiters", type=int, default=1000, help="Long-polling claimers (default 1000).")
-    parser.add_argument("--others", type=int, default=8, help="Clients that push and GET (default 8).")
-    parser.add_argument("--wait", type=float, default=20.0, help="Each claim's wait in seconds (default 20).")
-    parser.add_argument("--seconds", type=float, default=10.0, help="Seconds the others run (default 10).")
-    parser.add_argument("--workers", type=int, default=2, help="gunicorn (uvicorn) worker processes (default 2).")
+    long_polls.add_load_arguments(parser, waiters=1000, workers=2)
     parser.add_argument("--disconnect", type=int, default=0, metavar="N",
                         help="Instead: N waiters that drop their connection at random moments.")
     parser.add_argument("--seed", type=int, default=30, help="Random seed of --disconnect (default 30).")

@@ -43,14 +43,19 @@ GOAL_P99_MS = 250.0
 LEASE = 300
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--waiters", type=int, default=64, help="Long-polling claimers (default 64).")
+def add_load_arguments(parser: argparse.ArgumentParser, *, waiters: int, workers: int) -> None:
+    """The options every long-poll load run takes (this one, and asgi_long_polls.py's)."""
+    parser.add_argument("--waiters", type=int, default=waiters, help=f"Long-polling claimers (default {waiters}).")
     parser.add_argument("--others", type=int, default=8, help="Clients that push and GET (default 8).")
     parser.add_argument("--wait", type=float, default=20.0, help="Each claim's wait in seconds (default 20).")
     parser.add_argument("--seconds", type=float, default=10.0,
                         help="Seconds the others run while the waiters wait (default 10).")
-    parser.add_argument("--workers", type=int, default=4, help="gunicorn worker processes (default 4).")
+    parser.add_argument("--workers", type=int, default=workers, help=f"gunicorn worker processes (default {workers}).")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_load_arguments(parser, waiters=64, workers=4)
     parser.add_argument("--threads", type=int, default=4, help="Threads per gunicorn worker (default 4).")
     parser.add_argument("--budget", default=None,
                         help="FDBQUEUE['WAIT_BUDGET'] per process, or 'none' for no limit (default: the app's).")
