@@ -26,7 +26,7 @@ import contextlib
 import itertools
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Mapping
 
 import django
 from asgiref.sync import SyncToAsync, ThreadSensitiveContext, sync_to_async
@@ -41,8 +41,8 @@ LANES = 8
 #: Django 5.0 and later cancel the view on a disconnect themselves.
 _CANCELS_ON_DISCONNECT = django.VERSION >= (5, 0)
 
-Receive = Callable[[], Awaitable[dict[str, Any]]]
-Send = Callable[[dict[str, Any]], Awaitable[None]]
+Receive = Callable[[], Awaitable[Mapping[str, Any]]]
+Send = Callable[[Mapping[str, Any]], Awaitable[None]]
 
 
 class Lanes:
@@ -95,7 +95,7 @@ class FdbQueueASGIHandler(ASGIHandler):
         """Django 4.2's handle, with its task cancelled when the client disconnects after its body."""
         body_read = asyncio.Event()
 
-        async def receive_body() -> dict[str, Any]:
+        async def receive_body() -> Mapping[str, Any]:
             message = await receive()
             if message["type"] != "http.request" or not message.get("more_body", False):
                 body_read.set()
@@ -103,7 +103,7 @@ class FdbQueueASGIHandler(ASGIHandler):
 
         responding = asyncio.Event()
 
-        async def send_noting(message: dict[str, Any]) -> None:
+        async def send_noting(message: Mapping[str, Any]) -> None:
             responding.set()
             await send(message)
 

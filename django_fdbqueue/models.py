@@ -39,40 +39,40 @@ class Queue(models.Model):
         return self.name
 
 
-def _entry_meta(plural: str) -> type:
-    """The Meta of an admin entry: a proxy without permissions, named as the index shows it."""
+class TasksEntry(Queue):
+    """The admin's "Tasks" entry: the task pages."""
 
     class Meta:
         proxy = True
         default_permissions = ()
-        verbose_name = plural
-        verbose_name_plural = plural
-
-    return Meta
-
-
-class TasksEntry(Queue):
-    """The admin's "Tasks" entry: the task pages."""
-
-    Meta = _entry_meta("tasks")
+        verbose_name = verbose_name_plural = "tasks"
 
 
 class SchedulesEntry(Queue):
     """The admin's "Schedules" entry: the periodic schedules page."""
 
-    Meta = _entry_meta("schedules")
+    class Meta:
+        proxy = True
+        default_permissions = ()
+        verbose_name = verbose_name_plural = "schedules"
 
 
 class ActivityEntry(Queue):
     """The admin's "Activity" entry: the activity charts."""
 
-    Meta = _entry_meta("activity")
+    class Meta:
+        proxy = True
+        default_permissions = ()
+        verbose_name = verbose_name_plural = "activity"
 
 
 class TokensEntry(Queue):
     """The admin's "API tokens" entry: the token pages."""
 
-    Meta = _entry_meta("API tokens")
+    class Meta:
+        proxy = True
+        default_permissions = ()
+        verbose_name = verbose_name_plural = "API tokens"
 
 
 # --- access: grants and token scopes (django_fdbqueue.access) ----------------------------------------
@@ -100,8 +100,10 @@ def validate_actions(value: Any) -> None:
 
 def _check_constraint(condition: models.Q, name: str) -> models.CheckConstraint:
     # Django 5.1 renamed CheckConstraint's ``check`` to ``condition`` (and 6.0 drops ``check``).
-    keyword = "condition" if django.VERSION >= (5, 1) else "check"
-    return models.CheckConstraint(name=name, **{keyword: condition})
+    if django.VERSION >= (5, 1):
+        return models.CheckConstraint(name=name, condition=condition)
+    # django-stubs describe Django 6, which has dropped ``check``.
+    return models.CheckConstraint(name=name, check=condition)  # type: ignore[call-arg]
 
 
 #: A grant names a user or a group, never both and never neither.

@@ -19,7 +19,7 @@ and in its sidebar (``entries``). The queue grants have a model admin of their o
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
@@ -38,8 +38,15 @@ from .queues import QueueAdminViews
 register_converter(QueueNameConverter, "fdbqueue_name")
 
 
+# Django's ModelAdmin and ModelForm take a type argument for type checkers only, not at run time.
+if TYPE_CHECKING:
+    _QueueModelAdmin = admin.ModelAdmin[Queue]
+else:
+    _QueueModelAdmin = admin.ModelAdmin
+
+
 @admin.register(Queue)
-class QueueAdmin(admin.ModelAdmin):
+class QueueAdmin(_QueueModelAdmin):
     """Staff users list, browse and operate the queues their grants (or permissions) allow.
 
     The model-level answers below say whether the user holds an action on *some* queue: they

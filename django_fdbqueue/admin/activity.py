@@ -12,6 +12,8 @@ somebody looks.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 
 from django_fdbqueue import access
@@ -25,7 +27,7 @@ from .pages import AdminPages, store_guard
 REFRESH_SECONDS = 5
 
 
-def chart_context(pages: AdminPages, name: str | None) -> dict:
+def chart_context(pages: AdminPages, name: str | None) -> dict[str, Any]:
     """What the charts include needs: where to fetch, how often, for which queue."""
     url = pages.url("activity_data", queue=name or "")
     return {"activity_data_url": url, "activity_refresh": REFRESH_SECONDS, "activity_queue": name or ""}
@@ -67,7 +69,7 @@ class ActivityAdminViews(AdminPages):
             return JsonResponse({"code": error.code, "detail": str(error)}, status=400)
         return JsonResponse(data)  # never cached: the admin site's admin_view marks it so
 
-    def _visible(self, request: HttpRequest, data: dict) -> dict:
+    def _visible(self, request: HttpRequest, data: dict[str, Any]) -> dict[str, Any]:
         """``data`` with only the queues the user may view, and the total of those."""
         shown = access.visible_queues(request.user, data["queues"])
         if len(shown) == len(data["queues"]):

@@ -10,7 +10,7 @@ knox's view (or change) permission for the tokens.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
@@ -23,7 +23,14 @@ from .pages import tasks_framework_available
 Rule = Callable[[HttpRequest], bool]
 
 
-class PageEntryAdmin(admin.ModelAdmin):
+# Django's ModelAdmin and ModelForm take a type argument for type checkers only, not at run time.
+if TYPE_CHECKING:
+    _EntryModelAdmin = admin.ModelAdmin[Queue]
+else:
+    _EntryModelAdmin = admin.ModelAdmin
+
+
+class PageEntryAdmin(_EntryModelAdmin):
     """One entry: its index and sidebar link, and every address under it, lead to ``page``
     (the Queue admin's address name, such as ``"tasks"``), for the users ``rule`` allows."""
 

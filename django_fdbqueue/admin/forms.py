@@ -85,7 +85,8 @@ class MaxAttemptsForm(AdminForm):
 class QueueFilterForm(forms.Form):
     """The list page's query string: a name prefix and the opaque cursor of the page to show."""
 
-    prefix = forms.CharField(required=False, max_length=200, label="Name starts with")
+    # A field (the metaclass moves it to base_fields), not BaseForm's own `prefix`, which mypy sees.
+    prefix = forms.CharField(required=False, max_length=200, label="Name starts with")  # type: ignore[assignment]
     cursor = forms.CharField(required=False, widget=forms.HiddenInput)
 
 
@@ -185,7 +186,8 @@ class PushForm(AdminForm):
             )
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data  # what Form.clean returns, typed as never None
         data.setdefault("priority", 0)
         delay = data.get("delay")
         if delay is not None and delay == int(delay):

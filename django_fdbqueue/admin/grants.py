@@ -11,10 +11,11 @@ admin's own log entry, so each change is recorded once.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django import forms
 from django.contrib import admin
+from django.contrib.auth.models import AnonymousUser
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
@@ -23,7 +24,18 @@ from django_fdbqueue.access.actions import join_actions
 from django_fdbqueue.models import QueueGrant
 
 
-class QueueGrantForm(forms.ModelForm):
+# Django's ModelAdmin and ModelForm take a type argument for type checkers only, not at run time.
+if TYPE_CHECKING:
+    _GrantModelForm = forms.ModelForm[QueueGrant]
+else:
+    _GrantModelForm = forms.ModelForm
+if TYPE_CHECKING:
+    _GrantModelAdmin = admin.ModelAdmin[QueueGrant]
+else:
+    _GrantModelAdmin = admin.ModelAdmin
+
+
+class QueueGrantForm(_GrantModelForm):
     """A grant, its actions as checkboxes (stored as ``"view,push"``); the model checks the rest."""
 
     actions = forms.MultipleChoiceField(
@@ -51,12 +63,12 @@ class QueueGrantForm(forms.ModelForm):
 def _changes(request: HttpRequest, grant: QueueGrant, operation: str) -> None:
     audit.record(request, "manage", grant.pattern, {
         "operation": operation, "grant": grant.pk, "actions": grant.actions,
-        "user": grant.user.get_username() if grant.user_id else None,
-        "group": grant.group.name if grant.group_id else None,
+        "user": grant.user.get_username() if grant.user is not None else None,
+        "group": grant.group.name if grant.group is not None else None,
     })
 
 
-class QueueGrantAdmin(admin.ModelAdmin):
+class QueueGrantAdmin(_GrantModelAdmin):
     """The grants, by grantee, pattern and actions; editable by superusers and the change permission."""
 
     form = QueueGrantForm
@@ -83,7 +95,7 @@ class QueueGrantAdmin(admin.ModelAdmin):
         return self._may_edit(request)
 
     def save_model(self, request: HttpRequest, obj: QueueGrant, form: Any, change: bool) -> None:
-        if not change:
+        if not change and not isinstance(request.user, AnonymousUser):  # the admin has signed in
             obj.created_by = request.user
         super().save_model(request, obj, form, change)
         _changes(request, obj, "update" if change else "create")
@@ -92,20 +104,21 @@ class QueueGrantAdmin(admin.ModelAdmin):
         _changes(request, obj, "destroy")
         super().delete_model(request, obj)
 
-    def delete_queryset(self, request: HttpRequest, queryset: QuerySet) -> None:
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
         for grant in queryset.select_related("user", "group"):
             _changes(request, grant, "destroy")
         super().delete_queryset(request, queryset)
 
-    # access.audit writes the admin log entry of each change: the admin's own would repeat it.
-    def log_addition(self, request: HttpRequest, obj: Any, message: Any) -> None:
+    # access.audit writes the admin log entry of each change: the admin's own would repeat it. They
+    # return no entry where Django's return one (ignore[override]): the admin never uses the value.
+    def log_addition(self, request: HttpRequest, obj: Any, message: Any) -> None:  # type: ignore[override]
         return None
 
-    def log_change(self, request: HttpRequest, obj: Any, message: Any) -> None:
+    def log_change(self, request: HttpRequest, obj: Any, message: Any) -> None:  # type: ignore[override]
         return None
 
     def log_deletion(self, request: HttpRequest, obj: Any, object_repr: str) -> None:
         return None
 
-    def log_deletions(self, request: HttpRequest, queryset: Any) -> None:
+    def log_deletions(self, request: HttpRequest, queryset: Any) -> None:  # type: ignore[override]
         return None

@@ -16,7 +16,7 @@ after ``"django_fdbqueue"``: ``admin.site.unregister(AuthToken)`` then
 from __future__ import annotations
 
 from importlib import import_module
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
@@ -28,7 +28,14 @@ from django_fdbqueue.tokens import service as tokens
 TOKEN_LIST = "fdbqueue_queue_tokens"
 
 
-class TokenPagesAdmin(admin.ModelAdmin):
+# Django's ModelAdmin and ModelForm take a type argument for type checkers only, not at run time.
+if TYPE_CHECKING:
+    _TokenModelAdmin = admin.ModelAdmin[Any]  # knox is untyped
+else:
+    _TokenModelAdmin = admin.ModelAdmin
+
+
+class TokenPagesAdmin(_TokenModelAdmin):
     """Stands in for knox's ``AuthTokenAdmin``: knox's addresses lead to the token pages; nothing
     here reads or writes a token."""
 

@@ -86,7 +86,7 @@ def tasks_framework_available() -> bool:
 class AdminPages:
     """Pages bound to the ``ModelAdmin`` whose permissions and admin site they use."""
 
-    def __init__(self, model_admin: ModelAdmin) -> None:
+    def __init__(self, model_admin: ModelAdmin[Any]) -> None:
         self.model_admin = model_admin
         self.opts = model_admin.model._meta
 

@@ -66,6 +66,7 @@ def _read_queue_page(tr: Any, name: str, view: str, end: str, cursor: str | None
     info = service.get_queue(tr, name)
     if info.kind == "fifo":
         end = "min"
+    page: Page[service.ScheduledItem] | Page[service.DeadLetter] | Page[service.Item]
     if view == "scheduled":
         page = service.scheduled(tr, name, cursor=cursor, limit=limit)
     elif view == "dead":

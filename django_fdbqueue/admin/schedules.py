@@ -55,7 +55,7 @@ class ScheduleForm(forms.Form):
             self.add_error(field, f"Not JSON: {error}")
             return None
 
-    def target(self) -> dict:
+    def target(self) -> dict[str, Any]:
         data = self.cleaned_data
         if data.get("kind") == "task":
             return {"kind": "task", "task": data.get("task"), "backend": data.get("backend") or "default",
@@ -64,8 +64,9 @@ class ScheduleForm(forms.Form):
         return {"kind": "push", "queue": data.get("queue"), "value": self._json("value"),
                 "priority": 0 if priority is None else priority}
 
-    def clean(self) -> dict:
-        data = super().clean()
+    def clean(self) -> dict[str, Any]:
+        super().clean()
+        data = self.cleaned_data  # what Form.clean returns, typed as never None
         if self.errors:
             return data
         data["definition"] = {"target": self.target(), "cron": data.get("cron") or None,
@@ -78,13 +79,14 @@ class ScheduleForm(forms.Form):
 
     def _place(self, error: InvalidArgument) -> None:
         """Put the model's refusal on the field it is about."""
-        field = error.context.get("field") or {"invalid_queue_name": "queue", "invalid_priority": "priority"}.get(
-            error.code)
-        field = {"target": "kind", "args": "kwargs"}.get(field, field)
+        field: str | None = error.context.get("field") or {
+            "invalid_queue_name": "queue", "invalid_priority": "priority"}.get(error.code)
+        if field is not None:
+            field = {"target": "kind", "args": "kwargs"}.get(field, field)
         self.add_error(field if field in self.fields else None, error.message)
 
     @classmethod
-    def initial_of(cls, schedule: model.Schedule) -> dict:
+    def initial_of(cls, schedule: model.Schedule) -> dict[str, Any]:
         target = schedule.target
         return {"name": schedule.name, "kind": target["kind"], "queue": target.get("queue", ""),
                 "value": json.dumps(target.get("value")), "priority": target.get("priority", 0),
@@ -100,7 +102,7 @@ class ScheduleAdminViews(AdminPages):
 
     ACTIONS = ("pause", "resume", "run-now", "delete")
 
-    def _may(self, request: HttpRequest, action: str, target: dict) -> bool:
+    def _may(self, request: HttpRequest, action: str, target: dict[str, Any]) -> bool:
         """``action`` on the target's queue (on every queue for a task target)."""
         queue = target_queue(target)
         return access.can_every(request.user, action) if queue is None else self.may(request, action, queue)
@@ -124,10 +126,10 @@ class ScheduleAdminViews(AdminPages):
         form.add_error(None, f"You may not manage {where}, so you may not schedule into it.")
         return True
 
-    def _audit(self, request: HttpRequest, operation: str, name: str, target: dict) -> None:
+    def _audit(self, request: HttpRequest, operation: str, name: str, target: dict[str, Any]) -> None:
         self.audit(request, "manage", target_queue(target) or "*", operation=operation, schedule=name)
 
-    def _rows(self, request: HttpRequest) -> list[dict]:
+    def _rows(self, request: HttpRequest) -> list[dict[str, Any]]:
         return [{"schedule": s, "data": model.as_data(s), "edit_url": self.url("schedule_edit", s.name),
                  "action_url": self.url("schedule_action", s.name), "may_manage": self._may(request, "manage", s.target)}
                 for s in schedules.list_schedules(get_database()) if self._may(request, "view", s.target)]

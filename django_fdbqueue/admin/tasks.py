@@ -25,7 +25,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 from django.contrib import messages
@@ -96,7 +96,7 @@ def _count_text(count: int) -> str:
     return f"{COUNT_LIMIT}+" if count >= COUNT_LIMIT else str(count)
 
 
-def call_text(args: list, kwargs: dict, limit: int = CALL_TEXT_LIMIT) -> str:
+def call_text(args: list[Any], kwargs: dict[str, Any], limit: int = CALL_TEXT_LIMIT) -> str:
     """The arguments as one short line, ``1, "a", to="x"``: enough to tell rows apart."""
     parts = [json.dumps(value, ensure_ascii=False) for value in args]
     parts += [f"{name}={json.dumps(value, ensure_ascii=False)}" for name, value in kwargs.items()]
@@ -117,8 +117,8 @@ def _read_overview(tr: Any, rows: list[TaskQueueRow]) -> None:
 
 
 @transactional
-def _read_results(tr: Any, backend: str, queue_name: str, queue: str, status: str, after: tuple | None,
-                  limit: int) -> tuple[list[results.Record], tuple | None, dict[str, int], bool]:
+def _read_results(tr: Any, backend: str, queue_name: str, queue: str, status: str, after: tuple[Any, ...] | None,
+                  limit: int) -> tuple[list[results.Record], tuple[Any, ...] | None, dict[str, int], bool]:
     """One page of a queue's results in one status, the counts for the tabs, and whether our
     queue exists yet (one snapshot)."""
     records, last = results.page(tr, backend, queue_name, status, after, limit)
@@ -128,7 +128,7 @@ def _read_results(tr: Any, backend: str, queue_name: str, queue: str, status: st
 # --- the query string of the results page --------------------------------------------------------
 
 
-def encode_cursor(position: tuple) -> str:
+def encode_cursor(position: tuple[Any, ...]) -> str:
     """The position after which the next page starts, as it travels in the query string."""
     enqueued_us, result_id = position
     return f"{enqueued_us}.{result_id}"
@@ -292,7 +292,7 @@ class TaskAdminViews(AdminPages):
         if backend is None:
             return None
         try:
-            return backend.queue_for(queue_name)
+            return cast(str, backend.queue_for(queue_name))
         except InvalidTaskError:
             return None
 

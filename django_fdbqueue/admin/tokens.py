@@ -77,7 +77,9 @@ class TokenCreateForm(forms.Form):
         default = tokens.duration_text(tokens.default_expiry())
         choices = [("default", f"Project default ({default})")]
         choices += [(key, "Never" if span is None else f"After {tokens.duration_text(span)}") for key, span in LIFETIMES]
-        self.fields["lifetime"].choices = choices
+        lifetime = self.fields["lifetime"]
+        assert isinstance(lifetime, forms.ChoiceField)  # declared above
+        lifetime.choices = choices
 
     def clean_username(self) -> Any:
         try:
@@ -116,7 +118,7 @@ class ConfirmForm(forms.Form):
 class TokenAdminViews:
     """The views, bound to the queues' ``ModelAdmin``, whose admin site and section they share."""
 
-    def __init__(self, model_admin: ModelAdmin) -> None:
+    def __init__(self, model_admin: ModelAdmin[Any]) -> None:
         self.model_admin = model_admin
         self.opts = model_admin.model._meta
 

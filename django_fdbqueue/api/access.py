@@ -33,7 +33,10 @@ AUDITED_ACTIONS = frozenset({"manage", "delete"})
 
 def route_action(view: Any) -> str | None:
     """The access action the view's current route needs (None: a route the table does not know)."""
-    return REST_ROUTES.get((getattr(view, "basename", None), getattr(view, "action", None)))
+    basename, action = getattr(view, "basename", None), getattr(view, "action", None)
+    if basename is None or action is None:
+        return None
+    return REST_ROUTES.get((basename, action))
 
 
 def _queue_in_body(request: Request) -> str | None:

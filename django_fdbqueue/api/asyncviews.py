@@ -97,7 +97,7 @@ class WaitsOnLoop:
 
     @classmethod
     def as_view(cls, actions: dict[str, str] | None = None, **initkwargs: Any) -> Callable[..., Any]:
-        view = super().as_view(actions, **initkwargs)  # type: ignore[misc]
+        view: Callable[..., Any] = super().as_view(actions, **initkwargs)  # type: ignore[misc]
         if actions and cls.waiting_actions & set(actions.values()):
             return async_view(view)
         return view

@@ -22,7 +22,7 @@ views.py imports this module; defining the extension classes registers them.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from drf_spectacular.extensions import OpenApiSerializerExtension, OpenApiSerializerFieldExtension
 from drf_spectacular.openapi import AutoSchema
@@ -31,27 +31,30 @@ from drf_spectacular.settings import spectacular_settings
 from drf_spectacular.utils import PolymorphicProxySerializer
 from rest_framework import serializers
 
+# ignore[no-untyped-call] below: drf-spectacular leaves these (and __init_subclass__) unannotated.
 
-class StrictSerializerExtension(OpenApiSerializerExtension):
+
+class StrictSerializerExtension(OpenApiSerializerExtension):  # type: ignore[no-untyped-call]
     """Request bodies whose unknown fields are a 400 say so, and bound their nested lists."""
 
     target_class = "django_fdbqueue.api.serializers.fields.StrictFieldsMixin"
     match_subclasses = True
 
     def map_serializer(self, auto_schema: Any, direction: Any) -> dict[str, Any]:
-        schema = auto_schema._map_serializer(self.target, direction, bypass_extensions=True)
+        schema = cast("dict[str, Any]", auto_schema._map_serializer(self.target, direction, bypass_extensions=True))
         schema["additionalProperties"] = False
         for name, field in self.target.fields.items():
             prop = schema.get("properties", {}).get(name)
             if isinstance(field, serializers.ListSerializer) and isinstance(prop, dict):
                 if not field.allow_empty:
                     prop.setdefault("minItems", 1)
-                if getattr(field, "max_length", None) is not None:
-                    prop.setdefault("maxItems", field.max_length)
+                max_length = getattr(field, "max_length", None)  # DRF's, missing from its stubs
+                if max_length is not None:
+                    prop.setdefault("maxItems", max_length)
         return schema
 
 
-class SecondsFieldExtension(OpenApiSerializerFieldExtension):
+class SecondsFieldExtension(OpenApiSerializerFieldExtension):  # type: ignore[no-untyped-call]
     """A number of seconds that must be more than 0 is documented as such, not as "at least 0";
     an old spelling kept for compatibility is documented as deprecated."""
 
@@ -59,7 +62,8 @@ class SecondsFieldExtension(OpenApiSerializerFieldExtension):
     match_subclasses = True
 
     def map_serializer_field(self, auto_schema: Any, direction: Any) -> dict[str, Any]:
-        schema = auto_schema._map_serializer_field(self.target, direction, bypass_extensions=True)
+        schema = cast("dict[str, Any]", auto_schema._map_serializer_field(
+            self.target, direction, bypass_extensions=True))
         if getattr(self.target, "positive", False):
             if spectacular_settings.OAS_VERSION.startswith("3.0"):
                 schema["minimum"] = 0
@@ -77,12 +81,14 @@ class QueueAutoSchema(AutoSchema):
     request body whose every form has a required field is required."""
 
     def _get_request_for_media_type(self, serializer: Any, *args: Any, **kwargs: Any) -> Any:
-        schema, required = super()._get_request_for_media_type(serializer, *args, **kwargs)
+        schema, required = super()._get_request_for_media_type(  # type: ignore[no-untyped-call]
+            serializer, *args, **kwargs)
         if isinstance(serializer, PolymorphicProxySerializer):
             forms = serializer.serializers
             forms = forms.values() if isinstance(forms, dict) else forms
             required = all(
-                any(field.required for field in force_instance(form).fields.values()) for form in forms
+                any(field.required for field in force_instance(form).fields.values())  # type: ignore[no-untyped-call]
+                for form in forms
             )
         return schema, required
 

@@ -10,7 +10,7 @@ written in one transaction, stays far below FoundationDB's 10 MB transaction lim
 from __future__ import annotations
 
 import io
-from typing import Any
+from typing import Any, Mapping
 
 from django.conf import settings
 from rest_framework.exceptions import ParseError
@@ -22,7 +22,7 @@ from .exceptions import RequestTooLarge
 class BoundedJSONParser(JSONParser):
     """JSONParser that refuses bodies over DATA_UPLOAD_MAX_MEMORY_SIZE bytes (None: no bound)."""
 
-    def parse(self, stream: Any, media_type: str | None = None, parser_context: dict | None = None) -> Any:
+    def parse(self, stream: Any, media_type: str | None = None, parser_context: Mapping[str, Any] | None = None) -> Any:
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
         if limit is not None:
             body = stream.read(limit + 1)

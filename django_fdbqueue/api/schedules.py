@@ -9,7 +9,7 @@ target needs the action on every queue (``api.access.require_on_target``).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
@@ -54,7 +54,13 @@ _NAME = OpenApiParameter("name", str, OpenApiParameter.PATH, required=True, patt
                          description="The schedule's name.")
 
 
-def _schema(summary: str, success: dict[int, Any], errors: tuple[int, ...], *, named: bool = True, **kwargs: Any) -> Any:
+#: A view method, which ``_schema``'s decorator returns as it was given.
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _schema(
+    summary: str, success: dict[int, Any], errors: tuple[int, ...], *, named: bool = True, **kwargs: Any
+) -> Callable[[F], F]:
     body = kwargs.get("request") is not None
     responses = {code: OpenApiResponse(_ERRORS[code][0], description=_ERRORS[code][1] + (
                      _UNKNOWN_FIELDS if body and code == 400 else ""))
@@ -66,7 +72,7 @@ def _schema(summary: str, success: dict[int, Any], errors: tuple[int, ...], *, n
 class ScheduleViewSet(AppViewSet):
     """Periodic schedules: push an item or enqueue a task on a cron expression or an interval."""
 
-    def _body(self, serializer_class: type, request: Request) -> dict:
+    def _body(self, serializer_class: type, request: Request) -> dict[str, Any]:
         serializer = serializer_class(data=request.data)
         serializer.is_valid(raise_exception=True)
         return dict(serializer.validated_data)

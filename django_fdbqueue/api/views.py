@@ -7,7 +7,7 @@ which the viewset names itself so the mapping does not depend on the project's D
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable
+from typing import Any, Callable, Mapping, TypeVar
 
 from drf_spectacular.utils import (
     OpenApiExample,
@@ -151,6 +151,9 @@ _DEAD_LETTER_ERRORS = {
     404: "No queue of that name (queue_not_found), or no dead letter with that id (dead_letter_not_found).",
 }
 
+#: A view method, which ``_operation``'s decorator returns as it was given.
+F = TypeVar("F", bound=Callable[..., Any])
+
 
 def _operation(
     summary: str,
@@ -161,10 +164,10 @@ def _operation(
     query: type | None = None,
     path: tuple[OpenApiParameter, ...] = (),
     notes: dict[int, str] | None = None,
-    bodies: dict[int, type] | None = None,
+    bodies: Mapping[int, type] | None = None,
     retry_after: OpenApiParameter = _RETRY_AFTER,
     **kwargs: Any,
-) -> Any:
+) -> Callable[[F], F]:
     """extend_schema for one operation: its successes, its errors, plus those every operation has
     (401/403 from authentication, 503 with Retry-After from the database). ``notes`` rewords an
     error for this operation, ``bodies`` gives an error a body of its own; ``path`` adds path
@@ -178,7 +181,7 @@ def _operation(
         code: OpenApiResponse(serializers.get(code, ErrorSerializer), description=descriptions[code])
         for code in sorted({*errors, 401, 403, 503})
     }
-    parameters = [_NAME] if on_queue else []
+    parameters: list[OpenApiParameter | type] = [_NAME] if on_queue else []
     parameters += [*path, *([query] if query else [])]
     return extend_schema(
         summary=summary, responses={**success, **responses}, parameters=[*parameters, retry_after], **kwargs
@@ -313,7 +316,8 @@ def _nothing(refused: bool) -> Response:
         notes=_BAD_NAME,
     ),
 )
-class QueueViewSet(WaitsOnLoop, AppViewSet):
+# ignore[misc]: WaitsOnLoop.as_view may return an async view, which the stubs' AsView (sync) cannot name.
+class QueueViewSet(WaitsOnLoop, AppViewSet):  # type: ignore[misc]
     """Named FIFO queues and double-ended priority queues."""
 
     #: What long polls ask before they wait: a waiting request holds a WSGI thread. None lets every
@@ -342,7 +346,8 @@ class QueueViewSet(WaitsOnLoop, AppViewSet):
     def _query(self, serializer_class: type, request: Request) -> dict[str, Any]:
         serializer = serializer_class(data=request.query_params)
         serializer.is_valid(raise_exception=True)
-        return serializer.validated_data
+        data: dict[str, Any] = serializer.validated_data
+        return data
 
     def _body(self, serializer_class: type, request: Request) -> Any:
         serializer = serializer_class(data=request.data)
@@ -477,6 +482,7 @@ class QueueViewSet(WaitsOnLoop, AppViewSet):
         dedup = {"dedup_key": data["dedup_key"]} if "dedup_key" in data else {}
         dedup.update(_limit_key(data))
         item = service.push(self.db, name, data["value"], data["priority"], **_schedule(data), **dedup)
+        assert isinstance(item, service.Item)  # given a database, push returns the committed item
         code = status.HTTP_200_OK if item.duplicate else status.HTTP_201_CREATED
         return Response(PushedItemSerializer(item).data, status=code)
 

@@ -173,7 +173,7 @@ _ONE_CLIENT_GOALS = (
 )
 
 
-def _strategy_goals(rows: dict[tuple, Any], strategy: str, many: int | None) -> list[Goal]:
+def _strategy_goals(rows: dict[tuple[Any, ...], Any], strategy: str, many: int | None) -> list[Goal]:
     """A cluster's goals of one pop strategy, all against FoundationDB's recipe."""
     goals = []
     for operation, workload, reference, unit in _ONE_CLIENT_GOALS:
@@ -208,7 +208,7 @@ _PAIR_REFERENCES = (
 )
 
 
-def _embedded_strategy_goals(rows: dict[tuple, Any], strategy: str) -> list[Goal]:
+def _embedded_strategy_goals(rows: dict[tuple[Any, ...], Any], strategy: str) -> list[Goal]:
     """The embedded engine's goals of one pop strategy: one client against Redis and raw SQLite
     (what one would run on one machine instead), and MANY popping processes against one (the
     engine serialises writers: more processes must not cost the queue its throughput)."""
@@ -257,7 +257,7 @@ def evaluate(
     return goals + [goal for goal in extra if goal is not None]
 
 
-def _scaling_goals(rows: dict[tuple, Any]) -> list[Goal]:
+def _scaling_goals(rows: dict[tuple[Any, ...], Any]) -> list[Goal]:
     """Each of :data:`SCALING_GOALS` whose rows the run measured: many threads against one."""
     goals = []
     for operation, series, clients, times in SCALING_GOALS:
@@ -304,7 +304,7 @@ def _workers_goal(series: str, clients: int, times: float, crowd: Any, one: Any)
     return goal
 
 
-def _claims_goal(rows: dict[tuple, Any], times: float | None) -> Goal | None:
+def _claims_goal(rows: dict[tuple[Any, ...], Any], times: float | None) -> Goal | None:
     """Claim + ack pairs against one client's plain pops: None when the run had no claim+ack row.
 
     A goal of ``times`` on the embedded engine; only reported (``times`` None) on a cluster.
@@ -362,7 +362,7 @@ def _memory_goal(rows: Sequence[Any]) -> Goal:
     )
 
 
-def _wake_goal(rows: dict[tuple, Any]) -> Goal | None:
+def _wake_goal(rows: dict[tuple[Any, ...], Any]) -> Goal | None:
     """The wake-up latency: None when the run had no wake row."""
     wake = rows.get((OURS, "wake", 2, "processes", _NONE, None))
     if wake is None:
@@ -379,7 +379,7 @@ def _wake_goal(rows: dict[tuple, Any]) -> Goal | None:
     )
 
 
-def _tasks_goal(rows: dict[tuple, Any]) -> Goal | None:
+def _tasks_goal(rows: dict[tuple[Any, ...], Any]) -> Goal | None:
     """Ours with one worker thread against the database backend: None when the run had no tasks rows.
 
     The row that enqueues every task before its worker starts, as the reference does; a run

@@ -16,7 +16,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from django_fdbqueue.fdbapi import FDBError
+from django_fdbqueue.fdbapi import FDBError, Subspace
 
 __all__ = ["PROBE_SAMPLES", "StoreLatency", "probe", "probe_key", "summary"]
 
@@ -40,7 +40,7 @@ class StoreLatency:
         return {name: round(value, 4) if isinstance(value, float) else value for name, value in asdict(self).items()}
 
 
-def probe_key(root: Any, run_id: str) -> bytes:
+def probe_key(root: Subspace, run_id: str) -> bytes:
     """A key under the store's root that nothing else writes (the probe only ever clears it)."""
     return root.pack(("fdbqueue-bench", run_id, "latency-probe"))
 

@@ -49,7 +49,7 @@ def durable_behind(db: Any, version: int) -> int | None:
     status that cannot be read."""
     try:
         status = json.loads(bytes(db[STATUS_KEY]))
-        durable = [
+        durable: list[int] = [
             role["durable_version"] for process in status["cluster"]["processes"].values()
             for role in process.get("roles", ()) if role.get("role") == "storage"
         ]

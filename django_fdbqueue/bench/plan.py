@@ -119,7 +119,7 @@ def plan(config: BenchConfig) -> list[Row]:
     def on_every_target(
         operation: str, clients: int, mode: str, *, by_strategy: bool = True, depth: int | None = None
     ) -> list[Row]:
-        rows = []
+        rows: list[Row] = []
         for target in (OURS, *config.references):
             strategies = config.strategies if target == OURS and by_strategy else (NO_STRATEGY,)
             rows.extend(Row(target, operation, clients, mode, strategy, depth=depth) for strategy in strategies)

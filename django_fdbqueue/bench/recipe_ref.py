@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Callable, Hashable, Sequence
+from typing import Any, Callable, Hashable, Sequence, cast
 
 from django_fdbqueue.fdbapi import Subspace, fdb, transactional
 
@@ -95,7 +95,7 @@ def _identity(raw: Any) -> Hashable | None:
     """A popped or peeked value's item number (the bench numbers every value it pushes)."""
     if raw is None:
         return None
-    return json.loads(bytes(raw).decode("utf-8"))["n"]
+    return cast(Hashable, json.loads(bytes(raw).decode("utf-8"))["n"])
 
 
 class RecipeClient:

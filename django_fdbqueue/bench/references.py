@@ -19,7 +19,7 @@ import importlib
 import sys
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from .progress import Progress
 from .targets import Target
@@ -89,7 +89,7 @@ def check(name: str) -> None:
 
 def start(name: str, stack: contextlib.ExitStack, progress: Progress) -> Target:
     """Start the reference ``name``; the run's exit stack stops it and removes its files."""
-    return _required(name).start(name, stack, progress)
+    return cast(Target, _required(name).start(name, stack, progress))
 
 
 def tasks_db_missing() -> str | None:
@@ -97,7 +97,7 @@ def tasks_db_missing() -> str | None:
     module = provider()
     if module is None:
         return f"{_TASKS_DB}: it needs {_NOT_HERE}; so it is not measured."
-    return module.tasks_db_missing()
+    return cast("str | None", module.tasks_db_missing())
 
 
 def run_tasks_db(count: int, detail: Callable[[str], None]) -> tuple[TaskRun, dict[str, Any]]:
@@ -105,4 +105,4 @@ def run_tasks_db(count: int, detail: Callable[[str], None]) -> tuple[TaskRun, di
     module = provider()
     if module is None:
         raise ReferenceMissing(f"{_TASKS_DB}: it needs {_NOT_HERE}; so it is not measured.")
-    return module.run_tasks_db(count, detail)
+    return cast("tuple[TaskRun, dict[str, Any]]", module.run_tasks_db(count, detail))

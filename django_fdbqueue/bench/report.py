@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .goals import as_data, evaluate
 from .latency import summary as latency_summary
@@ -142,14 +142,14 @@ _OPERATION_ORDER = ("push", "push+pop", "claim+ack", "pop")
 _DEPTH_ORDER = ("fill", "peek", "pop")
 
 
-def _series_order(row: Row, strategies: Sequence[str]) -> tuple:
+def _series_order(row: Row, strategies: Sequence[str]) -> tuple[Any, ...]:
     """Rows by target, then strategy: each series reads top to bottom (the run interleaves them)."""
     strategy = strategies.index(row.strategy) if row.strategy in strategies else -1
     return (_TARGET_ORDER.index(row.target), strategy)
 
 
 # (title, which rows, columns, how many columns are left-aligned, row order)
-_Section = tuple[str, Callable[[Row], bool], list[_Column], int, Callable[[Row, Sequence[str]], tuple]]
+_Section = tuple[str, Callable[[Row], bool], list[_Column], int, Callable[[Row, Sequence[str]], tuple[Any, ...]]]
 
 _SECTIONS: list[_Section] = [
     (
@@ -284,7 +284,7 @@ def format_report(result: BenchResult) -> str:
     return "\n\n".join(parts)
 
 
-def goals_of(result: BenchResult) -> list:
+def goals_of(result: BenchResult) -> list[Any]:
     meta = result.meta
     return evaluate(result.rows, meta["strategies"], meta["clients"], engine=meta.get("engine"))
 
@@ -429,7 +429,7 @@ def _colour(name: str, strategies: Sequence[str]) -> str:
 def _grouped_bars(
     axes: Any,
     groups: Sequence[str],
-    series: dict[str, dict[str, float]],
+    series: Mapping[str, Mapping[str, float | None]],
     colours: dict[str, str],
     hatches: dict[str, str | None] | None = None,
     *,
@@ -622,7 +622,7 @@ def _tasks_panels(figure: Any, grid: Any, rows: list[Row]) -> None:
     axes = figure.add_subplot(grid[3, 1])
     ours = [r for r in rows if r.target == OURS]
     groups = [f"{r.clients} worker{'s' * (r.clients > 1)}" for r in ours]
-    series = {
+    series: dict[str, dict[str, float | None]] = {
         "tasks/s": {group: r.ops_per_s for group, r in zip(groups, ours)},
         "enqueues/s": {group: r.notes.get("enqueue_per_s") for group, r in zip(groups, ours)},
     }

@@ -23,7 +23,7 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Callable, Hashable, Iterable
+from typing import Any, Callable, Hashable, Iterable, cast
 
 from .stats import LatencyHistogram, peak_memory_mib, reset_peak_memory
 from .targets import Target, TargetSpec, open_target
@@ -296,16 +296,16 @@ class _BenchGone(Exception):
     """The pipe to the bench closed: the bench exited or was killed."""
 
 
-def _send(conn: Any, message: tuple) -> None:
+def _send(conn: Any, message: tuple[Any, ...]) -> None:
     try:
         conn.send(message)
     except OSError:
         raise _BenchGone from None
 
 
-def _recv(conn: Any) -> tuple:
+def _recv(conn: Any) -> tuple[Any, ...]:
     try:
-        return conn.recv()
+        return cast("tuple[Any, ...]", conn.recv())
     except (EOFError, OSError):
         raise _BenchGone from None
 
@@ -377,7 +377,7 @@ class _Worker:
         self.process.start()
         child_end.close()
 
-    def send(self, message: tuple) -> None:
+    def send(self, message: tuple[Any, ...]) -> None:
         try:
             self.conn.send(message)
         except OSError as error:

@@ -16,7 +16,7 @@ import os
 import re
 import resource
 import sys
-from typing import Iterable
+from typing import Any, Iterable
 
 __all__ = ["LatencyHistogram", "reset_peak_memory", "peak_memory_mib"]
 
@@ -61,7 +61,7 @@ class LatencyHistogram:
                 return math.exp((bucket + 0.5) / _BUCKETS_PER_E) / 1e6
         return None  # not reached: the counts add up to total
 
-    def __reduce__(self) -> tuple:
+    def __reduce__(self) -> tuple[Any, ...]:
         return (LatencyHistogram, (self.counts,))
 
 

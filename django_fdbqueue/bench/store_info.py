@@ -10,7 +10,7 @@ status`` shows) at the start of the run, and the report prints them beside every
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 __all__ = ["STATUS_KEY", "cluster_layout", "describe", "summary"]
 
@@ -55,7 +55,7 @@ def summary(layout: dict[str, Any] | None) -> str | None:
     if not layout:
         return None
     if "error" in layout:
-        return layout["error"]
+        return cast("str | None", layout["error"])
     processes = layout["processes"]
     text = f"{processes} process{'' if processes == 1 else 'es'}"
     if layout.get("machines") and layout["machines"] != 1:

@@ -230,6 +230,7 @@ class Bench(RowMeasuring):
 
     def _task_run(self, tasks: Any, row: Row, progress: Progress) -> TaskRun | None:
         """Measure one tasks row on its target; the row's notes get its rounds or its enqueues/s."""
+        run: TaskRun | None
         if row.target == IMMEDIATE:
             run = tasks.run_immediate(self.config.tasks, self.config.duration)
             row.notes["rounds"] = run.rounds

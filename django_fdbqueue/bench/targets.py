@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from importlib import import_module
-from typing import Any, Hashable, Protocol, Sequence
+from typing import Any, Hashable, Protocol, Sequence, cast
 
 __all__ = ["Client", "Target", "TargetSpec", "OURS", "open_target"]
 
@@ -86,4 +86,5 @@ _OPENERS = {
 def open_target(spec: TargetSpec) -> Target:
     """Open the target that ``spec`` describes, in this process."""
     module_name, _, function = (spec.opener or _OPENERS[spec.kind]).partition(":")
-    return getattr(import_module(module_name), function)(**spec.options)
+    opener = getattr(import_module(module_name), function)
+    return cast(Target, opener(**spec.options))

@@ -8,12 +8,17 @@ from there: the project's ``TASKS`` setting plays no part.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .task_names import BACKEND_ALIAS, QUEUE_NAME
 
-try:  # Django 6.0 and later
-    from django.tasks import task
-except ImportError:  # the django-tasks backport
+if TYPE_CHECKING:  # checked against the backport, as in django_fdbqueue.tasks.compat
     from django_tasks import task
+else:
+    try:  # Django 6.0 and later
+        from django.tasks import task
+    except ImportError:  # the django-tasks backport
+        from django_tasks import task
 
 __all__ = ["echo"]
 

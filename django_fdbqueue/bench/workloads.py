@@ -143,7 +143,7 @@ def make_step(
             raise RanDry
 
     def claim_ack() -> Hashable:
-        taken = client.claim_ack(end, CLAIM_LEASE, work.spread)  # type: ignore[attr-defined]
+        taken: Hashable | None = client.claim_ack(end, CLAIM_LEASE, work.spread)  # type: ignore[attr-defined]
         if taken is None:
             raise RanDry
         return taken

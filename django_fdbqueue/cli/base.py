@@ -81,7 +81,7 @@ def add_subcommand(
     """
     if name in subparsers.choices:
         raise ImproperlyConfigured(f"Two fdbqueue subcommand modules register the subcommand {name!r}.")
-    parser = subparsers.add_parser(
+    parser: CommandParser = subparsers.add_parser(
         name,
         help=help,
         description=description or help,

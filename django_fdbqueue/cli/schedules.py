@@ -56,7 +56,7 @@ def _fired_text(fired: list[schedules.Fired]) -> str:
     return table(("SCHEDULE", "FIRED", "RESULT", "DETAIL"), rows, right={1})
 
 
-def _fired_data(fired: list[schedules.Fired]) -> list[dict]:
+def _fired_data(fired: list[schedules.Fired]) -> list[dict[str, Any]]:
     return [{"name": f.name, "occurrences": [iso(o) for o in f.occurrences],
              "result": {k: v for k, v in f.result.items() if k != "at_us"}} for f in fired]
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from django.db import close_old_connections
 from django.utils.module_loading import import_string
@@ -140,7 +140,7 @@ def load_handler(path: str) -> Callable[[Any], Any]:
         raise usage_error(f"Importing the handler {path!r} failed: {type(error).__name__}: {error}") from None
     if not callable(handler):
         raise usage_error(f"The handler {path!r} is a {type(handler).__name__}, not a callable.")
-    return handler
+    return cast("Callable[[Any], Any]", handler)
 
 
 def _with_fresh_connections(handler: Callable[[Any], Any]) -> Callable[[Any], Any]:

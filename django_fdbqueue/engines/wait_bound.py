@@ -64,7 +64,8 @@ def install(impl: Any) -> None:
         def block_until_ready(self: Any) -> None:
             seconds = wait_bound()
             if seconds is None or getattr(self, "_fdbqueue_watch", False) or self.is_ready():
-                return unbounded_wait(self)
+                unbounded_wait(self)
+                return
             _wait_or_give_up(self, seconds)
 
         def watch(self: Any, key: Any) -> Any:

@@ -30,6 +30,9 @@ from django_fdbqueue.service import QueueInfo
 
 from . import DEFAULT_MAX_QUEUES
 
+#: The families this collector fills: each has ``add_metric(labels, value)``, which Metric lacks.
+Family = GaugeMetricFamily | CounterMetricFamily
+
 __all__ = ["DEFAULT_MAX_QUEUES", "PAGE_SIZE", "QueueCollector", "read_queues"]
 
 logger = logging.getLogger("django_fdbqueue.metrics")
@@ -93,7 +96,7 @@ class QueueCollector:
         duration.add_metric([], time.perf_counter() - started)
         return families
 
-    def _families(self) -> list[Metric]:
+    def _families(self) -> list[Family]:
         return [
             GaugeMetricFamily(
                 "fdbqueue_queue_items",
@@ -135,7 +138,7 @@ class QueueCollector:
 TOP_KEYS = 10
 
 
-def _key_limit_families() -> list[Metric]:
+def _key_limit_families() -> list[Family]:
     return [
         GaugeMetricFamily(
             "fdbqueue_queue_keys_leased",
@@ -155,7 +158,7 @@ def _key_limit_families() -> list[Metric]:
     ]
 
 
-def _key_limit_samples(db: Any, infos: list[QueueInfo], families: list[Metric]) -> int:
+def _key_limit_samples(db: Any, infos: list[QueueInfo], families: list[Family]) -> int:
     """Add the per-key limit state of the queues that have limits (the others cost nothing).
     Returns 0 when the store could not be read (the families then stay empty), else 1."""
     keys_leased, at_limit, key_leases = families

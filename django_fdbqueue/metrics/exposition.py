@@ -39,7 +39,7 @@ def process_registry() -> Any:
     if multiprocess_dir() is None:
         return REGISTRY
     registry = CollectorRegistry()
-    MultiProcessCollector(registry)
+    MultiProcessCollector(registry)  # type: ignore[no-untyped-call]  # prometheus_client leaves it unannotated
     return registry
 
 

@@ -52,14 +52,14 @@ class Fired:
 
     name: str
     occurrences: list[int]
-    result: dict
+    result: dict[str, Any]
     pending: list[Any] = dataclasses.field(default_factory=list, repr=False)
 
 
 class _TargetFailed(Exception):
     """Raised out of a firing transaction whose target failed, so that none of its writes commit."""
 
-    def __init__(self, result: dict) -> None:
+    def __init__(self, result: dict[str, Any]) -> None:
         super().__init__(result["detail"])
         self.result = result
 
@@ -80,7 +80,9 @@ def _task(tr: Any, schedule: Schedule, result_id: str | None) -> str:
     return enqueue_in(tr, schedule.target, result_id)
 
 
-def _fire_targets(tr: Any, schedule: Schedule, occurrences: list[int], result_id: str | None = None) -> tuple[dict, list]:
+def _fire_targets(
+    tr: Any, schedule: Schedule, occurrences: list[int], result_id: str | None = None
+) -> tuple[dict[str, Any], list[Any]]:
     """Push or enqueue once per occurrence; the result to store and the pending pushes.
 
     _TargetFailed, with the error result to store, when the target cannot fire: what it wrote
@@ -102,17 +104,18 @@ def _fire_targets(tr: Any, schedule: Schedule, occurrences: list[int], result_id
     return {"status": "ok", "detail": detail, "item": None, "task_result": task_ids[-1] if task_ids else None}, pending
 
 
-def _result(base: dict, now_us: int, fired: int, skipped: bool) -> dict:
+def _result(base: dict[str, Any], now_us: int, fired: int, skipped: bool) -> dict[str, Any]:
     return {**base, "at_us": now_us, "fired": fired, "skipped": skipped}
 
 
 @transactional
-def _fire(tr: Any, name: str, now_us: int, failed: dict | None = None) -> Fired | None:
+def _fire(tr: Any, name: str, now_us: int, failed: dict[str, Any] | None = None) -> Fired | None:
     """Fire ``name`` if due; given ``failed`` (a target's error result), record it instead of firing."""
     schedule = store.read(tr, name)
     if schedule is None or schedule.paused or schedule.next_run_us is None or schedule.next_run_us > now_us:
         return None  # not due (any more): another scheduler, or our own first attempt, fired it
     occurrences, skipped = model.due_occurrences(schedule, now_us)
+    pending: list[Any]
     if occurrences and failed is not None:
         base, pending = failed, []
     elif occurrences:
@@ -157,7 +160,7 @@ def fire_due(db: Any, now_us: int | None = None) -> list[Fired]:
 
 
 @transactional
-def _run_now(tr: Any, name: str, now_us: int, result_id: str | None, failed: dict | None = None) -> Fired:
+def _run_now(tr: Any, name: str, now_us: int, result_id: str | None, failed: dict[str, Any] | None = None) -> Fired:
     """Fire ``name`` once at ``now_us``; given ``failed`` (a target's error result), record it instead."""
     schedule = store.require(tr, name)
     last = schedule.last_result or {}

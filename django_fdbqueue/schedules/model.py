@@ -52,7 +52,7 @@ class Schedule:
     """One schedule: definition (name .. catch_up, anchor_us) and state (paused .. last_result)."""
 
     name: str
-    target: dict
+    target: dict[str, Any]
     cron: str | None = None
     interval: float | None = None
     tz: str = "UTC"
@@ -64,7 +64,7 @@ class Schedule:
     last_run_us: int | None = None
     #: {"status": "ok" | "error", "detail": text, "item": id or None, "task_result": id or None,
     #:  "fired": occurrences fired, "skipped": missed occurrences skipped, "at_us": when}
-    last_result: dict | None = None
+    last_result: dict[str, Any] | None = None
     #: Random, chosen by the ``create`` call that stored it: its retry after 1021 knows its own record.
     token: str = ""
 
@@ -75,7 +75,7 @@ class Schedule:
     def unpack(cls, raw: bytes) -> "Schedule":
         return cls(**json.loads(bytes(raw)))
 
-    def definition(self) -> dict:
+    def definition(self) -> dict[str, Any]:
         """The fields its owner chose (what ``declare`` compares and ``update`` changes)."""
         return {"target": self.target, "cron": self.cron, "interval": self.interval, "tz": self.tz,
                 "catch_up": self.catch_up}
@@ -87,7 +87,7 @@ class Schedule:
 # --- checks ------------------------------------------------------------------------------------
 
 
-def target_queue(target: dict) -> str | None:
+def target_queue(target: dict[str, Any]) -> str | None:
     """The queue a schedule's target pushes to; None for a task (its task picks the queue)."""
     return target.get("queue") if target.get("kind") == "push" else None
 
@@ -134,7 +134,7 @@ def check_trigger(cron: object, interval: object) -> tuple[str | None, float | N
     return None, float(interval)
 
 
-def check_target(target: object) -> dict:
+def check_target(target: object) -> dict[str, Any]:
     """A push target (queue, JSON value, priority) or a task target (dotted path, backend, arguments)."""
     if not isinstance(target, dict) or target.get("kind") not in ("push", "task"):
         raise InvalidSchedule("target must be {'kind': 'push', 'queue': ...} or {'kind': 'task', 'task': ...}.",
@@ -142,7 +142,7 @@ def check_target(target: object) -> dict:
     return _push_target(target) if target["kind"] == "push" else _task_target(target)
 
 
-def _push_target(target: dict) -> dict:
+def _push_target(target: dict[str, Any]) -> dict[str, Any]:
     from django_fdbqueue.service import keys
 
     queue = keys.check_name(target.get("queue"))
@@ -152,7 +152,7 @@ def _push_target(target: dict) -> dict:
     return {"kind": "push", "queue": queue, "value": value, "priority": priority}
 
 
-def _task_target(target: dict) -> dict:
+def _task_target(target: dict[str, Any]) -> dict[str, Any]:
     path, backend = target.get("task"), target.get("backend", "default")
     if not isinstance(path, str) or not _TASK_PATH_RE.fullmatch(path):
         raise InvalidSchedule(f"task must be the dotted path of a task function, not {path!r}.", field="task")
@@ -246,7 +246,7 @@ def iso(micros: int | None) -> str | None:
     return (_EPOCH + dt.timedelta(microseconds=micros)).isoformat().replace("+00:00", "Z")
 
 
-def as_data(schedule: Schedule) -> dict:
+def as_data(schedule: Schedule) -> dict[str, Any]:
     """The schedule as JSON-ready data, times in ISO 8601: what the REST API and ``--json`` show."""
     last = dict(schedule.last_result) if schedule.last_result else None
     if last is not None:

@@ -51,8 +51,8 @@ def discover() -> None:
 
 
 def declare(name: str, *, queue: str | None = None, value: Any = None, priority: int = 0,
-            task: str | None = None, backend: str = "default", args: list | None = None,
-            kwargs: dict | None = None, cron: str | None = None, interval: float | None = None,
+            task: str | None = None, backend: str = "default", args: list[Any] | None = None,
+            kwargs: dict[str, Any] | None = None, cron: str | None = None, interval: float | None = None,
             tz: str = "UTC", catch_up: str = "last") -> Schedule:
     """Declare a schedule that pushes ``value`` to ``queue``, or enqueues the task at ``task`` (a dotted path)."""
     if (queue is None) == (task is None):
@@ -68,7 +68,7 @@ def declare(name: str, *, queue: str | None = None, value: Any = None, priority:
 
 def periodic(cron: str | None = None, *, interval: float | None = None, name: str | None = None,
              tz: str = "UTC", catch_up: str = "last", backend: str = "default",
-             args: list | None = None, kwargs: dict | None = None) -> Callable[[Any], Any]:
+             args: list[Any] | None = None, kwargs: dict[str, Any] | None = None) -> Callable[[Any], Any]:
     """Decorate a Django task (put it above ``@task``) to enqueue it on a schedule.
 
     The schedule's name defaults to the task's dotted path. Returns the task unchanged.

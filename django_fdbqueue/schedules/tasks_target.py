@@ -28,7 +28,7 @@ def new_result_id() -> str | None:
     return new_id()
 
 
-def enqueue_in(tr: Any, target: dict, result_id: str | None = None) -> str:
+def enqueue_in(tr: Any, target: dict[str, Any], result_id: str | None = None) -> str:
     """Enqueue the target's task in ``tr``; the task result's id."""
     from django.utils.module_loading import import_string
 

@@ -94,7 +94,7 @@ class FDBQueueBackend(BaseTaskBackend):
     supports_get_result = True
     supports_async_task = True
 
-    def __init__(self, alias: str, params: dict) -> None:
+    def __init__(self, alias: str, params: dict[str, Any]) -> None:
         super().__init__(alias, params)
         unknown = set(self.options) - set(DEFAULT_OPTIONS)
         self.option_errors: list[str] = [f"unknown option {name!r}" for name in sorted(unknown)]
@@ -156,11 +156,11 @@ class FDBQueueBackend(BaseTaskBackend):
 
     # --- the backend contract -----------------------------------------------------------------------
 
-    def validate_task(self, task: Task) -> None:
+    def validate_task(self, task: Task[Any, Any]) -> None:
         super().validate_task(task)
         self.queue_for(task.queue_name)
 
-    def enqueue(self, task: Task, args: Any, kwargs: Any) -> TaskResult:
+    def enqueue(self, task: Task[Any, Any], args: Any, kwargs: Any) -> TaskResult[Any]:
         self.validate_task(task)
         args, kwargs = _json_arguments(args, kwargs)
         run_after = task.run_after
@@ -185,13 +185,13 @@ class FDBQueueBackend(BaseTaskBackend):
         task_enqueued.send(type(self), task_result=result)
         return result
 
-    def get_result(self, result_id: str) -> TaskResult:
+    def get_result(self, result_id: str) -> TaskResult[Any]:
         record = results.get(get_database(), result_id) if isinstance(result_id, str) else None
         if record is None or record.backend != self.alias:
             raise TaskResultDoesNotExist(result_id)
         return self.to_result(self.task_of(record), record)
 
-    def retry(self, result_id: str) -> TaskResult:
+    def retry(self, result_id: str) -> TaskResult[Any]:
         """Run a FAILED task again: READY, queued anew (its errors and worker ids are kept).
 
         Safe when a commit's answer is lost: the new enqueue time, chosen once here, marks the
@@ -210,7 +210,7 @@ class FDBQueueBackend(BaseTaskBackend):
 
     # --- records and results ----------------------------------------------------------------------------
 
-    def task_of(self, record: results.Record) -> Task:
+    def task_of(self, record: results.Record) -> Task[Any, Any]:
         """The Task a record names, with the options it was enqueued with."""
         task = import_string(record.task_path)
         if not isinstance(task, Task):
@@ -222,8 +222,8 @@ class FDBQueueBackend(BaseTaskBackend):
             backend=record.backend,
         )
 
-    def to_result(self, task: Task, record: results.Record) -> TaskResult:
-        result = TaskResult(
+    def to_result(self, task: Task[Any, Any], record: results.Record) -> TaskResult[Any]:
+        result: TaskResult[Any] = TaskResult(
             task=task,
             id=record.id,
             status=TaskResultStatus(record.status),
@@ -240,7 +240,7 @@ class FDBQueueBackend(BaseTaskBackend):
         object.__setattr__(result, "_return_value", record.return_value)
         return result
 
-    def limit_key(self, kwargs: dict) -> str | None:
+    def limit_key(self, kwargs: dict[str, Any]) -> str | None:
         """The item's limit key: the ``LIMIT_KEY_ARG`` keyword argument, or None (InvalidLimitKey)."""
         if self.limit_key_arg is None:
             return None
@@ -271,7 +271,7 @@ def _shown(value: Any) -> str:
     return f"a value of type {type(value).__name__}"
 
 
-def _json_arguments(args: Any, kwargs: Any) -> tuple[list, dict]:
+def _json_arguments(args: Any, kwargs: Any) -> tuple[list[Any], dict[str, Any]]:
     """The arguments as stored, or InvalidTaskArguments: they must survive a trip through JSON."""
     try:
         args, kwargs = normalize_json(list(args)), normalize_json(dict(kwargs))

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django_fdbqueue.connection import root_subspace
-from django_fdbqueue.fdbapi import transactional
+from django_fdbqueue.fdbapi import Subspace, transactional
 from django_fdbqueue.service.records import now_micros
 
 TASKS = "T"
@@ -65,7 +65,7 @@ def new_id() -> str:
 
 
 @functools.lru_cache(maxsize=8)
-def _spaces(root: Any) -> tuple[Any, Any, Any, Any]:
+def _spaces(root: Subspace) -> tuple[Subspace, Subspace, Subspace, Subspace]:
     """The results' subspaces under one root (records, listing, retention): built once, as
     every task's enqueue, start and finish packs keys in them."""
     space = root[TASKS]
@@ -81,8 +81,8 @@ class Record:
     backend: str
     queue_name: str
     priority: int
-    args: list
-    kwargs: dict
+    args: list[Any]
+    kwargs: dict[str, Any]
     takes_context: bool = False
     run_after_us: int | None = None
     status: str = READY
@@ -139,8 +139,8 @@ def get(tr: Any, result_id: str) -> Record | None:
 
 
 @transactional
-def page(tr: Any, backend: str, queue_name: str, status: str, after: tuple | None,
-         limit: int) -> tuple[list[Record], tuple | None]:
+def page(tr: Any, backend: str, queue_name: str, status: str, after: tuple[Any, ...] | None,
+         limit: int) -> tuple[list[Record], tuple[Any, ...] | None]:
     """Records of one queue in one status, oldest enqueued first; the position of the last when more follow."""
     index = _spaces(root_subspace())[2]
     begin, end = _bounds(backend, queue_name, status)

@@ -12,6 +12,7 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 FDB_HOME = "FDB_HOME"
 LIBRARY_NAME = "libfdb_c.so"
@@ -36,7 +37,7 @@ def _executable(path: str | os.PathLike[str]) -> str | None:
     return path if os.path.isfile(path) and os.access(path, os.X_OK) else None
 
 
-def _first(candidates: list[str], check) -> str | None:
+def _first(candidates: list[str], check: Callable[[str], object]) -> str | None:
     for candidate in candidates:
         if check(candidate):
             return candidate

@@ -225,7 +225,7 @@ class LocalCluster:
                 raise ClusterError(f"The database did not become available in time; fdbcli said: {last}")
             time.sleep(0.3)
 
-    def cli(self, command: str, timeout: float = 10.0) -> subprocess.CompletedProcess:
+    def cli(self, command: str, timeout: float = 10.0) -> subprocess.CompletedProcess[str]:
         """Run one fdbcli command against this cluster (never raises for fdbcli's own failures)."""
         assert self.binaries is not None
         seconds = max(1, int(timeout))

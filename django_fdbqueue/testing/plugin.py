@@ -81,9 +81,11 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
             library = None
     if library:
         if clientlib.load(library):
-            _state.library = clientlib.loaded_path
+            loaded = clientlib.loaded_path
+            assert loaded is not None  # set by a load that succeeded
+            _state.library = loaded
             # Processes the tests start load it too, before their settings are read.
-            os.environ[clientlib.ENV_VARIABLE] = _state.library
+            os.environ[clientlib.ENV_VARIABLE] = loaded
         else:
             _state.problem = f"the client library {library} could not be loaded: {clientlib.load_error}"
 
@@ -166,7 +168,7 @@ def need_cluster() -> str:
     return path
 
 
-def store_settings(engine: str, root: tuple, path: str | None = None) -> dict[str, Any]:
+def store_settings(engine: str, root: tuple[Any, ...], path: str | None = None) -> dict[str, Any]:
     """An FDBQUEUE dict for a fresh store of ``engine`` (``path``: the embedded file)."""
     if engine == "foundationdb":
         options: dict[str, Any] = {"ENGINE": "foundationdb", "CLUSTER_FILE": need_cluster(), "ROOT": root}

@@ -19,7 +19,7 @@ from __future__ import annotations
 import datetime as dt
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Iterator, cast
 
 from django.apps import apps
 from django.contrib.auth import get_user_model
@@ -169,7 +169,7 @@ def _knox_settings() -> Any:
 def _key_length() -> int:
     from knox.settings import CONSTANTS
 
-    return CONSTANTS.TOKEN_KEY_LENGTH
+    return cast(int, CONSTANTS.TOKEN_KEY_LENGTH)  # knox is untyped
 
 
 @contextmanager
@@ -239,7 +239,7 @@ def _check_scope(scope: Any) -> list[str] | None:
 def default_expiry() -> dt.timedelta | None:
     """The project's ``REST_KNOX["TOKEN_TTL"]``: a new token's lifetime unless one is given."""
     require_knox()
-    return _knox_settings().TOKEN_TTL
+    return cast("dt.timedelta | None", _knox_settings().TOKEN_TTL)
 
 
 def duration_text(duration: dt.timedelta | None) -> str:

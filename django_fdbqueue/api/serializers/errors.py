@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rest_framework import serializers
 
 from .limits import LEASE_GONE_REASONS
 
 
-class ErrorSerializer(serializers.Serializer):
+class ErrorSerializer(serializers.Serializer[Any]):
     """Every error body: a message for people and a stable code for programs."""
 
     detail = serializers.CharField(help_text="What went wrong, in words.")
@@ -17,7 +19,8 @@ class ErrorSerializer(serializers.Serializer):
 class ValidationErrorSerializer(ErrorSerializer):
     """A 400 for invalid input also lists the problems per field."""
 
-    errors = serializers.DictField(
+    # A field (the metaclass moves it to _declared_fields), not Serializer's `errors`, which mypy sees.
+    errors = serializers.DictField(  # type: ignore[assignment]
         child=serializers.JSONField(),
         required=False,
         help_text="Messages per field (non_field_errors for the request as a whole).",

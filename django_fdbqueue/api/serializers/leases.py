@@ -20,7 +20,7 @@ from .items import ItemSerializer
 from .limits import DEFAULT_LEASE_SECONDS, ENDS, MAX_LEASE_SECONDS, MAX_SPREAD, MAX_WAIT_SECONDS, STATES_RELEASED
 
 
-class LeaseTimeSerializer(serializers.Serializer):
+class LeaseTimeSerializer(serializers.Serializer[Any]):
     """A lease's receipt and end, as extend returns them."""
 
     receipt = serializers.CharField(help_text="Pass it to ack, release or extend. Keep it secret.")
@@ -35,7 +35,7 @@ class LeaseSerializer(LeaseTimeSerializer):
     item = ItemSerializer()
 
 
-class ReleasedSerializer(serializers.Serializer):
+class ReleasedSerializer(serializers.Serializer[Any]):
     """Where a released item went."""
 
     state = serializers.ChoiceField(
@@ -45,7 +45,7 @@ class ReleasedSerializer(serializers.Serializer):
     )
 
 
-class ClaimSerializer(StrictFieldsMixin, serializers.Serializer):
+class ClaimSerializer(StrictFieldsMixin, serializers.Serializer[Any]):
     """POST queues/{name}/claim/."""
 
     lease = lease_field(
@@ -66,7 +66,7 @@ class ClaimSerializer(StrictFieldsMixin, serializers.Serializer):
     )
 
 
-class ReceiptSerializer(StrictFieldsMixin, serializers.Serializer):
+class ReceiptSerializer(StrictFieldsMixin, serializers.Serializer[Any]):
     """POST queues/{name}/ack/."""
 
     receipt = ReceiptField()

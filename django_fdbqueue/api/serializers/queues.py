@@ -26,7 +26,7 @@ from .limits import DEFAULT_LIMIT, KEY_CONCURRENCY_MAX, KEY_RATE_MAX, KINDS, MAX
 from .pages import PageSerializer
 
 
-class QueueSerializer(serializers.Serializer):
+class QueueSerializer(serializers.Serializer[Any]):
     """A queue with its statistics; nulls where the queue is empty. Needs the request in its context.
 
     ``size`` counts ready items only; leased, delayed and dead ones are counted apart.
@@ -116,7 +116,7 @@ def _key_rate_field(**kwargs: Any) -> RateField:
     )
 
 
-class QueueCreateSerializer(StrictFieldsMixin, serializers.Serializer):
+class QueueCreateSerializer(StrictFieldsMixin, serializers.Serializer[Any]):
     """POST queues/."""
 
     name = QueueNameField()
@@ -131,7 +131,7 @@ class QueueCreateSerializer(StrictFieldsMixin, serializers.Serializer):
     )
 
 
-class QueueUpdateSerializer(StrictFieldsMixin, serializers.Serializer):
+class QueueUpdateSerializer(StrictFieldsMixin, serializers.Serializer[Any]):
     """PATCH queues/{name}/: the settings a queue may change. Absent, nothing changes (as
     PATCH goes, and as the schema, which documents PATCH bodies as partial, says)."""
 
@@ -140,14 +140,14 @@ class QueueUpdateSerializer(StrictFieldsMixin, serializers.Serializer):
     key_rate = _key_rate_field(required=False)
 
 
-class KeyCountSerializer(serializers.Serializer):
+class KeyCountSerializer(serializers.Serializer[Any]):
     """One key and the leases its items hold."""
 
     key = serializers.CharField()
     leased = serializers.IntegerField()
 
 
-class KeyLimitStateSerializer(serializers.Serializer):
+class KeyLimitStateSerializer(serializers.Serializer[Any]):
     """GET queues/{name}/key-limits/: the queue's per-key limits and where its keys stand."""
 
     name = serializers.CharField()
@@ -174,13 +174,13 @@ class KeyLimitStateSerializer(serializers.Serializer):
         }
 
 
-class KeyLimitQuerySerializer(serializers.Serializer):
+class KeyLimitQuerySerializer(serializers.Serializer[Any]):
     """Query of GET queues/{name}/key-limits/."""
 
     top = QueryIntegerField(required=False, default=20, min_value=1, max_value=MAX_LIMIT, help_text="Keys shown.")
 
 
-class QueueListQuerySerializer(serializers.Serializer):
+class QueueListQuerySerializer(serializers.Serializer[Any]):
     """Query of GET queues/."""
 
     prefix = QueuePrefixField(required=False, default="", allow_blank=True, max_length=200)

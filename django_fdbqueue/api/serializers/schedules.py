@@ -5,7 +5,7 @@ any transaction starts, coded ``invalid_schedule`` with the model's words, as in
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
@@ -23,7 +23,10 @@ TARGET_HELP = (
 )
 
 
-def _checked(check: Any, *args: Any) -> Any:
+T = TypeVar("T")
+
+
+def _checked(check: Callable[..., T], *args: Any) -> T:
     """Run a model check; its refusal becomes the field's 400, coded ``invalid_schedule`` whatever
     part of the definition it was about (a queue name inside the target included)."""
     try:
@@ -61,7 +64,7 @@ class TargetField(serializers.JSONField):
     """A JSON object; what else it needs depends on its kind, which the model checks."""
 
 
-class _DefinitionFields(StrictFieldsMixin, serializers.Serializer):
+class _DefinitionFields(StrictFieldsMixin, serializers.Serializer[Any]):
     target = TargetField(help_text=TARGET_HELP)
     cron = serializers.CharField(required=False, allow_null=True, trim_whitespace=False, min_length=1, max_length=200,
                                  help_text="A cron expression (five fields, or six with seconds), e.g. */5 * * * *.")
@@ -72,7 +75,7 @@ class _DefinitionFields(StrictFieldsMixin, serializers.Serializer):
     catch_up = CatchUpField(choices=model.CATCH_UP_POLICIES, required=False,
                             help_text="Missed occurrences: last (default), all (bounded) or none.")
 
-    def validate_target(self, value: Any) -> dict:
+    def validate_target(self, value: Any) -> dict[str, Any]:
         return _checked(model.check_target, value)
 
     def validate_cron(self, value: Any) -> Any:
@@ -91,7 +94,7 @@ class ScheduleCreateSerializer(_DefinitionFields):
     name = NameField(help_text=f"1 to {model.NAME_MAX_LENGTH} letters, digits, '.', '_' or '-'.")
     paused = serializers.BooleanField(required=False, default=False)
 
-    def validate(self, data: dict) -> dict:
+    def validate(self, data: dict[str, Any]) -> dict[str, Any]:
         """Exactly one of cron and interval, refused as the Python API refuses it (same code and words)."""
         try:
             model.check_trigger(data.get("cron"), data.get("interval"))
@@ -107,7 +110,7 @@ class ScheduleUpdateSerializer(_DefinitionFields):
         super().__init__(*args, partial=True, **kwargs)
 
 
-class LastResultSerializer(serializers.Serializer):
+class LastResultSerializer(serializers.Serializer[Any]):
     status = serializers.ChoiceField(choices=("ok", "error", "skipped"))
     detail = serializers.CharField()
     item = serializers.CharField(allow_null=True, help_text="The pushed item's id.")
@@ -117,7 +120,7 @@ class LastResultSerializer(serializers.Serializer):
     at = serializers.DateTimeField()
 
 
-class ScheduleSerializer(serializers.Serializer):
+class ScheduleSerializer(serializers.Serializer[Any]):
     """A schedule as the API shows it."""
 
     name = serializers.CharField()
@@ -133,7 +136,7 @@ class ScheduleSerializer(serializers.Serializer):
     last_result = LastResultSerializer(allow_null=True)
 
 
-class FiredSerializer(serializers.Serializer):
+class FiredSerializer(serializers.Serializer[Any]):
     """What run-now did."""
 
     name = serializers.CharField()

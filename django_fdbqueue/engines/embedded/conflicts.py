@@ -6,12 +6,15 @@ The rules for which ranges a read or a write records are in ``transaction``'s do
 from __future__ import annotations
 
 import itertools
-from typing import Iterable, Sequence
+from typing import Iterable, Sequence, TypeVar
 
 from .keys import MAX_TRANSACTION_SIZE
 
+# A range as the transaction records it: reads as lists, writes as tuples (each list sorts alone).
+Bounds = TypeVar("Bounds", list[bytes], tuple[bytes, bytes])
 
-def merge_ranges(ranges: Iterable[Sequence[bytes]]) -> list[tuple[bytes, bytes]]:
+
+def merge_ranges(ranges: Iterable[Bounds]) -> list[tuple[bytes, bytes]]:
     """Sort and coalesce overlapping or touching ranges (fewer rows of conflict history)."""
     merged: list[tuple[bytes, bytes]] = []
     for begin, end in sorted(r for r in ranges if r[0] < r[1]):
@@ -23,13 +26,13 @@ def merge_ranges(ranges: Iterable[Sequence[bytes]]) -> list[tuple[bytes, bytes]]
     return merged
 
 
-def transaction_size(mutations: int, reads: Iterable[Sequence[bytes]], writes: Iterable[Sequence[bytes]]) -> int:
+def transaction_size(mutations: int, reads: Iterable[list[bytes]], writes: Iterable[tuple[bytes, bytes]]) -> int:
     """Bytes as FoundationDB counts them: final mutations plus coalesced conflict ranges."""
     ranges = [*merge_ranges(reads), *merge_ranges(writes)]
     return mutations + sum(len(b) + len(e) for b, e in ranges)
 
 
-def too_large(mutations: int, reads: Sequence[Sequence[bytes]], writes: Sequence[Sequence[bytes]]) -> bool:
+def too_large(mutations: int, reads: Sequence[list[bytes]], writes: Sequence[tuple[bytes, bytes]]) -> bool:
     """Over the 10 MB limit? Coalescing ranges only shrinks them, so the unmerged sum (no
     sorting) settles nearly every transaction; only one near the limit pays for the merge."""
     upper_bound = mutations + sum(len(b) + len(e) for b, e in itertools.chain(reads, writes))

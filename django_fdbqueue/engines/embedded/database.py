@@ -8,7 +8,7 @@ methods that each run one transaction with retries (``db[key]``, ``db[key] = val
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, cast
 
 from django_fdbqueue.fdbapi import transactional
 
@@ -100,10 +100,10 @@ class EmbeddedDatabase:
 
     def get_range(
         self, begin: Any, end: Any, limit: int = 0, reverse: bool = False, streaming_mode: Any = None
-    ) -> list:
+    ) -> list[Any]:
         return _get_range(self, begin, end, limit, reverse)
 
-    def get_range_startswith(self, prefix: bytes, *args: Any, **kwargs: Any) -> list:
+    def get_range_startswith(self, prefix: bytes, *args: Any, **kwargs: Any) -> list[Any]:
         return _get_range_startswith(self, prefix, *args, **kwargs)
 
     def set(self, key: Any, value: Any) -> None:
@@ -147,63 +147,65 @@ class EmbeddedDatabase:
         _atomic(self, "min", key, param)
 
 
+# The conveniences above pass the database; `transactional` hands these a transaction of it.
+# One annotation cannot say both, so `tr` is Any, as in the service.
 @transactional
-def _get(tr: Transaction, key: Any) -> bytes | None:
-    return tr[key].value
-
-
-@transactional
-def _get_key(tr: Transaction, key_selector: Any) -> bytes:
-    return tr.get_key(key_selector).value
+def _get(tr: Any, key: Any) -> bytes | None:
+    return cast("bytes | None", tr[key].value)
 
 
 @transactional
-def _get_range(tr: Transaction, begin: Any, end: Any, limit: int, reverse: bool) -> list:
-    return tr.get_range(begin, end, limit, reverse).to_list()
+def _get_key(tr: Any, key_selector: Any) -> bytes:
+    return cast(bytes, tr.get_key(key_selector).value)
 
 
 @transactional
-def _get_range_startswith(tr: Transaction, prefix: Any, *args: Any, **kwargs: Any) -> list:
-    return tr.get_range_startswith(prefix, *args, **kwargs).to_list()
+def _get_range(tr: Any, begin: Any, end: Any, limit: int, reverse: bool) -> list[Any]:
+    return cast("list[Any]", tr.get_range(begin, end, limit, reverse).to_list())
 
 
 @transactional
-def _set(tr: Transaction, key: Any, value: Any) -> None:
+def _get_range_startswith(tr: Any, prefix: Any, *args: Any, **kwargs: Any) -> list[Any]:
+    return cast("list[Any]", tr.get_range_startswith(prefix, *args, **kwargs).to_list())
+
+
+@transactional
+def _set(tr: Any, key: Any, value: Any) -> None:
     tr[key] = value
 
 
 @transactional
-def _clear(tr: Transaction, key: Any) -> None:
+def _clear(tr: Any, key: Any) -> None:
     del tr[key]
 
 
 @transactional
-def _clear_range(tr: Transaction, begin: Any, end: Any) -> None:
+def _clear_range(tr: Any, begin: Any, end: Any) -> None:
     tr.clear_range(begin, end)
 
 
 @transactional
-def _clear_range_startswith(tr: Transaction, prefix: Any) -> None:
+def _clear_range_startswith(tr: Any, prefix: Any) -> None:
     tr.clear_range_startswith(prefix)
 
 
 @transactional
-def _get_and_watch(tr: Transaction, key: Any) -> tuple[bytes | None, WatchFuture]:
+def _get_and_watch(tr: Any, key: Any) -> tuple[bytes | None, WatchFuture]:
     return tr[key].value, tr.watch(key)
 
 
 @transactional
-def _set_and_watch(tr: Transaction, key: Any, value: Any) -> WatchFuture:
+def _set_and_watch(tr: Any, key: Any, value: Any) -> WatchFuture:
     tr[key] = value
-    return tr.watch(key)
+    return cast(WatchFuture, tr.watch(key))
 
 
 @transactional
-def _clear_and_watch(tr: Transaction, key: Any) -> WatchFuture:
+def _clear_and_watch(tr: Any, key: Any) -> WatchFuture:
     del tr[key]
-    return tr.watch(key)
+    return cast(WatchFuture, tr.watch(key))
 
 
 @transactional
-def _atomic(tr: Transaction, name: str, key: Any, param: Any) -> None:
+def _atomic(tr: Any, name: str, key: Any, param: Any) -> None:
     getattr(tr, name)(key, param)

@@ -45,7 +45,7 @@ class FaultConfig:
     def from_value(cls, value: "FaultConfig | Mapping[str, Any] | None") -> "FaultConfig":
         if value is None:
             return cls()
-        if isinstance(value, cls):
+        if isinstance(value, FaultConfig):
             return value
         unknown = set(value) - set(KINDS) - {"seed"}
         if unknown:

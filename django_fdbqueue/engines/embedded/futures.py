@@ -7,7 +7,7 @@ computes itself on ``wait()``); what matters is that callers can use the binding
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, cast
 
 
 class Future:
@@ -102,28 +102,28 @@ class _BytesFuture:
     def __eq__(self, other: Any) -> bool:
         if isinstance(other, _BytesFuture):
             other = other.value
-        return self.value == other
+        return cast(bool, self.value == other)
 
     def __ne__(self, other: Any) -> bool:
         return not self == other
 
     def __lt__(self, other: Any) -> bool:
-        return self.value < _unwrap(other)
+        return cast(bool, self.value < _unwrap(other))
 
     def __le__(self, other: Any) -> bool:
-        return self.value <= _unwrap(other)
+        return cast(bool, self.value <= _unwrap(other))
 
     def __gt__(self, other: Any) -> bool:
-        return self.value > _unwrap(other)
+        return cast(bool, self.value > _unwrap(other))
 
     def __ge__(self, other: Any) -> bool:
-        return self.value >= _unwrap(other)
+        return cast(bool, self.value >= _unwrap(other))
 
     def __add__(self, other: Any) -> bytes:
-        return self.value + _unwrap(other)
+        return cast(bytes, self.value + _unwrap(other))
 
     def __radd__(self, other: Any) -> bytes:
-        return _unwrap(other) + self.value
+        return cast(bytes, _unwrap(other) + self.value)
 
     def __int__(self) -> int:
         return int(self.value)  # type: ignore[arg-type]

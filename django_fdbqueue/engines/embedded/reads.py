@@ -88,7 +88,7 @@ def merged_rows(
     soon as its attempt has ended; `unreadable` makes the error a read of an unknowable key raises.
     Keys whose value is None (cleared, or deleted by an operation) are skipped.
     """
-    ahead = (lambda a, b: a > b) if reverse else (lambda a, b: a < b)
+    ahead: Callable[[bytes, bytes], bool] = (lambda a, b: a > b) if reverse else (lambda a, b: a < b)
     row = next(stored, None)
     index = 0
     # A consumed stored row is replaced only when the next step needs it: a reader that stops
@@ -102,8 +102,10 @@ def merged_rows(
         check()
         mine = local[index] if index < len(local) else None
         upcoming = mine if row is None or (mine is not None and ahead(mine, row[0])) else row[0]
-        if unreadable_at is not None and (upcoming < unreadable_at if reverse else upcoming >= unreadable_at):
-            raise unreadable()
+        if unreadable_at is not None:
+            assert upcoming is not None  # the loop ended when both sources did
+            if upcoming < unreadable_at if reverse else upcoming >= unreadable_at:
+                raise unreadable()
         if mine is None or (row is not None and ahead(row[0], mine)):
             key, value = row  # type: ignore[misc]
             consumed = True

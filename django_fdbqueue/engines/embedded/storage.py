@@ -38,7 +38,7 @@ import sqlite3
 import threading
 import time
 import weakref
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Iterator, Sequence, cast
 
 from . import atomic
 
@@ -205,7 +205,7 @@ class Storage:
         """Open a read transaction on `conn`: the read version it sees, and the value of
         ``\\xff/metadataVersion`` then (FoundationDB hands it out with the read version, too)."""
         conn.execute("BEGIN")
-        return conn.execute(_SNAPSHOT_QUERY, (METADATA_VERSION_KEY,)).fetchone()
+        return cast("tuple[int, bytes | None]", conn.execute(_SNAPSHOT_QUERY, (METADATA_VERSION_KEY,)).fetchone())
 
     def current_version(self) -> int:
         """The last commit version, read outside any snapshot (for the watcher's polling)."""
@@ -388,10 +388,10 @@ class Storage:
     @staticmethod
     def _versions(conn: sqlite3.Connection) -> tuple[int, int]:
         """(the last commit version, the newest commit whose conflict history is forgotten)."""
-        return conn.execute(
+        return cast("tuple[int, int]", conn.execute(
             "SELECT (SELECT MAX(version) FROM commit_ranges),"
             " (SELECT value FROM meta WHERE name = 'pruned_through')"
-        ).fetchone()
+        ).fetchone())
 
     @staticmethod
     def _conflicts(conn: sqlite3.Connection, read_version: int, reads: Sequence[Range]) -> bool:
@@ -487,7 +487,7 @@ def _ops_runner(ref: "weakref.ReferenceType[_Connection]") -> Callable[[bytes | 
 
 def _pack_ranges(ranges: Sequence[Range]) -> bytes:
     """Ranges as one blob: each key preceded by its 4-byte length."""
-    parts = []
+    parts: list[bytes] = []
     for begin, end in ranges:
         parts += (len(begin).to_bytes(4, "big"), begin, len(end).to_bytes(4, "big"), end)
     return b"".join(parts)
@@ -517,7 +517,7 @@ class _immediate:
             raise
         return self.conn
 
-    def __exit__(self, exc_type, exc, tb) -> None:
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         if exc_type is None:
             self.conn.execute("COMMIT")
         else:

@@ -104,7 +104,7 @@ class Transaction(ReadView):
         self.options = TransactionOptions(self)
         self.snapshot = Snapshot(self)
         self._conn: "sqlite3.Connection | None" = None
-        self._conn_finalizer: weakref.finalize | None = None
+        self._conn_finalizer: weakref.finalize[Any, Any] | None = None
         self._slot = VersionstampSlot()
         self._watches: list[tuple[bytes, bytes | None, WatchFuture]] = []
         self._start_lifetime()
@@ -206,7 +206,8 @@ class Transaction(ReadView):
             raise self._unreadable()
         kind, payload = self._cache.lookup(key)
         if kind == WriteCache.KNOWN:
-            return payload
+            known: bytes | None = payload
+            return known
         self._ensure_read_version()
         if key == METADATA_VERSION_KEY:
             stored = self._metadata_version  # read with the snapshot, as the read version is

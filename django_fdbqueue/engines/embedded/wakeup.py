@@ -14,6 +14,7 @@ from __future__ import annotations
 import mmap
 import os
 import struct
+from typing import cast
 
 _WORD = struct.Struct("<Q")
 
@@ -49,7 +50,7 @@ class CommitSignal:
         """The last published version (None without the shared word)."""
         if self._map is None:
             return None
-        return _WORD.unpack(self._map[: _WORD.size])[0]
+        return cast(int, _WORD.unpack(self._map[: _WORD.size])[0])
 
     def close(self) -> None:
         if self._map is not None:

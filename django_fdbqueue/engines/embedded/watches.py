@@ -53,7 +53,7 @@ class WatchFuture(Future):
     def wait(self) -> None:
         """Block until the key changes (as the binding does: bound it with on_ready or cancel)."""
         self._done.wait()
-        return super().wait()
+        super().wait()  # raises the watch's error, if any
 
     def is_ready(self) -> bool:
         return self._done.is_set()

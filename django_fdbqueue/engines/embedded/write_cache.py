@@ -137,7 +137,8 @@ class WriteCache:
         if kind is None:
             return stored
         if kind == self.KNOWN:
-            return payload
+            known: bytes | None = payload
+            return known
         if kind == self.STAMPED:  # callers check unreadable() first; this is the last line of defence
             raise make_error(ErrorCode.ACCESSED_UNREADABLE)
         value = stored
@@ -197,7 +198,8 @@ class WriteCache:
     def _final_value(self, key: bytes, stored: bytes | None, stamp: bytes) -> bytes | None:
         kind, payload = self.entries[key]
         if kind == self.KNOWN:
-            return payload
+            known: bytes | None = payload
+            return known
         if kind == self.OPS:
             value = stored
             ops = payload
