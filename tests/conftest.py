@@ -98,6 +98,15 @@ def clock(monkeypatch):
 
 
 @pytest.fixture
+def still_clock(monkeypatch):
+    """The service's wall clock standing still but for ``advance``: for tests whose answer depends
+    on how much time passed (token buckets), which a loaded machine's slow steps must not change."""
+    from tests.clock import StillClock
+
+    return StillClock(monkeypatch)
+
+
+@pytest.fixture
 def embedded_db(tmp_path):
     """A fresh embedded database in its own file."""
     from django_fdbqueue.engines.embedded import EmbeddedDatabase
