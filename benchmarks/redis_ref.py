@@ -71,8 +71,7 @@ def check_available() -> str:
         import redis  # noqa: F401
     except ImportError:
         raise RedisUnavailable(
-            "--compare redis needs the redis client package: the app's 'bench' extra "
-            "(or pip install 'redis>=5')."
+            "--compare redis needs the redis client package: the app's 'bench' extra (or pip install 'redis>=5')."
         ) from None
     return binary
 
@@ -115,13 +114,20 @@ class RedisServer:
             port = _free_port()
             command = [
                 self.binary,
-                "--port", str(port),
-                "--bind", "127.0.0.1",
-                "--save", "",
-                "--appendonly", "no",
-                "--dir", self._directory,
-                "--logfile", log_path,
-                "--daemonize", "no",
+                "--port",
+                str(port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                self._directory,
+                "--logfile",
+                log_path,
+                "--daemonize",
+                "no",
             ]
             self._process = subprocess.Popen(
                 command,
@@ -225,9 +231,7 @@ def _decode(member: bytes) -> Any:
 def _connect(port: int) -> Any:
     import redis
 
-    return redis.Redis(
-        host="127.0.0.1", port=port, socket_timeout=_SOCKET_SECONDS, single_connection_client=True
-    )
+    return redis.Redis(host="127.0.0.1", port=port, socket_timeout=_SOCKET_SECONDS, single_connection_client=True)
 
 
 class RedisClient:

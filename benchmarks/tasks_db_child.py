@@ -112,8 +112,18 @@ def measure(count: int, channel: Channel) -> dict[str, Any]:
             channel.progress(enqueued=n)
     enqueued = time.monotonic()
     call_command(
-        "db_worker", "--batch", "--interval", "0", "--no-startup-delay", "--no-reload",
-        "--queue-name", QUEUE_NAME, "--backend", BACKEND_ALIAS, "--worker-id", WORKER_ID,
+        "db_worker",
+        "--batch",
+        "--interval",
+        "0",
+        "--no-startup-delay",
+        "--no-reload",
+        "--queue-name",
+        QUEUE_NAME,
+        "--backend",
+        BACKEND_ALIAS,
+        "--worker-id",
+        WORKER_ID,
         verbosity=0,
     )
     ended = last_finished[0] if finished else time.monotonic()
@@ -152,7 +162,8 @@ def check(ids: list[str], finished: list[tuple[str, str]]) -> list[str]:
     if missing:
         problems.append(f"{missing:,} results missing from the database")
     wrong = sum(
-        1 for n, result_id in enumerate(ids)
+        1
+        for n, result_id in enumerate(ids)
         if result_id in stored and stored[result_id] != ("SUCCESSFUL", [WORKER_ID], {"args": [n], "kwargs": {}}, n)
     )
     if wrong:

@@ -90,8 +90,11 @@ def run_database_backend(count: int, detail: Callable[[str], None]) -> tuple[Tas
     if ready.get("journal_mode") != "wal":
         raise BenchError(f"the database backend's SQLite file is in {ready.get('journal_mode')} mode, not WAL")
     run = TaskRun(
-        result["tasks"], result["seconds"], result["enqueue_seconds"],
-        peak_mib=result["peak_mib"], problems=list(result["problems"]),
+        result["tasks"],
+        result["seconds"],
+        result["enqueue_seconds"],
+        peak_mib=result["peak_mib"],
+        problems=list(result["problems"]),
     )
     meta = {
         **ready,
@@ -115,8 +118,15 @@ def _child(count: int, directory: str) -> Iterator[tuple[subprocess.Popen, "queu
     with open(os.path.join(directory, "stderr.txt"), "w+", encoding="utf-8") as errors:
         # Its own session: Ctrl-C reaches the bench alone, which stops this process itself.
         process = subprocess.Popen(
-            [sys.executable, "-m", _CHILD, str(count)], cwd=directory, env=env, stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=errors, text=True, encoding="utf-8", start_new_session=True,
+            [sys.executable, "-m", _CHILD, str(count)],
+            cwd=directory,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=errors,
+            text=True,
+            encoding="utf-8",
+            start_new_session=True,
         )
         lines: queue.Queue[str | None] = queue.Queue()
         reader = threading.Thread(target=_read, args=(process.stdout, lines), daemon=True)
@@ -164,8 +174,9 @@ def _tail(errors: IO[str]) -> str:
     return f"; its standard error ends: {text}" if text else ""
 
 
-def _conversation(process: subprocess.Popen, lines: "queue.Queue[str | None]", count: int,
-                  detail: Callable[[str], None]) -> tuple[dict[str, Any], dict[str, Any]]:
+def _conversation(
+    process: subprocess.Popen, lines: "queue.Queue[str | None]", count: int, detail: Callable[[str], None]
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """Read the process's lines until its result: (how its SQLite file runs, the result)."""
     ready: dict[str, Any] = {}
     wait = READY_SECONDS

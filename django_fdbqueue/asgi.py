@@ -60,7 +60,8 @@ class Lanes:
         with self._lock:
             if not self._executors:
                 self._executors = [
-                    ThreadPoolExecutor(1, thread_name_prefix=f"fdbqueue-asgi-lane-{index}") for index in range(self.count)
+                    ThreadPoolExecutor(1, thread_name_prefix=f"fdbqueue-asgi-lane-{index}")
+                    for index in range(self.count)
                 ]
             return self._executors[next(self._turn) % self.count]
 

@@ -202,22 +202,26 @@ def _client_library_messages(path: str) -> list[CheckMessage]:
     """CLIENT_LIBRARY must be a loadable file, and the one this process loaded at start-up."""
     from django_fdbqueue import clientlib
 
-    hint = ("Point CLIENT_LIBRARY at FoundationDB's libfdb_c.so (the foundationdb-clients package "
-            "installs /usr/lib/libfdb_c.so), or remove it to let the dynamic loader find the library.")
+    hint = (
+        "Point CLIENT_LIBRARY at FoundationDB's libfdb_c.so (the foundationdb-clients package "
+        "installs /usr/lib/libfdb_c.so), or remove it to let the dynamic loader find the library."
+    )
     problem = clientlib.library_problem(path)
     if problem is None and clientlib.loaded_path is None and clientlib.load_error:
         problem = clientlib.load_error
     if problem is not None:
         return [Error(f"FDBQUEUE['CLIENT_LIBRARY'] cannot be loaded: {problem}.", hint=hint, id="fdbqueue.E012")]
     if clientlib.loaded_path != os.path.abspath(path):
-        return [Warning(
-            f"FDBQUEUE['CLIENT_LIBRARY'] is {path!r}, but this process "
-            + (f"loaded {clientlib.loaded_path!r}" if clientlib.loaded_path else "did not load it")
-            + ": the library is loaded once, when django_fdbqueue is first imported.",
-            hint="Set CLIENT_LIBRARY in the settings module itself (not later, e.g. in a test "
-            "override) and restart the process.",
-            id="fdbqueue.W004",
-        )]
+        return [
+            Warning(
+                f"FDBQUEUE['CLIENT_LIBRARY'] is {path!r}, but this process "
+                + (f"loaded {clientlib.loaded_path!r}" if clientlib.loaded_path else "did not load it")
+                + ": the library is loaded once, when django_fdbqueue is first imported.",
+                hint="Set CLIENT_LIBRARY in the settings module itself (not later, e.g. in a test "
+                "override) and restart the process.",
+                id="fdbqueue.W004",
+            )
+        ]
     return []
 
 
@@ -247,18 +251,23 @@ def check_declared_schedules(app_configs: Any = None, **kwargs: Any) -> list[Che
     try:
         names = [schedule.name for schedule in registry.declared()]
     except Exception as exc:  # an InvalidSchedule at import, or whatever the module raises
-        return [Error(
-            f"An installed app's {registry.MODULE} module cannot be imported: {type(exc).__name__}: {exc}.",
-            hint="Fix the declaration it names: the scheduler imports that module to find its schedules.",
-            id="fdbqueue.E013",
-        )]
-    return [Warning(
-        f"The schedule {name!r} is declared in code but not in the queue store: no scheduler has written it there.",
-        hint="Start `manage.py fdbqueue scheduler` (it writes the declared schedules when it starts) or call "
-        "schedules.sync(db). If one runs already, declare the schedule in an app's schedules.py (or import its "
-        "module from there): the scheduler imports only those.",
-        id="fdbqueue.W005",
-    ) for name in _not_stored(names)]
+        return [
+            Error(
+                f"An installed app's {registry.MODULE} module cannot be imported: {type(exc).__name__}: {exc}.",
+                hint="Fix the declaration it names: the scheduler imports that module to find its schedules.",
+                id="fdbqueue.E013",
+            )
+        ]
+    return [
+        Warning(
+            f"The schedule {name!r} is declared in code but not in the queue store: no scheduler has written it there.",
+            hint="Start `manage.py fdbqueue scheduler` (it writes the declared schedules when it starts) or call "
+            "schedules.sync(db). If one runs already, declare the schedule in an app's schedules.py (or import its "
+            "module from there): the scheduler imports only those.",
+            id="fdbqueue.W005",
+        )
+        for name in _not_stored(names)
+    ]
 
 
 def _not_stored(names: list[str]) -> list[str]:

@@ -67,16 +67,12 @@ class JSONCodec(Codec):
         # A stored value must read back wherever it is popped: json's decoder recurses once per
         # level, so a value nested near the interpreter's limit would block its end of the queue.
         if _nesting_depth(value) > MAX_JSON_DEPTH:
-            raise InvalidValue(
-                f"The value is nested more than {MAX_JSON_DEPTH} levels deep.", codec=self.name
-            )
+            raise InvalidValue(f"The value is nested more than {MAX_JSON_DEPTH} levels deep.", codec=self.name)
         try:
             text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
             encoded = text.encode("utf-8")
         except RecursionError:
-            raise InvalidValue(
-                "The value is nested too deeply to store as JSON.", codec=self.name
-            ) from None
+            raise InvalidValue("The value is nested too deeply to store as JSON.", codec=self.name) from None
         except UnicodeEncodeError:
             raise InvalidValue(
                 "The value contains text that is not valid Unicode (a lone surrogate).",
@@ -84,8 +80,7 @@ class JSONCodec(Codec):
             ) from None
         except (TypeError, ValueError) as exc:
             raise InvalidValue(
-                f"The value is not JSON-serializable ({exc}); pass bytes, or a codec that can "
-                "encode it.",
+                f"The value is not JSON-serializable ({exc}); pass bytes, or a codec that can encode it.",
                 codec=self.name,
             ) from None
         return encoded
@@ -168,5 +163,14 @@ JSON = register(JSONCodec())
 BYTES = register(BytesCodec())
 
 __all__ = [
-    "Codec", "JSONCodec", "BytesCodec", "register", "unregister", "registered", "get", "choose", "JSON", "BYTES",
+    "Codec",
+    "JSONCodec",
+    "BytesCodec",
+    "register",
+    "unregister",
+    "registered",
+    "get",
+    "choose",
+    "JSON",
+    "BYTES",
 ]

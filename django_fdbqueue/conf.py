@@ -173,8 +173,7 @@ def validate_options(options: Any) -> list[Problem]:
             Problem(
                 "fdbqueue.E001",
                 f"The {SETTING_NAME} setting must be a dict, not {type(options).__name__}.",
-                f'Write it as {SETTING_NAME} = {{"ENGINE": "embedded", ...}} or remove it to use '
-                "the defaults.",
+                f'Write it as {SETTING_NAME} = {{"ENGINE": "embedded", ...}} or remove it to use the defaults.',
             )
         ]
     problems: list[Problem] = []
@@ -233,16 +232,26 @@ def _api_version(options: Mapping[str, Any]) -> list[Problem]:
 
 #: The path-valued keys: (key, check id, what it must be, the hint).
 _PATH_KEYS = (
-    ("PATH", "fdbqueue.E005", "a non-empty file path",
-     'Give the embedded store\'s file, e.g. BASE_DIR / "fdbqueue.sqlite3", or remove '
-     "the key to use that default."),
-    ("CLUSTER_FILE", "fdbqueue.E004", "a file path or None",
-     "Give the path of the cluster's fdb.cluster file, or None to use the client's "
-     "default (the FDB_CLUSTER_FILE environment variable, then the system's "
-     "fdb.cluster)."),
-    ("CLIENT_LIBRARY", "fdbqueue.E012", "a file path or None",
-     "Give the path of libfdb_c.so (e.g. /usr/lib/libfdb_c.so), or None to let the "
-     "dynamic loader find it."),
+    (
+        "PATH",
+        "fdbqueue.E005",
+        "a non-empty file path",
+        'Give the embedded store\'s file, e.g. BASE_DIR / "fdbqueue.sqlite3", or remove the key to use that default.',
+    ),
+    (
+        "CLUSTER_FILE",
+        "fdbqueue.E004",
+        "a file path or None",
+        "Give the path of the cluster's fdb.cluster file, or None to use the client's "
+        "default (the FDB_CLUSTER_FILE environment variable, then the system's "
+        "fdb.cluster).",
+    ),
+    (
+        "CLIENT_LIBRARY",
+        "fdbqueue.E012",
+        "a file path or None",
+        "Give the path of libfdb_c.so (e.g. /usr/lib/libfdb_c.so), or None to let the dynamic loader find it.",
+    ),
 )
 
 
@@ -251,9 +260,7 @@ def _paths(options: Mapping[str, Any]) -> list[Problem]:
     for key, check_id, must, hint in _PATH_KEYS:
         value = options.get(key)
         if value is not None and not (_is_path(value) and os.fspath(value)):
-            problems.append(
-                Problem(check_id, f"{SETTING_NAME}[{key!r}] is {value!r}; it must be {must}.", hint)
-            )
+            problems.append(Problem(check_id, f"{SETTING_NAME}[{key!r}] is {value!r}; it must be {must}.", hint))
     return problems
 
 
@@ -264,10 +271,8 @@ def _time_limits(options: Mapping[str, Any]) -> list[Problem]:
         problems.append(
             Problem(
                 "fdbqueue.E006",
-                f"{SETTING_NAME}['TIMEOUT'] is {timeout!r}; it must be a positive number of "
-                "seconds or None.",
-                f"Use e.g. {DEFAULT_TIMEOUT} (the default), or None to let transactions run "
-                "without a time limit.",
+                f"{SETTING_NAME}['TIMEOUT'] is {timeout!r}; it must be a positive number of seconds or None.",
+                f"Use e.g. {DEFAULT_TIMEOUT} (the default), or None to let transactions run without a time limit.",
             )
         )
     retry_limit = options.get("RETRY_LIMIT", DEFAULT_RETRY_LIMIT)
@@ -275,8 +280,7 @@ def _time_limits(options: Mapping[str, Any]) -> list[Problem]:
         problems.append(
             Problem(
                 "fdbqueue.E007",
-                f"{SETTING_NAME}['RETRY_LIMIT'] is {retry_limit!r}; it must be a non-negative "
-                "integer or None.",
+                f"{SETTING_NAME}['RETRY_LIMIT'] is {retry_limit!r}; it must be a non-negative integer or None.",
                 "Use e.g. 100, or None (the default) to retry retryable errors until TIMEOUT.",
             )
         )
@@ -304,18 +308,15 @@ def _root(options: Mapping[str, Any]) -> list[Problem]:
             Problem(
                 "fdbqueue.E008",
                 f"{SETTING_NAME}['ROOT'] is {root!r}: {problem}.",
-                'Use a tuple of strings, integers or bytes, e.g. ("fdbqueue",) (mind the trailing '
-                "comma).",
+                'Use a tuple of strings, integers or bytes, e.g. ("fdbqueue",) (mind the trailing comma).',
             )
         ]
     if root == ():
         return [
             Problem(
                 "fdbqueue.W002",
-                f"{SETTING_NAME}['ROOT'] is empty: the app's keys are not separated from other "
-                "data in the database.",
-                'Give the app its own prefix, e.g. ("fdbqueue",), unless the database is '
-                "dedicated to it.",
+                f"{SETTING_NAME}['ROOT'] is empty: the app's keys are not separated from other data in the database.",
+                'Give the app its own prefix, e.g. ("fdbqueue",), unless the database is dedicated to it.',
             )
         ]
     return []
@@ -328,10 +329,8 @@ def _permission_classes(options: Mapping[str, Any]) -> list[Problem]:
     return [
         Problem(
             "fdbqueue.E009",
-            f"{SETTING_NAME}['PERMISSION_CLASSES'] is {classes!r}; it must be a list of dotted "
-            "paths.",
-            'Use e.g. ["rest_framework.permissions.IsAuthenticated"] (strings, not the classes '
-            "themselves).",
+            f"{SETTING_NAME}['PERMISSION_CLASSES'] is {classes!r}; it must be a list of dotted paths.",
+            'Use e.g. ["rest_framework.permissions.IsAuthenticated"] (strings, not the classes themselves).',
         )
     ]
 
@@ -351,8 +350,7 @@ def _faults(options: Mapping[str, Any]) -> list[Problem]:
             Problem(
                 "fdbqueue.W003",
                 f"{SETTING_NAME}['FAULTS'] is ignored by the foundationdb engine.",
-                "Fault injection exists only in the embedded engine; remove FAULTS from this "
-                "configuration.",
+                "Fault injection exists only in the embedded engine; remove FAULTS from this configuration.",
             )
         ]
     return []
@@ -389,7 +387,7 @@ def _access(options: Mapping[str, Any]) -> list[Problem]:
     return [
         Problem(
             "fdbqueue.E015",
-            f"{SETTING_NAME}['ACCESS'] is {access!r}; it must be \"grants\" or \"authenticated\".",
+            f'{SETTING_NAME}[\'ACCESS\'] is {access!r}; it must be "grants" or "authenticated".',
             'Use "grants" (the default: only what grants and permissions give) or "authenticated" '
             "(any authenticated user may do anything).",
         )
@@ -397,8 +395,18 @@ def _access(options: Mapping[str, Any]) -> list[Problem]:
 
 
 #: validate_options' checks, in the order their problems are reported.
-_OPTION_CHECKS = (_unknown_keys, _engine, _api_version, _paths, _time_limits, _root,
-                  _permission_classes, _faults, _wait_budget, _access)
+_OPTION_CHECKS = (
+    _unknown_keys,
+    _engine,
+    _api_version,
+    _paths,
+    _time_limits,
+    _root,
+    _permission_classes,
+    _faults,
+    _wait_budget,
+    _access,
+)
 
 
 @functools.lru_cache(maxsize=1)

@@ -88,8 +88,7 @@ class ItemNotCommitted(QueueError):
 
     code = "item_not_committed"
     default_message = (
-        "The item's id is assigned when its transaction commits: commit the transaction, "
-        "then read the id."
+        "The item's id is assigned when its transaction commits: commit the transaction, then read the id."
     )
 
 

@@ -328,7 +328,9 @@ class ReadTransaction(Protocol):
 
     def get_key(self, key_selector: Any) -> Any: ...
 
-    def get_range(self, begin: Any, end: Any, limit: int = 0, reverse: bool = False, streaming_mode: Any = None) -> Any: ...
+    def get_range(
+        self, begin: Any, end: Any, limit: int = 0, reverse: bool = False, streaming_mode: Any = None
+    ) -> Any: ...
 
     def get_range_startswith(self, prefix: bytes, *args: Any, **kwargs: Any) -> Any: ...
 
@@ -619,8 +621,9 @@ def transactional(
 ) -> Callable[[F], F]: ...
 
 
-def transactional(func: F | None = None, *, parameter: str = "tr",
-                  trusts: Callable[[Any], bool] | None = None) -> F | Callable[[F], F]:
+def transactional(
+    func: F | None = None, *, parameter: str = "tr", trusts: Callable[[Any], bool] | None = None
+) -> F | Callable[[F], F]:
     """Decorate `func` like ``fdb.transactional``, for both engines.
 
     Called with a database, the wrapper opens a transaction, runs `func`, commits, and on an
@@ -640,8 +643,7 @@ def transactional(func: F | None = None, *, parameter: str = "tr",
             index = inspect.getfullargspec(unwrapped).args.index(parameter)
         except ValueError:
             raise TypeError(
-                "%s has no parameter named %r for the database or transaction"
-                % (inner.__qualname__, parameter)
+                "%s has no parameter named %r for the database or transaction" % (inner.__qualname__, parameter)
             ) from None
 
         @functools.wraps(inner)

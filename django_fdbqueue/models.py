@@ -119,17 +119,24 @@ class QueueGrant(models.Model):
     stored even outside a form.
     """
 
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE,
-                             related_name="queue_grants")
-    group = models.ForeignKey("auth.Group", null=True, blank=True, on_delete=models.CASCADE,
-                              related_name="queue_grants")
-    pattern = models.CharField(max_length=202, validators=[validate_pattern],
-                               help_text="A queue name, a prefix such as orders.* or * for every queue.")
-    actions = models.CharField(max_length=64, validators=[validate_actions],
-                               help_text="Comma-separated: view, push, consume, manage, delete.")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="queue_grants"
+    )
+    group = models.ForeignKey(
+        "auth.Group", null=True, blank=True, on_delete=models.CASCADE, related_name="queue_grants"
+    )
+    pattern = models.CharField(
+        max_length=202,
+        validators=[validate_pattern],
+        help_text="A queue name, a prefix such as orders.* or * for every queue.",
+    )
+    actions = models.CharField(
+        max_length=64, validators=[validate_actions], help_text="Comma-separated: view, push, consume, manage, delete."
+    )
     created = models.DateTimeField(auto_now_add=True)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                   related_name="+")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
 
     class Meta:
         verbose_name = "queue grant"
@@ -143,8 +150,9 @@ class QueueGrant(models.Model):
     def clean(self) -> None:
         """Exactly one grantee; the actions in canonical order."""
         if (self.user_id is None) == (self.group_id is None):
-            raise ValidationError("A grant is to one user or to one group: give exactly one of them.",
-                                  code="one_grantee")
+            raise ValidationError(
+                "A grant is to one user or to one group: give exactly one of them.", code="one_grantee"
+            )
         from django_fdbqueue.access.actions import join_actions, parse_actions
 
         try:

@@ -29,6 +29,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:  # also when imported by path (the tests do), not run
     sys.path.insert(0, HERE)
 from scratch_store import forget, open_store, store_setting  # noqa: E402 - beside this script
+
 QUEUE = "async-ops"
 
 
@@ -98,15 +99,19 @@ def fresh(db: Any, op: str, ops: int) -> Callable[[], Any]:
 
 
 def measure(db: Any, args: argparse.Namespace) -> list[str]:
-    lines = [f"{'op':<5} {'way':<14} {'per op (1 at a time)':>21} {'overhead':>9} {'ops/s at ' + str(args.concurrency):>13}"]
+    lines = [
+        f"{'op':<5} {'way':<14} {'per op (1 at a time)':>21} {'overhead':>9} {'ops/s at ' + str(args.concurrency):>13}"
+    ]
     for op in ("push", "pop"):
         floor = direct(fresh(db, op, args.ops), args.ops) / args.ops
         lines.append(f"{op:<5} {'direct':<14} {floor * 1e6:>18.0f} us {'':>9} {'':>13}")
         for way, bridge in bridges().items():
             single = asyncio.run(one_at_a_time(bridge, fresh(db, op, args.ops), args.ops)) / args.ops
             many = asyncio.run(at_once(bridge, fresh(db, op, args.ops), args.ops, args.concurrency))
-            lines.append(f"{op:<5} {way:<14} {single * 1e6:>18.0f} us {(single - floor) * 1e6:>6.0f} us "
-                         f"{args.ops / many:>13,.0f}")
+            lines.append(
+                f"{op:<5} {way:<14} {single * 1e6:>18.0f} us {(single - floor) * 1e6:>6.0f} us "
+                f"{args.ops / many:>13,.0f}"
+            )
     return lines
 
 

@@ -30,6 +30,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:  # also when imported by path (the tests do), not run
     sys.path.insert(0, HERE)
 from scratch_store import forget, open_store, store_setting  # noqa: E402 - beside this script
+
 QUEUE = "async-waiters"
 #: FoundationDB's "transaction timed out" (FDBQUEUE's TIMEOUT, 5 s by default).
 TIMED_OUT = 1031
@@ -152,15 +153,23 @@ def main(argv: list[str] | None = None) -> int:
         lost = args.waiters - len(set(values)) - left
         latencies = [latency for _n, latency in run.got]
         where = "FoundationDB cluster" if args.cluster_file else "embedded engine"
-        print(f"{where}: {args.waiters:,} waiters parked with aclaim(wait=20), {args.waiters:,} items pushed by another process")
-        print(f"delivered {len(values):,}, duplicates {duplicates}, lost {lost}, left in the queue {left}, "
-              f"in {figures['seconds']:.1f} s from the first push; {run.timeouts} claims timed out (1031) and were tried again")
-        print(f"wake-up (push call to claim returned): p50 {percentile(latencies, 0.5) * 1000:.0f} ms, "
-              f"p99 {percentile(latencies, 0.99) * 1000:.0f} ms")
+        print(
+            f"{where}: {args.waiters:,} waiters parked with aclaim(wait=20), {args.waiters:,} items pushed by another process"
+        )
+        print(
+            f"delivered {len(values):,}, duplicates {duplicates}, lost {lost}, left in the queue {left}, "
+            f"in {figures['seconds']:.1f} s from the first push; {run.timeouts} claims timed out (1031) and were tried again"
+        )
+        print(
+            f"wake-up (push call to claim returned): p50 {percentile(latencies, 0.5) * 1000:.0f} ms, "
+            f"p99 {percentile(latencies, 0.99) * 1000:.0f} ms"
+        )
         if figures["failed"]:
             print(f"{len(figures['failed'])} waiters failed, the first with {figures['failed'][0]!r}")
-        print(f"peak threads {run.peak_threads} ({offload.POOL_THREADS} in the pool); "
-              f"memory per parked waiter {figures['per_waiter'] / 1024:.1f} kB (RSS)")
+        print(
+            f"peak threads {run.peak_threads} ({offload.POOL_THREADS} in the pool); "
+            f"memory per parked waiter {figures['per_waiter'] / 1024:.1f} kB (RSS)"
+        )
         return 0 if duplicates == lost == len(figures["failed"]) == 0 else 1
     finally:
         if child is not None and child.is_alive():

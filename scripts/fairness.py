@@ -92,8 +92,10 @@ def run(db, name: str, args: argparse.Namespace, *, tenants: bool) -> Tally:
     b_opts = {"tenant": "B"} if tenants else {}
     service.push_many(db, name, [["A", i] for i in range(args.a)], **a_opts)
     tally, stop = Tally(args.b), threading.Event()
-    threads = [threading.Thread(target=consume, args=(db, name, args.mode, tally, stop), daemon=True)
-               for _ in range(args.consumers)]
+    threads = [
+        threading.Thread(target=consume, args=(db, name, args.mode, tally, stop), daemon=True)
+        for _ in range(args.consumers)
+    ]
     for t in threads:
         t.start()
     deadline = time.monotonic() + args.timeout
@@ -141,8 +143,10 @@ def main() -> int:
         from django_fdbqueue.connection import get_database
 
         db = get_database()
-        print(f"engine {args.engine}, A {args.a:,} items, B {args.b:,} items pushed after A's "
-              f"first {args.head_start:,} were consumed, {args.consumers} consumers, {args.mode}")
+        print(
+            f"engine {args.engine}, A {args.a:,} items, B {args.b:,} items pushed after A's "
+            f"first {args.head_start:,} were consumed, {args.consumers} consumers, {args.mode}"
+        )
         report("split by tenant", run(db, "fair", args, tenants=True), args)
         if not args.no_plain:
             report("plain FIFO     ", run(db, "plain", args, tenants=False), args)

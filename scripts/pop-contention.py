@@ -43,6 +43,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:  # also when imported by path (the tests do), not run
     sys.path.insert(0, HERE)
 from scratch_store import forget, open_store, store_setting  # noqa: E402 - beside this script
+
 QUEUE = "contention"
 #: Longest any row may take, start to end, before the script gives up on it.
 RUN_SECONDS = 600
@@ -81,6 +82,7 @@ def operation(db: Any, job: dict[str, Any], timeouts: Counter) -> Callable[[], s
 
     queue, mode = job["queue"], job["mode"]
     if job["op"] == "pop":
+
         def pop() -> str | None:
             item = patiently(lambda: service.pop(db, queue, "min", mode=mode), timeouts)
             return None if item is None else item.id
@@ -241,8 +243,14 @@ def run_row(db: Any, args: argparse.Namespace, count: int) -> tuple[dict[str, An
 
     filled = max(args.items, math.ceil(args.per_second * args.seconds)) if args.seconds else args.items
     fill(db, filled)
-    job = {"store": args.store, "queue": QUEUE, "op": args.op, "mode": args.mode, "seconds": args.seconds,
-           "spread": args.spread}
+    job = {
+        "store": args.store,
+        "queue": QUEUE,
+        "op": args.op,
+        "mode": args.mode,
+        "seconds": args.seconds,
+        "spread": args.spread,
+    }
     try:
         if args.threads:
             service.peek(db, QUEUE, "min")
@@ -254,8 +262,11 @@ def run_row(db: Any, args: argparse.Namespace, count: int) -> tuple[dict[str, An
     finally:
         service.delete_queue(db, QUEUE)
     if args.seconds and not left and not row["errors"]:
-        print(f"note: the row of {count} {args.unit} emptied its queue of {filled:,} items before the "
-              f"{args.seconds:g} s were up; its rate is over the time that took", file=sys.stderr)
+        print(
+            f"note: the row of {count} {args.unit} emptied its queue of {filled:,} items before the "
+            f"{args.seconds:g} s were up; its rate is over the time that took",
+            file=sys.stderr,
+        )
     return row, problems(row, args.unit, filled, left, bool(args.seconds))
 
 
@@ -308,14 +319,23 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     clients = parser.add_mutually_exclusive_group()
     clients.add_argument("--processes", help="process counts, comma-separated (default 1,2,8)")
     clients.add_argument("--threads", help="thread counts of one process, comma-separated")
-    parser.add_argument("--items", type=int, help=f"items to consume in each row (default {EMBEDDED_ITEMS:,}; "
-                        f"{CLUSTER_ITEMS:,} on a cluster); a timed row fills at least "
-                        f"{EMBEDDED_PER_SECOND:,} a second ({CLUSTER_PER_SECOND:,} on a cluster)")
+    parser.add_argument(
+        "--items",
+        type=int,
+        help=f"items to consume in each row (default {EMBEDDED_ITEMS:,}; "
+        f"{CLUSTER_ITEMS:,} on a cluster); a timed row fills at least "
+        f"{EMBEDDED_PER_SECOND:,} a second ({CLUSTER_PER_SECOND:,} on a cluster)",
+    )
     parser.add_argument("--seconds", type=float, help="end each row after this long (default: when empty)")
     parser.add_argument("--mode", choices=("plain", "high-contention"), default="plain", help="service.pop's mode")
     parser.add_argument("--op", choices=("pop", "claim"), default="pop", help="pop, or claim then ack")
-    parser.add_argument("--spread", type=int, default=None, metavar="K",
-                        help="with --op claim: service.claim's spread (one of the first K ready items)")
+    parser.add_argument(
+        "--spread",
+        type=int,
+        default=None,
+        metavar="K",
+        help="with --op claim: service.claim's spread (one of the first K ready items)",
+    )
     parser.add_argument("--cluster-file", help="run on this FoundationDB cluster (default: a fresh embedded store)")
     parser.add_argument("--client-library", help="FoundationDB's libfdb_c (default: $FDBQUEUE_CLIENT_LIBRARY)")
     args = parser.parse_args(argv)

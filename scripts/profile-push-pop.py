@@ -46,7 +46,8 @@ def _setup(store: str) -> None:
 
     settings.configure(
         INSTALLED_APPS=["django.contrib.contenttypes", "django.contrib.auth", "django_fdbqueue"],
-        FDBQUEUE={"ENGINE": "embedded", "PATH": store}, USE_TZ=True,
+        FDBQUEUE={"ENGINE": "embedded", "PATH": store},
+        USE_TZ=True,
     )
     django.setup()
 
@@ -134,13 +135,20 @@ def main() -> int:
         raw = os.path.join(folder, "profile.raw")
 
         def loop(*spying: str, store: str) -> subprocess.CompletedProcess:
-            command = [sys.executable, os.path.abspath(__file__), "--child", os.path.join(folder, store),
-                       "--pairs", str(args.pairs)]
+            command = [
+                sys.executable,
+                os.path.abspath(__file__),
+                "--child",
+                os.path.join(folder, store),
+                "--pairs",
+                str(args.pairs),
+            ]
             return subprocess.run([*spying, *command], capture_output=True, text=True, timeout=1800)
 
         plain = loop(store="plain.sqlite3")
-        spied = loop(spy, "record", "--rate", str(args.rate), "--format", "raw", "--output", raw, "--",
-                     store="profiled.sqlite3")
+        spied = loop(
+            spy, "record", "--rate", str(args.rate), "--format", "raw", "--output", raw, "--", store="profiled.sqlite3"
+        )
         if plain.returncode != 0 or spied.returncode != 0 or not os.path.exists(raw):
             print(plain.stdout + plain.stderr + spied.stdout + spied.stderr, file=sys.stderr)
             return 1

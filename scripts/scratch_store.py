@@ -27,7 +27,9 @@ def store_setting(purpose: str, cluster_file: str | None, client_library: str | 
         folder = tempfile.mkdtemp(prefix=f"fdbqueue-{purpose}-")
         return {"ENGINE": "embedded", "PATH": os.path.join(folder, "store.sqlite3")}
     store: dict[str, Any] = {
-        "ENGINE": "foundationdb", "CLUSTER_FILE": cluster_file, "ROOT": (f"fdbqueue-{purpose}", uuid.uuid4().hex),
+        "ENGINE": "foundationdb",
+        "CLUSTER_FILE": cluster_file,
+        "ROOT": (f"fdbqueue-{purpose}", uuid.uuid4().hex),
     }
     library = client_library or os.environ.get("FDBQUEUE_CLIENT_LIBRARY")
     if library:

@@ -49,4 +49,3 @@ def op(client_for, operator) -> Client:
 
 def text(response) -> str:
     return response.content.decode()
-

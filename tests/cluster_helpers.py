@@ -94,9 +94,11 @@ class SkewedClocks:
     @staticmethod
     def _other_readers() -> list[Any]:
         """Any other module of the app that imported ``now_micros`` (all must agree per client)."""
-        return [module for name, module in list(sys.modules.items())
-                if name.startswith("django_fdbqueue.") and callable(getattr(module, "now_micros", None))
-]
+        return [
+            module
+            for name, module in list(sys.modules.items())
+            if name.startswith("django_fdbqueue.") and callable(getattr(module, "now_micros", None))
+        ]
 
     def skew_us(self) -> int:
         return getattr(self._local, "skew_us", 0)

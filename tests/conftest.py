@@ -24,8 +24,9 @@ def cluster_settings(**extra):
     """QueueSettings for the run's cluster (skips, or fails under require, without one)."""
     from django_fdbqueue.conf import QueueSettings
 
-    return QueueSettings(engine="foundationdb", cluster_file=plugin.need_cluster(),
-                         client_library=plugin.client_library(), **extra)
+    return QueueSettings(
+        engine="foundationdb", cluster_file=plugin.need_cluster(), client_library=plugin.client_library(), **extra
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -139,8 +140,6 @@ def fdbqueue_db(engine_name, tmp_path, settings, request):
     """Point FDBQUEUE at a fresh store (or a fresh ROOT on the cluster) and return the app's handle."""
     with plugin.fresh_store(engine_name, settings, str(tmp_path / "app.sqlite3")) as database:
         yield database
-
-
 
 
 @pytest.fixture

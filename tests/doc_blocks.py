@@ -56,6 +56,4 @@ def output_matches(expected: str, actual: str) -> bool:
 
 
 def assert_output(command: str, expected: str, actual: str) -> None:
-    assert output_matches(expected, actual), (
-        f"$ {command}\nprinted:\n{actual}\nbut the page shows:\n{expected}"
-    )
+    assert output_matches(expected, actual), f"$ {command}\nprinted:\n{actual}\nbut the page shows:\n{expected}"

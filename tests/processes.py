@@ -54,8 +54,7 @@ def command_process(tmp_path: Path, *command: str) -> Iterator[Callable[..., tup
     settings_dir = tmp_path / "child-settings"
     settings_dir.mkdir(exist_ok=True)
     (settings_dir / "child_test_settings.py").write_text(
-        "from tests.settings import *  # noqa: F401,F403\n\n"
-        f"FDBQUEUE = {dict(django_settings.FDBQUEUE)!r}\n",
+        f"from tests.settings import *  # noqa: F401,F403\n\nFDBQUEUE = {dict(django_settings.FDBQUEUE)!r}\n",
         encoding="utf-8",
     )
     env = dict(os.environ)
@@ -69,7 +68,11 @@ def command_process(tmp_path: Path, *command: str) -> Iterator[Callable[..., tup
         with open(out, "wb") as stdout, open(err, "wb") as stderr:
             process = subprocess.Popen(
                 [sys.executable, "-m", "django", "fdbqueue", *command, *args],
-                stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, env=env, cwd=str(tmp_path),
+                stdin=subprocess.DEVNULL,
+                stdout=stdout,
+                stderr=stderr,
+                env=env,
+                cwd=str(tmp_path),
             )
         started.append(process)
         return process, out, err

@@ -103,8 +103,7 @@ def test_actions_are_checked_and_kept_in_canonical_order():
 def test_every_viewset_route_has_an_action():
     from django_fdbqueue.api.urls import router
 
-    routes = {(basename, action) for _prefix, viewset, basename in router.registry
-              for action in _actions_of(viewset)}
+    routes = {(basename, action) for _prefix, viewset, basename in router.registry for action in _actions_of(viewset)}
     assert routes == set(access.REST_ROUTES)
 
 
@@ -186,7 +185,11 @@ def test_require_raises_a_refusal_that_says_whether_the_queue_may_be_seen(alice)
     with pytest.raises(access.QueueAccessDenied) as seen:
         access.require(alice, "push", "seen")
     assert (seen.value.code, seen.value.action, seen.value.queue, seen.value.visible) == (
-        "permission_denied", "push", "seen", True)
+        "permission_denied",
+        "push",
+        "seen",
+        True,
+    )
     with pytest.raises(access.QueueAccessDenied) as hidden:
         access.require(alice, "push", "hidden")
     assert (hidden.value.code, hidden.value.visible) == ("queue_not_found", False)

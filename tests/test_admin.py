@@ -98,7 +98,9 @@ def test_staff_without_the_queue_permissions_are_refused(client_for, django_user
     assert not service.queue_exists(jobs, "new-queue")
 
 
-def test_the_admin_index_lists_the_queues_only_for_users_with_the_permission(client_for, django_user_model, fdbqueue_db):
+def test_the_admin_index_lists_the_queues_only_for_users_with_the_permission(
+    client_for, django_user_model, fdbqueue_db
+):
     page = text(client_for(make_user(django_user_model, "viewer", perms=["view_queue"])).get(reverse("admin:index")))
     assert "FDB queues" in page
     assert f'href="{url("changelist")}"' in page
@@ -146,7 +148,9 @@ def test_the_list_shows_every_statistic(op, jobs):
     service.create_queue(jobs, "mail", "fifo")
     service.pop(jobs, "jobs", end="max")
     page = text(op.get(url("changelist")))
-    row = re.search(r'<tr>\s*<th scope="row" class="field-name"><a href="[^"]*/jobs/change/">jobs</a>.*?</tr>', page, re.S)
+    row = re.search(
+        r'<tr>\s*<th scope="row" class="field-name"><a href="[^"]*/jobs/change/">jobs</a>.*?</tr>', page, re.S
+    )
     assert row, page
     cells = [re.sub(r"<[^>]+>", "", cell).strip() for cell in re.findall(r"<td[^>]*>(.*?)</td>", row.group(0), re.S)]
     # kind, size, lowest to highest priority, oldest age, pushed / popped, ... (one cell each)

@@ -56,8 +56,14 @@ def dead_id(db, name: str) -> str:
 def state(db) -> dict:
     """Everything an admin action could change, to compare before and after a refusal."""
     names = [info.name for info in service.list_queues(db, limit=100).items]
-    return {name: (service.get_queue(db, name), [i.value for i in service.browse(db, name, limit=100).items],
-                   [d.item.id for d in service.dead_letters(db, name, limit=100).items]) for name in names}
+    return {
+        name: (
+            service.get_queue(db, name),
+            [i.value for i in service.browse(db, name, limit=100).items],
+            [d.item.id for d in service.dead_letters(db, name, limit=100).items],
+        )
+        for name in names
+    }
 
 
 def granted(django_user_model, username: str, actions: str, pattern: str = "orders.*"):
@@ -119,8 +125,11 @@ def test_a_view_only_user_lists_only_the_granted_queues_and_no_forms(viewer, sto
 
 def test_a_queue_outside_the_grants_is_a_404_for_every_page_and_action(viewer, store):
     before = state(store)
-    pages = [("GET", "change", ("billing.in",), {}), ("POST", "peek", ("billing.in",), {"end": "min"}),
-             *actions_of(store, "billing.in")]
+    pages = [
+        ("GET", "change", ("billing.in",), {}),
+        ("POST", "peek", ("billing.in",), {"end": "min"}),
+        *actions_of(store, "billing.in"),
+    ]
     for method, page, args, body in pages:
         response = send(viewer, method, page, args, body)
         assert response.status_code == 404, (method, page)
@@ -131,8 +140,13 @@ def test_a_queue_outside_the_grants_is_a_404_for_every_page_and_action(viewer, s
 def test_a_view_only_user_sees_no_button_of_an_action_not_granted(viewer, store):
     page = text(viewer.get(url("change", "orders.eu")))
     assert url("peek", "orders.eu") in page
-    for absent in ('id="push-form"', 'id="max-attempts-form"', url("pop", "orders.eu"), url("clear", "orders.eu"),
-                   url("delete", "orders.eu")):
+    for absent in (
+        'id="push-form"',
+        'id="max-attempts-form"',
+        url("pop", "orders.eu"),
+        url("clear", "orders.eu"),
+        url("delete", "orders.eu"),
+    ):
         assert absent not in page, absent
     dead = text(viewer.get(url("change", "orders.eu"), {"view": "dead"}))
     assert 'class="fdbqueue-dead"' in dead and "/requeue/" not in dead and 'class="deletelink' not in dead
@@ -180,8 +194,13 @@ def test_a_superuser_sees_and_may_do_everything(root, store):
     assert listed(listing) == ["billing.in", "orders.eu", "orders.us"]
     assert 'id="create-queue"' in listing and listing.count('class="fdbqueue-delete"') == 3
     page = text(root.get(url("change", "billing.in")))
-    for shown in ('id="push-form"', 'id="max-attempts-form"', url("pop", "billing.in"), url("clear", "billing.in"),
-                  url("delete", "billing.in")):
+    for shown in (
+        'id="push-form"',
+        'id="max-attempts-form"',
+        url("pop", "billing.in"),
+        url("clear", "billing.in"),
+        url("delete", "billing.in"),
+    ):
         assert shown in page, shown
     assert reverse("admin:fdbqueue_queuegrant_changelist") in text(root.get(reverse("admin:index")))
 
@@ -197,18 +216,28 @@ def test_the_activity_shows_only_the_viewable_queues(viewer, store):
 
 
 def test_schedules_follow_their_target_queue(client_for, django_user_model, store):
-    schedules.create(store, "eu-tick", target={"kind": "push", "queue": "orders.eu", "value": 1, "priority": 0},
-                     interval=60)
-    schedules.create(store, "billing-tick", target={"kind": "push", "queue": "billing.in", "value": 1, "priority": 0},
-                     interval=60)
+    schedules.create(
+        store, "eu-tick", target={"kind": "push", "queue": "orders.eu", "value": 1, "priority": 0}, interval=60
+    )
+    schedules.create(
+        store, "billing-tick", target={"kind": "push", "queue": "billing.in", "value": 1, "priority": 0}, interval=60
+    )
     manager_user = granted(django_user_model, "manager", "view,manage")
     manager = client_for(manager_user)
     page = text(manager.get(url("schedules")))
     assert 'data-name="eu-tick"' in page and "billing-tick" not in page
     assert manager.post(url("schedule_action", "billing-tick"), {"action": "pause"}).status_code == 404
     assert manager.get(url("schedule_edit", "billing-tick")).status_code == 404
-    form = {"name": "sneak", "kind": "push", "queue": "billing.in", "value": "1", "priority": "0", "interval": "60",
-            "tz": "UTC", "catch_up": "last"}
+    form = {
+        "name": "sneak",
+        "kind": "push",
+        "queue": "billing.in",
+        "value": "1",
+        "priority": "0",
+        "interval": "60",
+        "tz": "UTC",
+        "catch_up": "last",
+    }
     response = manager.post(url("schedules"), form)
     assert response.status_code == 403 and "You may not manage the queue" in text(response)
     assert [s.name for s in schedules.list_schedules(store)] == ["billing-tick", "eu-tick"]
@@ -251,8 +280,12 @@ def test_bad_grants_are_form_errors_and_nothing_is_stored(root, django_user_mode
 
     assert root.post(add, grant_form(group=team.pk, actions=["consume", "view"])).status_code == 302
     stored = QueueGrant.objects.get()
-    assert (stored.group, stored.pattern, stored.actions, stored.created_by.username) == (team, "orders.*",
-                                                                                        "view,consume", "root")
+    assert (stored.group, stored.pattern, stored.actions, stored.created_by.username) == (
+        team,
+        "orders.*",
+        "view,consume",
+        "root",
+    )
     listing = text(root.get(reverse("admin:fdbqueue_queuegrant_changelist")))
     assert "orders.*" in listing and "view,consume" in listing and "team" in listing
 
@@ -277,15 +310,19 @@ def test_only_superusers_and_the_change_permission_edit_grants(client_for, djang
 
 def test_a_token_is_created_with_a_scope_and_listed_with_it(root, django_user_model):
     make_user(django_user_model, "producer", staff=False)
-    response = root.post(url("token_create"), {"username": "producer", "lifetime": "1",
-                                               "scope": "push:orders.*\n\n view,consume : jobs \n"})
+    response = root.post(
+        url("token_create"),
+        {"username": "producer", "lifetime": "1", "scope": "push:orders.*\n\n view,consume : jobs \n"},
+    )
     assert response.status_code == 400  # " view,consume " with spaces around the colon is no pattern
     assert not TokenScope.objects.exists()
-    response = root.post(url("token_create"), {"username": "producer", "lifetime": "1",
-                                               "scope": "push:orders.*\nconsume,view:jobs\n"})
+    response = root.post(
+        url("token_create"), {"username": "producer", "lifetime": "1", "scope": "push:orders.*\nconsume,view:jobs\n"}
+    )
     assert response.status_code == 200
     assert re.sub(r"<[^>]+>", "", text(response).split('id="token-scope">', 1)[1].split("</span>", 1)[0]) == (
-        "push:orders.*, view,consume:jobs")
+        "push:orders.*, view,consume:jobs"
+    )
     assert TokenScope.objects.get().rules == ["push:orders.*", "view,consume:jobs"]
     listing = text(root.get(url("tokens")))
     assert "<code>push:orders.*</code><br><code>view,consume:jobs</code>" in listing
@@ -334,8 +371,19 @@ def test_every_admin_change_is_audited(root, store, audited, django_user_model):
     root.post(url("dead_delete", "orders.us", dead_id(store, "orders.us")), {"confirm": "True"})
     root.post(url("clear", "orders.eu"), {"confirm": "True"})
     root.post(url("delete", "billing.in"), {"confirm": "True"})
-    root.post(url("schedules"), {"name": "tick", "kind": "push", "queue": "orders.eu", "value": "1", "priority": "0",
-                                 "interval": "60", "tz": "UTC", "catch_up": "last"})
+    root.post(
+        url("schedules"),
+        {
+            "name": "tick",
+            "kind": "push",
+            "queue": "orders.eu",
+            "value": "1",
+            "priority": "0",
+            "interval": "60",
+            "tz": "UTC",
+            "catch_up": "last",
+        },
+    )
     root.post(url("schedule_action", "tick"), {"action": "delete"})
     someone = make_user(django_user_model, "someone")
     root.post(reverse("admin:fdbqueue_queuegrant_add"), grant_form(user=someone.pk))

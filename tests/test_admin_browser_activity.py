@@ -40,15 +40,17 @@ UPDATE_TIMEOUT_MS = 30_000
 def _pushed_becomes(page, count: int) -> None:
     page.wait_for_function(
         "(n) => Number(document.querySelector('section.fdbqueue-activity').dataset.pushed || 0) === n",
-        arg=count, timeout=UPDATE_TIMEOUT_MS,
+        arg=count,
+        timeout=UPDATE_TIMEOUT_MS,
     )
 
 
 def _check_drawn(page, size: dict) -> dict:
     page.set_viewport_size(size)
     try:  # Chart.js resizes its canvases on the frame after the window's change
-        page.wait_for_function(f"() => {{ const s = ({STATE})(); return s.updates && s.page <= s.window; }}",
-                               timeout=10_000)
+        page.wait_for_function(
+            f"() => {{ const s = ({STATE})(); return s.updates && s.page <= s.window; }}", timeout=10_000
+        )
     except Exception:  # noqa: BLE001 - the assertions below say what is wrong
         pass
     state = page.evaluate(STATE)
@@ -65,8 +67,11 @@ def test_the_charts_render_and_move_without_a_reload(fdbqueue_db, live_server, o
     context, page, errors = open_page(browser)
     log_in(page, live_server.url + reverse("admin:login"))
     page.wait_for_url(re.compile(r"/admin/$"))
-    address = (reverse("admin:fdbqueue_queue_activity") if where == "overview"
-               else reverse("admin:fdbqueue_queue_change", args=["jobs"]))
+    address = (
+        reverse("admin:fdbqueue_queue_activity")
+        if where == "overview"
+        else reverse("admin:fdbqueue_queue_change", args=["jobs"])
+    )
     page.goto(live_server.url + address)
     page.evaluate("() => { window.notReloaded = true; }")
     _pushed_becomes(page, 1)

@@ -30,7 +30,9 @@ pytestmark = pytest.mark.django_db
 
 def messages_of(page: str) -> list[tuple[str, str]]:
     """The admin's message list as (level, text) pairs."""
-    found = re.findall(r'<li class="(\w+)">(.*?)</li>', page.split('class="messagelist"', 1)[-1].split("</ul>", 1)[0], re.S)
+    found = re.findall(
+        r'<li class="(\w+)">(.*?)</li>', page.split('class="messagelist"', 1)[-1].split("</ul>", 1)[0], re.S
+    )
     return [(level, body.strip()) for level, body in found]
 
 
@@ -153,12 +155,18 @@ def test_a_read_only_user_sees_no_forms_that_would_refuse_them(client_for, djang
 
 
 def test_the_dead_letter_requeue_and_delete_need_manage(client_for, django_user_model, jobs):
-    page = text(client_for(make_user(django_user_model, "manager", perms=["view_queue", "manage_queue"])).get(
-        url("change", "jobs"), {"view": "dead"}))
+    page = text(
+        client_for(make_user(django_user_model, "manager", perms=["view_queue", "manage_queue"])).get(
+            url("change", "jobs"), {"view": "dead"}
+        )
+    )
     assert url("dead_requeue", "jobs", jobs.dead[0]) in page
     assert url("dead_delete", "jobs", jobs.dead[0]) in page
-    page = text(client_for(make_user(django_user_model, "deleter", perms=["view_queue", "delete_queue"])).get(
-        url("change", "jobs"), {"view": "dead"}))
+    page = text(
+        client_for(make_user(django_user_model, "deleter", perms=["view_queue", "delete_queue"])).get(
+            url("change", "jobs"), {"view": "dead"}
+        )
+    )
     assert url("dead_requeue", "jobs", jobs.dead[0]) not in page
     assert url("dead_delete", "jobs", jobs.dead[0]) not in page
 
@@ -198,10 +206,16 @@ def test_the_list_shows_the_new_statistics(op, jobs):
     service.create_queue(jobs.db, "mail", "fifo")
     page = text(op.get(url("changelist")))
     for name, cells in (("jobs", ["1", "1", "2", "1"]), ("mail", ["0", "0", "0", "—"])):
-        row = re.search(rf'<tr>\s*<th scope="row" class="field-name"><a href="[^"]*/{name}/change/">{name}</a>.*?</tr>', page, re.S)
+        row = re.search(
+            rf'<tr>\s*<th scope="row" class="field-name"><a href="[^"]*/{name}/change/">{name}</a>.*?</tr>', page, re.S
+        )
         assert row, page
-        got = [re.sub(r"<[^>]+>", "", cell).strip() for cell in re.findall(
-            r'<td class="fdbqueue-num field-(?:leased|delayed|dead|max-attempts)">(.*?)</td>', row.group(0), re.S)]
+        got = [
+            re.sub(r"<[^>]+>", "", cell).strip()
+            for cell in re.findall(
+                r'<td class="fdbqueue-num field-(?:leased|delayed|dead|max-attempts)">(.*?)</td>', row.group(0), re.S
+            )
+        ]
         assert got == cells, name
     # The dead-letter count leads to that queue's dead letters.
     assert url("change", "jobs") + "?view=dead" in page
@@ -320,8 +334,11 @@ def test_requeueing_a_dead_letter(op, jobs):
     assert response.status_code == 302
     assert response["Location"] == url("change", "jobs") + "?view=dead"
     page = text(op.get(response["Location"]))
-    assert ("success", f"Requeued the dead letter &quot;dead-a&quot; (item {jobs.dead[0]}) in “jobs”: "
-            "it is ready again, with no attempts counted.") in messages_of(page)
+    assert (
+        "success",
+        f"Requeued the dead letter &quot;dead-a&quot; (item {jobs.dead[0]}) in “jobs”: "
+        "it is ready again, with no attempts counted.",
+    ) in messages_of(page)
     assert dead_ids(jobs.db) == [jobs.dead[1]]
     # Back at its old place in queue order, attempts reset.
     ready = service.browse(jobs.db, "jobs", limit=10).items
@@ -349,8 +366,11 @@ def test_requeueing_twice_answers_as_the_first_and_deleting_then_says_the_dead_l
     again = messages_of(text(op.post(url("dead_requeue", "jobs", jobs.dead[0]), follow=True)))
     assert again == first and again[0][0] == "success"  # a double submit, say: the same answer
     page = text(op.post(url("dead_delete", "jobs", jobs.dead[0]), follow=True))
-    assert ("error", f"There is no dead letter {jobs.dead[0]} in this queue (it may have been requeued or "
-            "deleted already); nothing was changed.") in messages_of(page)
+    assert (
+        "error",
+        f"There is no dead letter {jobs.dead[0]} in this queue (it may have been requeued or "
+        "deleted already); nothing was changed.",
+    ) in messages_of(page)
     assert state(jobs.db) == before
 
 
@@ -378,7 +398,9 @@ def test_deleting_a_dead_letter_asks_for_confirmation_first(op, jobs):
     response = op.post(url("dead_delete", "jobs", jobs.dead[1]), {"confirm": "True"})
     assert response.status_code == 302
     assert response["Location"] == url("change", "jobs") + "?view=dead"
-    assert ("success", f"Deleted the dead letter {jobs.dead[1]} of “jobs”.") in messages_of(text(op.get(response["Location"])))
+    assert ("success", f"Deleted the dead letter {jobs.dead[1]} of “jobs”.") in messages_of(
+        text(op.get(response["Location"]))
+    )
     assert dead_ids(jobs.db) == [jobs.dead[0]]
     after = state(jobs.db)
     # Only the dead letter went: nothing came back among the ready items.
@@ -470,11 +492,14 @@ def test_a_bad_attempt_limit_on_create_creates_nothing(op, fdbqueue_db, posted, 
     assert not service.queue_exists(fdbqueue_db, "orders")
 
 
-@pytest.mark.parametrize(("posted", "expected", "said"), [
-    ("3", 3, "now allows at most 3 attempts per item"),
-    ("1", 1, "now allows at most 1 attempt per item"),
-    ("", None, "now allows unlimited attempts per item"),
-])
+@pytest.mark.parametrize(
+    ("posted", "expected", "said"),
+    [
+        ("3", 3, "now allows at most 3 attempts per item"),
+        ("1", 1, "now allows at most 1 attempt per item"),
+        ("", None, "now allows unlimited attempts per item"),
+    ],
+)
 def test_changing_the_attempt_limit(op, jobs, posted, expected, said):
     before = state(jobs.db)
     response = op.post(url("max_attempts", "jobs"), {"max_attempts": posted})
@@ -568,8 +593,11 @@ def test_a_duplicate_push_says_the_item_already_existed(op, jobs):
     second = op.post(url("push", "jobs"), {"value": '"invoice again"', "priority": "9", "dedup_key": "invoice-17"})
     assert second.status_code == 302
     page = text(op.get(second["Location"]))
-    assert ("warning", f"An item with the dedup key “invoice-17” already existed in “jobs” (item {original[0].id}), "
-            "so nothing was pushed.") in messages_of(page)
+    assert (
+        "warning",
+        f"An item with the dedup key “invoice-17” already existed in “jobs” (item {original[0].id}), "
+        "so nothing was pushed.",
+    ) in messages_of(page)
     assert state(jobs.db) == before
 
     # Another key is another item.

@@ -335,7 +335,9 @@ def test_a_queue_name_leads_back_to_its_task_queue(fdbqueue_db):
 
 
 def test_counts_beyond_the_limit_read_as_a_lower_bound(op, fdbqueue_db, backend, monkeypatch):
-    monkeypatch.setattr(results, "counts", lambda tr, backend, name, limit=COUNT_LIMIT: dict.fromkeys(results.STATUSES, limit))
+    monkeypatch.setattr(
+        results, "counts", lambda tr, backend, name, limit=COUNT_LIMIT: dict.fromkeys(results.STATUSES, limit)
+    )
     page = text(op.get(url("tasks")))
     assert cell(row_of(page, 'data-queue="default"'), "ready") == f"{COUNT_LIMIT}+"
 
@@ -378,10 +380,19 @@ def _store_record(tr, rec: results.Record) -> None:
 
 
 def test_a_result_whose_task_is_gone_is_still_shown(op, fdbqueue_db):
-    gone = results.Record(id="gone-task", task_path="removed.module.old_task", backend="default",
-                          queue_name="default", priority=0, args=[1], kwargs={}, status="FAILED",
-                          enqueued_us=1, finished_us=2,
-                          errors=[{"exception_class_path": "builtins.ImportError", "traceback": "ImportError: gone"}])
+    gone = results.Record(
+        id="gone-task",
+        task_path="removed.module.old_task",
+        backend="default",
+        queue_name="default",
+        priority=0,
+        args=[1],
+        kwargs={},
+        status="FAILED",
+        enqueued_us=1,
+        finished_us=2,
+        errors=[{"exception_class_path": "builtins.ImportError", "traceback": "ImportError: gone"}],
+    )
     _store_record(fdbqueue_db, gone)
     page = text(op.get(url("task_detail", "gone-task")))
     assert "removed.module.old_task" in page and "ImportError: gone" in page
@@ -390,9 +401,18 @@ def test_a_result_whose_task_is_gone_is_still_shown(op, fdbqueue_db):
 
 
 def test_a_result_of_a_backend_no_longer_configured_cannot_be_retried(op, fdbqueue_db):
-    orphan = results.Record(id="orphan", task_path="tests.task_functions.fail", backend="retired",
-                            queue_name="default", priority=0, args=["x"], kwargs={}, status="FAILED",
-                            enqueued_us=1, errors=[{"exception_class_path": "builtins.ValueError", "traceback": "x"}])
+    orphan = results.Record(
+        id="orphan",
+        task_path="tests.task_functions.fail",
+        backend="retired",
+        queue_name="default",
+        priority=0,
+        args=["x"],
+        kwargs={},
+        status="FAILED",
+        enqueued_us=1,
+        errors=[{"exception_class_path": "builtins.ValueError", "traceback": "x"}],
+    )
     _store_record(fdbqueue_db, orphan)
     page = text(op.get(url("task_detail", "orphan")))
     assert 'TASKS["retired"] is not an FDBQueueBackend' in page and 'id="retry-form"' not in page
@@ -496,8 +516,16 @@ def test_a_retried_task_is_run_again_by_a_worker(op, fdbqueue_db, backend):
         assert workers.wait(DEADLINE)
     final = record(fdbqueue_db, result.id)
     assert final.status == "FAILED" and final.worker_ids == [workers.worker_id] * 2
-    assert cell(row_of(text(op.get(url("task_list", "default", "default"), {"status": "FAILED"})),
-                       f'data-result-id="{result.id}"'), "attempts") == "2"
+    assert (
+        cell(
+            row_of(
+                text(op.get(url("task_list", "default", "default"), {"status": "FAILED"})),
+                f'data-result-id="{result.id}"',
+            ),
+            "attempts",
+        )
+        == "2"
+    )
 
 
 # --- store failures ---------------------------------------------------------------------------------
@@ -597,8 +625,14 @@ def test_without_the_tasks_framework_the_queue_pages_work_and_have_no_task_pages
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(Path(__file__).resolve().parent.parent)])}
     env.pop("DJANGO_SETTINGS_MODULE", None)
-    done = subprocess.run([sys.executable, "-c", WITHOUT_TASKS, str(tmp_path / "store.sqlite3")], cwd=tmp_path,
-                          env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", WITHOUT_TASKS, str(tmp_path / "store.sqlite3")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout + done.stderr
 
 
@@ -692,8 +726,14 @@ def test_the_demo_form_enqueues_an_example(op, login, fdbqueue_db, backend, demo
 
 def test_the_demo_project_passes_its_checks():
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "demo.settings"}
-    done = subprocess.run([sys.executable, "manage.py", "check", "--fail-level", "WARNING"], cwd=DEMO_PROJECT,
-                          env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "manage.py", "check", "--fail-level", "WARNING"],
+        cwd=DEMO_PROJECT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "no issues" in done.stdout
 

@@ -36,10 +36,23 @@ def assert_item(item: dict, value, priority: int = 0) -> None:
 
 
 QUEUE_FIELDS = {
-    "name", "kind", "size", "pushed", "popped", "min_priority", "max_priority", "oldest_age_seconds", "url",
-    "leased", "delayed", "dead", "max_attempts",
-    "oldest_enqueued_at", "created_at",  # issue 17: the fields (and names) Python and the CLI show
-    "key_concurrency", "key_rate",  # issue 20: per-key limits
+    "name",
+    "kind",
+    "size",
+    "pushed",
+    "popped",
+    "min_priority",
+    "max_priority",
+    "oldest_age_seconds",
+    "url",
+    "leased",
+    "delayed",
+    "dead",
+    "max_attempts",
+    "oldest_enqueued_at",
+    "created_at",  # issue 17: the fields (and names) Python and the CLI show
+    "key_concurrency",
+    "key_rate",  # issue 20: per-key limits
     "tenants",  # issue 20: queues split by tenant
 }
 
@@ -272,9 +285,7 @@ def test_unknown_fields_are_refused_not_dropped(api):
 def test_hostile_bodies_are_client_errors_and_store_nothing(api):
     """A lone surrogate, or JSON nested past the parser's depth: 400 with a JSON body, nothing stored."""
     make_queue(api, "hostile")
-    surrogate = api.post(
-        queue_url("hostile", "push"), data='{"value": "\\ud800"}', content_type="application/json"
-    )
+    surrogate = api.post(queue_url("hostile", "push"), data='{"value": "\\ud800"}', content_type="application/json")
     assert_error(surrogate, 400, "invalid_value")
     deep = "[" * 100_000 + "]" * 100_000
     nested = api.post(queue_url("hostile", "push"), data='{"value": ' + deep + "}", content_type="application/json")
@@ -460,8 +471,18 @@ def test_pop_fifo_in_order(api):
 
 def test_pop_both_ends_of_a_priority_queue(api):
     make_queue(api, "pq", "priority")
-    push(api, "pq", {"items": [{"value": "mid", "priority": 5}, {"value": "lo", "priority": 1},
-                               {"value": "hi-1", "priority": 9}, {"value": "hi-2", "priority": 9}]})
+    push(
+        api,
+        "pq",
+        {
+            "items": [
+                {"value": "mid", "priority": 5},
+                {"value": "lo", "priority": 1},
+                {"value": "hi-1", "priority": 9},
+                {"value": "hi-2", "priority": 9},
+            ]
+        },
+    )
     assert api.post(queue_url("pq", "pop") + "?end=max").json()["value"] == "hi-1"
     assert api.post(queue_url("pq", "pop")).json()["value"] == "lo"
     assert api.post(queue_url("pq", "pop") + "?end=max").json()["value"] == "hi-2"

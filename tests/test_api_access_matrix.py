@@ -69,8 +69,15 @@ SCHEDULE_TARGET = {"kind": "push", "queue": GRANTED, "value": 1}
 SCHEDULE_ROUTES = [
     Route("schedules_list", "get", "schedules/", "view", 200, on_target=True),
     Route("schedules_retrieve", "get", "schedules/tick/", "view", 200, on_target=True),
-    Route("schedules_create", "post", "schedules/", "manage", 201,
-          {"name": "tock", "target": SCHEDULE_TARGET, "interval": 60}, on_target=True),
+    Route(
+        "schedules_create",
+        "post",
+        "schedules/",
+        "manage",
+        201,
+        {"name": "tock", "target": SCHEDULE_TARGET, "interval": 60},
+        on_target=True,
+    ),
     Route("schedules_update", "patch", "schedules/tick/", "manage", 200, {"interval": 120}, on_target=True),
     Route("schedules_destroy", "delete", "schedules/tick/", "manage", 204, on_target=True),
     Route("schedules_pause", "post", "schedules/tick/pause/", "manage", 200, on_target=True),
@@ -166,8 +173,11 @@ def expected(caller: str, route: Route, queue: str) -> tuple[int, str | None]:
 def call(client: APIClient, route: Route, queue: str, handles: dict[str, str]):
     fill = {"q": queue, **handles}
     path = "/api/" + route.path.format(**fill)
-    body = json.loads(json.dumps(route.body).replace("{receipt}", handles["receipt"]).replace(
-        "{q}", queue)) if route.body is not None else None
+    body = (
+        json.loads(json.dumps(route.body).replace("{receipt}", handles["receipt"]).replace("{q}", queue))
+        if route.body is not None
+        else None
+    )
     return getattr(client, route.method)(path, body, format="json")
 
 
@@ -193,7 +203,7 @@ def test_every_route_answers_each_caller_as_its_grants_say(fdbqueue_db, django_u
     client = client_for(caller, django_user_model)
     problems = []
     for route in QUEUE_ROUTES + SCHEDULE_ROUTES:
-        for queue in ((GRANTED,) if route.on_target else (GRANTED, OTHER)):
+        for queue in (GRANTED,) if route.on_target else (GRANTED, OTHER):
             handles = seed(fdbqueue_db)
             before = state(fdbqueue_db)
             response = call(client, route, queue, handles[queue])
@@ -246,7 +256,9 @@ def test_a_schedule_is_its_target_queues(fdbqueue_db, django_user_model):
     hidden = client.get("/api/schedules/tock/")
     assert (hidden.status_code, hidden.json()["code"]) == (404, "schedule_not_found")
     before = state(fdbqueue_db)
-    moved = client.patch("/api/schedules/tick/", {"target": {"kind": "push", "queue": OTHER, "value": 1}}, format="json")
+    moved = client.patch(
+        "/api/schedules/tick/", {"target": {"kind": "push", "queue": OTHER, "value": 1}}, format="json"
+    )
     assert (moved.status_code, moved.json()["code"]) == (403, "permission_denied")
     into_task = client.post("/api/schedules/", {"name": "tack", "target": task, "interval": 60}, format="json")
     assert (into_task.status_code, into_task.json()["code"]) == (403, "permission_denied")

@@ -99,7 +99,9 @@ def open_api(settings, fdbqueue_db) -> Any:
     handler's lanes) never need the test's rows, which only the test's own thread sees. Returns
     the database handle (a changed FDBQUEUE reopens it, on the same store)."""
     settings.FDBQUEUE = {
-        **settings.FDBQUEUE, "PERMISSION_CLASSES": ["rest_framework.permissions.AllowAny"], "ACCESS": "authenticated",
+        **settings.FDBQUEUE,
+        "PERMISSION_CLASSES": ["rest_framework.permissions.AllowAny"],
+        "ACCESS": "authenticated",
     }
     return get_database()
 
@@ -151,8 +153,12 @@ def test_a_long_poll_waits_for_the_item_pushed_after_it(transport, queue, open_a
 
 @pytest.mark.parametrize("route", ["claim", "pop"])
 def test_a_long_poll_that_nothing_reaches_is_an_empty_204_without_retry_after(transport, queue, route):
-    response = transport.call("post", queue_url("q", route) + ("" if route == "claim" else "?wait=0.2"),
-                              claim_body(0.2) if route == "claim" else None, basic("alice"))
+    response = transport.call(
+        "post",
+        queue_url("q", route) + ("" if route == "claim" else "?wait=0.2"),
+        claim_body(0.2) if route == "claim" else None,
+        basic("alice"),
+    )
     assert_empty_204(response)
     assert "Retry-After" not in response
 
@@ -208,8 +214,14 @@ def test_under_asgi_a_cancelled_long_poll_leaves_and_takes_nothing(fdbqueue_db, 
     client = AsyncClient()
 
     async def scenario() -> None:
-        task = asyncio.ensure_future(client.post(queue_url("q", "claim"), claim_body(LONG_WAIT),
-                                                 content_type="application/json", headers={"Authorization": basic("alice")}))
+        task = asyncio.ensure_future(
+            client.post(
+                queue_url("q", "claim"),
+                claim_body(LONG_WAIT),
+                content_type="application/json",
+                headers={"Authorization": basic("alice")},
+            )
+        )
         await until(lambda: parked("q") == 1, "the claim to park")
         task.cancel()
         await asyncio.wait({task}, timeout=DEADLINE)
@@ -350,11 +362,22 @@ class Exchange:
         self.inbox.put_nowait({"type": "http.request", "body": body, "more_body": False})
         path, _, query = path.partition("?")
         scope = {
-            "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method, "scheme": "http",
-            "path": path, "raw_path": path.encode(), "query_string": query.encode(), "root_path": "",
-            "headers": [(b"host", b"testserver"), (b"content-type", b"application/json"),
-                        (b"content-length", str(len(body)).encode())],
-            "client": ("127.0.0.1", 5000), "server": ("testserver", 80),
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": method,
+            "scheme": "http",
+            "path": path,
+            "raw_path": path.encode(),
+            "query_string": query.encode(),
+            "root_path": "",
+            "headers": [
+                (b"host", b"testserver"),
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+            ],
+            "client": ("127.0.0.1", 5000),
+            "server": ("testserver", 80),
         }
         self.task = asyncio.ensure_future(app(scope, self.inbox.get, self._send))
 
@@ -386,7 +409,9 @@ def test_the_handler_serves_many_parked_waiters_on_its_few_threads(queue, open_a
 
     async def scenario(handler: FdbQueueASGIHandler) -> list[tuple[int, bytes]]:
         before = {t.ident for t in threading.enumerate()}
-        waiters = [Exchange(handler, "POST", queue_url("q", "claim"), b'{"wait": 15, "lease": 60}') for _ in range(count)]
+        waiters = [
+            Exchange(handler, "POST", queue_url("q", "claim"), b'{"wait": 15, "lease": 60}') for _ in range(count)
+        ]
         await until(lambda: parked("q") == count, "every claim to park")
         # Django's own handler keeps a thread per request until it ends: 30 here. Ours: its lanes,
         # and the async service's pool (both bounded), whatever the number of waiters.

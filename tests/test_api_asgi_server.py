@@ -48,8 +48,11 @@ def asgi_server(fdbqueue_db, tmp_path, settings) -> Iterator[harness.Server]:
     """gunicorn + one uvicorn worker serving the demo's ASGI application on this test's store."""
     settings_dir = tmp_path / "server-settings"
     settings_dir.mkdir()
-    fdbqueue = {**settings.FDBQUEUE, "PERMISSION_CLASSES": ["rest_framework.permissions.AllowAny"],
-                "ACCESS": "authenticated"}
+    fdbqueue = {
+        **settings.FDBQUEUE,
+        "PERMISSION_CLASSES": ["rest_framework.permissions.AllowAny"],
+        "ACCESS": "authenticated",
+    }
     (settings_dir / "asgi_test_settings.py").write_text(
         "from demo.settings import *  # noqa: F401,F403\n\n"
         "DEBUG = False\nALLOWED_HOSTS = ['127.0.0.1']\n"
@@ -57,17 +60,44 @@ def asgi_server(fdbqueue_db, tmp_path, settings) -> Iterator[harness.Server]:
         f"FDBQUEUE = {fdbqueue!r}\n",
         encoding="utf-8",
     )
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "asgi_test_settings", "DEMO_THROTTLE": "off",
-           "PYTHONPATH": os.pathsep.join([str(settings_dir), str(REPO_ROOT / "demo_project"), str(REPO_ROOT),
-                                          os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "asgi_test_settings",
+        "DEMO_THROTTLE": "off",
+        "PYTHONPATH": os.pathsep.join(
+            [str(settings_dir), str(REPO_ROOT / "demo_project"), str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]
+        ),
+    }
     port = harness.free_port()
-    command = [sys.executable, "-m", "gunicorn", "demo.asgi:application", "-k", "uvicorn_worker.UvicornWorker",
-               "--bind", f"127.0.0.1:{port}", "--workers", "1", "--graceful-timeout", "5", "--log-level", "warning"]
+    command = [
+        sys.executable,
+        "-m",
+        "gunicorn",
+        "demo.asgi:application",
+        "-k",
+        "uvicorn_worker.UvicornWorker",
+        "--bind",
+        f"127.0.0.1:{port}",
+        "--workers",
+        "1",
+        "--graceful-timeout",
+        "5",
+        "--log-level",
+        "warning",
+    ]
     with open(tmp_path / "server.out", "wb") as out, open(tmp_path / "server.err", "wb") as err:
-        process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env,
-                                   cwd=str(REPO_ROOT / "demo_project"), start_new_session=True)
-    server = harness.Server(harness.Child("gunicorn", process, tmp_path / "server.out", tmp_path / "server.err"),
-                            port, workers=1, threads=1)
+        process = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+            env=env,
+            cwd=str(REPO_ROOT / "demo_project"),
+            start_new_session=True,
+        )
+    server = harness.Server(
+        harness.Child("gunicorn", process, tmp_path / "server.out", tmp_path / "server.err"), port, workers=1, threads=1
+    )
     try:
         harness.wait_until(lambda: harness._answers(server), DEADLINE, "the ASGI server to answer")
         harness.wait_until(lambda: len(server.worker_pids()) == 1, DEADLINE, "its worker")
@@ -84,8 +114,11 @@ def asgi_server(fdbqueue_db, tmp_path, settings) -> Iterator[harness.Server]:
 def claims(server: harness.Server, count: int, lease: float, drops: list[float] | None = None) -> Any:
     """``count`` long-polling claims (wait 20) as tasks of the running loop; with ``drops``, the
     i-th client goes away (its connection closed) after drops[i] seconds unless it got an item."""
-    client = httpx.AsyncClient(base_url=server.base_url, timeout=httpx.Timeout(45.0, connect=10.0),
-                               limits=httpx.Limits(max_connections=None, max_keepalive_connections=None))
+    client = httpx.AsyncClient(
+        base_url=server.base_url,
+        timeout=httpx.Timeout(45.0, connect=10.0),
+        limits=httpx.Limits(max_connections=None, max_keepalive_connections=None),
+    )
 
     async def one(index: int) -> dict | None:
         request = client.post("/api/queues/q/claim/", json={"wait": 20, "lease": lease})

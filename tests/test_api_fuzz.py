@@ -71,10 +71,16 @@ ITEM_ID = re.compile(r"[A-Za-z0-9_-]+")
 # more than 366 days ahead, or an item id that is not one of ours), and values JSON Schema cannot
 # tell from storable ones (invalid_value: nesting deeper than 256 levels).
 OPAQUE_OR_STATEFUL_CODES = frozenset(
-    {"invalid_cursor", "invalid_receipt", "invalid_argument", "wrong_queue_kind", "invalid_value",
-     # A schedule's cron expression, time zone and target: rules of croniter, the IANA database
-     # and the target's kind that a JSON schema cannot state.
-     "invalid_schedule"}
+    {
+        "invalid_cursor",
+        "invalid_receipt",
+        "invalid_argument",
+        "wrong_queue_kind",
+        "invalid_value",
+        # A schedule's cron expression, time zone and target: rules of croniter, the IANA database
+        # and the target's kind that a JSON schema cannot state.
+        "invalid_schedule",
+    }
 )
 
 

@@ -69,7 +69,10 @@ def test_claims_skip_a_busy_key_and_the_state_shows_it(api):
     assert claim(api, "q").status_code == 204  # a2 and a3 wait for a's slot
     state = api.get(queue_url("q", "key-limits")).json()
     assert state == {
-        "name": "q", "concurrency": 1, "rate": None, "keys_leased": 2,
+        "name": "q",
+        "concurrency": 1,
+        "rate": None,
+        "keys_leased": 2,
         "leased": [{"key": "a", "leased": 1}, {"key": "é" * 50, "leased": 1}],
         "at_limit": ["a", "é" * 50],
     }

@@ -96,8 +96,6 @@ def assert_about(moment: str, seconds_from_now: float, slack: float = DEADLINE_S
     assert abs((when(moment) - expected).total_seconds()) < slack, (moment, expected)
 
 
-
-
 def wait_until(moment: datetime.datetime) -> None:
     """Let the wall clock pass ``moment`` (a lease's end), boundedly."""
     poll(lambda: now() > moment + datetime.timedelta(milliseconds=50), "the clock to pass the lease's end")
@@ -273,7 +271,9 @@ def test_claim_invalid_body_is_400_and_claims_nothing(api, body):
     assert counts(api, "q") == (1, 0, 0, 0)
 
 
-@pytest.mark.parametrize("raw", ['{"lease": NaN}', '{"lease": Infinity}', '{"lease": -Infinity}', '{"wait": 1e400}', "[]"])
+@pytest.mark.parametrize(
+    "raw", ['{"lease": NaN}', '{"lease": Infinity}', '{"lease": -Infinity}', '{"wait": 1e400}', "[]"]
+)
 def test_claim_non_finite_numbers_are_400(api, raw):
     make_queue(api, "q")
     pushed(api, "q", "kept")
@@ -537,7 +537,9 @@ def test_forged_receipts_are_refused_and_change_nothing(api, action):
         response = post(api, "q", action, body)
         # Not decodable: invalid_receipt; decodable but with a token no claim handed out: no such lease.
         assert response.status_code in (400, 409), (forged, response.content)
-        assert_error(response, response.status_code, "invalid_receipt" if response.status_code == 400 else "lease_not_found")
+        assert_error(
+            response, response.status_code, "invalid_receipt" if response.status_code == 400 else "lease_not_found"
+        )
     (row,) = api.get(queue_url("q", "scheduled")).json()["results"]
     assert when(row["visible_at"]) == when(lease["lease_expires_at"])
     assert_empty_204(post(api, "q", "ack", {"receipt": lease["receipt"]}))
@@ -550,7 +552,9 @@ def test_a_receipt_of_another_queue_is_400_invalid_receipt(api, action):
     pushed(api, "mine", "x")
     pushed(api, "other", "y")
     lease = claimed(api, "mine")
-    body: dict[str, Any] = {"receipt": lease["receipt"], "lease": 5} if action == "extend" else {"receipt": lease["receipt"]}
+    body: dict[str, Any] = (
+        {"receipt": lease["receipt"], "lease": 5} if action == "extend" else {"receipt": lease["receipt"]}
+    )
     assert_error(post(api, "other", action, body), 400, "invalid_receipt")
     assert_error(post(api, "nope", action, body), 400, "invalid_receipt")
     assert counts(api, "mine") == (0, 1, 0, 0)
@@ -656,7 +660,9 @@ def test_pop_with_wait_takes_a_delayed_item_when_it_becomes_visible(api):
     assert response.status_code == 200 and response.json()["value"] == "soon"
 
 
-@pytest.mark.parametrize("wait", ["-1", "20.001", "21", "nan", "NaN", "inf", "-inf", "1e999", "abc", " 1", "1_0", "0x10"])
+@pytest.mark.parametrize(
+    "wait", ["-1", "20.001", "21", "nan", "NaN", "inf", "-inf", "1e999", "abc", " 1", "1_0", "0x10"]
+)
 def test_pop_with_a_bad_wait_is_400_and_pops_nothing(api, wait):
     from urllib.parse import quote
 
@@ -733,7 +739,9 @@ def test_push_dedup_key_edges(api):
     assert push(api, "q", {"value": 1, "dedup_key": "k" * 200}).status_code == 201
     assert push(api, "q", {"value": 1, "dedup_key": " spaced \n"}).status_code == 201
     assert push(api, "q", {"value": 1, "dedup_key": "spaced"}).status_code == 201  # taken as sent
-    lone = api.post(queue_url("q", "push"), data='{"value": 1, "dedup_key": "\\ud800"}', content_type="application/json")
+    lone = api.post(
+        queue_url("q", "push"), data='{"value": 1, "dedup_key": "\\ud800"}', content_type="application/json"
+    )
     assert_error(lone, 400, "invalid")
     assert queue(api, "q")["pushed"] == 3
 
@@ -863,7 +871,9 @@ def test_scheduled_lists_leased_and_delayed_items_by_visibility_and_pages(api):
     body = response.json()
     assert body["next"] is None
     assert [(r["value"], r["state"]) for r in body["results"]] == [
-        ("sooner", "delayed"), ("leased", "leased"), ("later", "delayed"),
+        ("sooner", "delayed"),
+        ("leased", "leased"),
+        ("later", "delayed"),
     ]
     for row in body["results"]:
         assert set(row) == ITEM_FIELDS | {"state", "visible_at"}

@@ -165,9 +165,24 @@ def test_response_bodies(schema):
 
     queue = body("/api/queues/{name}/", "get", "200")
     assert set(queue["properties"]) == {
-        "name", "kind", "size", "pushed", "popped", "min_priority", "max_priority", "oldest_age_seconds", "url",
-        "leased", "delayed", "dead", "max_attempts", "oldest_enqueued_at", "created_at",
-        "key_concurrency", "key_rate", "tenants",
+        "name",
+        "kind",
+        "size",
+        "pushed",
+        "popped",
+        "min_priority",
+        "max_priority",
+        "oldest_age_seconds",
+        "url",
+        "leased",
+        "delayed",
+        "dead",
+        "max_attempts",
+        "oldest_enqueued_at",
+        "created_at",
+        "key_concurrency",
+        "key_rate",
+        "tenants",
     }
     item = body("/api/queues/{name}/peek/", "get", "200")
     assert set(item["properties"]) == {"id", "priority", "value", "enqueued_at", "attempts"}
@@ -217,7 +232,11 @@ def test_reliable_consumption_bodies(schema):
     extend_forms = [resolve(schema, form) for form in component("/api/queues/{name}/extend/", "post")["oneOf"]]
     assert [set(form["properties"]) for form in extend_forms] == [{"receipt", "lease"}, {"receipt", "seconds"}]
     assert set(component("/api/queues/{name}/extend/", "post", "200")["properties"]) == {"receipt", "lease_expires_at"}
-    assert set(component("/api/queues/{name}/", "patch")["properties"]) == {"max_attempts", "key_concurrency", "key_rate"}
+    assert set(component("/api/queues/{name}/", "patch")["properties"]) == {
+        "max_attempts",
+        "key_concurrency",
+        "key_rate",
+    }
     single = resolve(schema, resolve(schema, component("/api/queues/{name}/push/", "post"))["oneOf"][0])
     assert {"dedup_key", "delay", "not_before"} <= set(single["properties"])
     assert single["properties"]["not_before"]["format"] == "date-time"

@@ -54,15 +54,17 @@ def test_a_bad_tenant_is_400_and_stores_nothing(api, name, extra):
         assert api.get(queue_url(queue)).json()["pushed"] == 0
 
 
-@pytest.mark.parametrize("body", [{"tenants": "yes"}, {"tenants": 1}, {"tenants": None},
-                                  {"tenants": True, "key_concurrency": 2}])
+@pytest.mark.parametrize(
+    "body", [{"tenants": "yes"}, {"tenants": 1}, {"tenants": None}, {"tenants": True, "key_concurrency": 2}]
+)
 def test_bad_tenants_option_is_400_and_creates_nothing(api, body):
     assert_error(api.post(API, {"name": "q", **body}, format="json"), 400)
     assert api.get(API).json()["results"] == []
 
 
-@pytest.mark.parametrize("body", [{"key_concurrency": 1}, {"key_rate": 2.5, "max_attempts": 3},
-                                  {"key_concurrency": None, "key_rate": 1}])
+@pytest.mark.parametrize(
+    "body", [{"key_concurrency": 1}, {"key_rate": 2.5, "max_attempts": 3}, {"key_concurrency": None, "key_rate": 1}]
+)
 def test_patching_key_limits_on_a_tenant_queue_is_400_as_at_create(api, body):
     """Issue 28: the PATCH took what the create refuses; nothing of the PATCH is stored."""
     at_create = assert_error(api.post(API, {"name": "u", "tenants": True, "key_concurrency": 1}, format="json"), 400)

@@ -189,8 +189,10 @@ def test_consumers_cancelled_at_random_moments_lose_nothing(fdbqueue_db, monkeyp
             await service.apush(db, "q", n)
             for _ in range(rng.randint(0, 3)):
                 await asyncio.sleep(0)  # let the consumers run between pushes, as the RNG says
-        await until(lambda: all(t.done() for t in tasks) or len(delivered) + service.size(db, "q") >= items,
-                    "every item to be delivered or back in the queue")
+        await until(
+            lambda: all(t.done() for t in tasks) or len(delivered) + service.size(db, "q") >= items,
+            "every item to be delivered or back in the queue",
+        )
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

@@ -153,16 +153,26 @@ def bench_run(request, tmp_path_factory) -> BenchRun:
         connection.reset_database()
         try:
             call_command(
-                "fdbqueue", "bench", "--quick",
-                "--duration", "0.2",
-                "--clients", ",".join(map(str, CLIENTS)),
-                "--deep-size", str(DEEP_SIZE),
-                "--tasks", str(TASKS),
-                "--compare", ",".join(references),
+                "fdbqueue",
+                "bench",
+                "--quick",
+                "--duration",
+                "0.2",
+                "--clients",
+                ",".join(map(str, CLIENTS)),
+                "--deep-size",
+                str(DEEP_SIZE),
+                "--tasks",
+                str(TASKS),
+                "--compare",
+                ",".join(references),
                 *recipe,
-                "--json-file", str(json_path),
-                "--plot", str(png_path),
-                stdout=out, stderr=err,
+                "--json-file",
+                str(json_path),
+                "--plot",
+                str(png_path),
+                stdout=out,
+                stderr=err,
             )
             database = connection.get_database()
             leftovers = [q.name for q in service.list_queues(database, prefix="fdbqueue-bench.").items]
@@ -448,8 +458,9 @@ def test_recipe_rows_beside_ours_on_the_same_store(bench_run, request):
     assert meta["source"] == os.path.abspath(RECIPE) and len(meta["sha256"]) == 64
     expected = "the binding's" if bench_run.engine == "foundationdb" else "django_fdbqueue.fdbapi's"
     assert meta["transactional"] == expected  # the binding's own retry loop on a cluster
-    assert any(line.startswith("One client push+pop pairs/s") and "recipe" in line
-               for line in bench_run.document["headline"])
+    assert any(
+        line.startswith("One client push+pop pairs/s") and "recipe" in line for line in bench_run.document["headline"]
+    )
     assert bench_run.leftover_recipe_keys == 0, "the recipe's keys were left behind"
 
 
@@ -467,13 +478,17 @@ def test_cleans_up_queues_and_client_processes(bench_run):
 
 
 def test_tasks_rows_run_every_task_once_and_relate_to_the_immediate_backend(bench_run):
-    rows = {(row["target"], row["clients"], row["mode"]): row for row in tasks_rows(bench_run) if row["strategy"] == "-"}
+    rows = {
+        (row["target"], row["clients"], row["mode"]): row for row in tasks_rows(bench_run) if row["strategy"] == "-"
+    }
     first = [("fdbqueue", workers, ENQUEUED_FIRST) for workers in task_rows.ENQUEUED_FIRST_WORKERS]
     database = set() if TASKS_DB_MISSING else {(TASKS_DB, 1, "processes")}
     ours_first = ("fdbqueue", 1, ENQUEUED_FIRST)  # every task enqueued, then one worker: as the reference
     assert ours_first in first
     assert set(rows) == {
-        *(("fdbqueue", workers, "threads") for workers in TASK_WORKERS), *first, ("immediate", 1, "threads"),
+        *(("fdbqueue", workers, "threads") for workers in TASK_WORKERS),
+        *first,
+        ("immediate", 1, "threads"),
         *database,
     }
     spread = {row["clients"]: row for row in tasks_rows(bench_run) if row["strategy"] == SPREAD_CLAIMS}
@@ -527,8 +542,9 @@ def test_the_database_backend_reference_row_and_its_goal(bench_run):
     assert "VS DB BACKEND" in bench_run.stdout and "1 process" in bench_run.stdout
     assert "a Tasks enqueue + run" in bench_run.stdout and "Database backend: django-tasks-db" in bench_run.stdout
     headline = bench_run.document["headline"]
-    assert any(line.startswith("Tasks/s with 1 worker thread") and "django-tasks database backend" in line
-               for line in headline)
+    assert any(
+        line.startswith("Tasks/s with 1 worker thread") and "django-tasks database backend" in line for line in headline
+    )
     assert any(line.startswith("Tasks/s of django-tasks' database backend") for line in headline)
 
 
@@ -686,7 +702,7 @@ def test_recipe_refusals_are_usage_errors_before_anything_runs(fdbqueue_db, tmp_
     code, _, message = _run("--quick", "--compare", "recipe")
     assert code == 2 and "--recipe PATH" in message
     no_subspace = tmp_path / "no_subspace.py"
-    no_subspace.write_text(_STANDIN.replace('space = fdb.Subspace(("S",))', 'space = None'), encoding="utf-8")
+    no_subspace.write_text(_STANDIN.replace('space = fdb.Subspace(("S",))', "space = None"), encoding="utf-8")
     code, out, message = _run("--quick", "--tasks", "0", "--recipe", str(no_subspace))
     assert code == 2 and out == "" and "failed to load" in message and "Subspace" in message
     assert service.list_queues(fdbqueue_db, prefix="fdbqueue-bench.").items == []

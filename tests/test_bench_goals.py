@@ -178,8 +178,16 @@ def test_a_cluster_keeps_the_recipe_goals(engine):
 
 
 def test_the_report_and_its_json_carry_the_embedded_goals():
-    meta = {"strategies": ["plain"], "clients": [1, MANY], "engine": "embedded", "duration_s": 0.1,
-            "deep_size": DEEP, "cpu_count": os.cpu_count(), "python": "3", "date": "today"}
+    meta = {
+        "strategies": ["plain"],
+        "clients": [1, MANY],
+        "engine": "embedded",
+        "duration_s": 0.1,
+        "deep_size": DEEP,
+        "cpu_count": os.cpu_count(),
+        "python": "3",
+        "date": "today",
+    }
     result = BenchResult(_rows(), meta, [], [], [])
     document = json.loads(json.dumps(to_document(result)))
     goals = document["goals"]
@@ -187,7 +195,7 @@ def test_the_report_and_its_json_carry_the_embedded_goals():
     assert [goal["met"] for goal in goals] == [True] * 5
     assert set(goals[0]) == {"workload", "reference", "goal", "measured", "shown", "met"}
     text = format_report(result)
-    table = text[text.index("Goals (ratios within this run; engine embedded)"):]
+    table = text[text.index("Goals (ratios within this run; engine embedded)") :]
     assert "Redis, ZADD + ZPOPMIN: 1,000 pairs/s" in table and f"flat: <= {FLAT_MEMORY_TIMES:g}x" in table
     assert "recipe" not in table.split("\n\n")[0]
     cluster = to_document(BenchResult(_rows(), {**meta, "engine": "foundationdb"}, [], [], []))
@@ -204,8 +212,9 @@ def test_the_cluster_scaling_goals_judge_many_threads_against_one_of_the_same_se
         _row("fdbqueue", "claim+ack", 900.0, 32),  # exact order, 9x the 1-thread row of 100
         _row("fdbqueue", "tasks", 40.0, mode=ENQUEUED_FIRST, strategy="-", notes={"run_per_s": 50.0}),
         # 8x the workers' own rate, but not exactly once
-        _row("fdbqueue", "tasks", 90.0, 16, ENQUEUED_FIRST, strategy="-", exactly_once=False,
-             notes={"run_per_s": 400.0}),
+        _row(
+            "fdbqueue", "tasks", 90.0, 16, ENQUEUED_FIRST, strategy="-", exactly_once=False, notes={"run_per_s": 400.0}
+        ),
     ]
     rows[1] = _row("fdbqueue", "claim+ack", 100.0)  # the exact series' one thread
     relate(rows, SHALLOW, DEEP)

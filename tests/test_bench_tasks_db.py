@@ -78,8 +78,9 @@ def test_the_reference_runs_every_task_once_in_its_own_process(store_beside, pro
     assert sorted(path.name for path in store_beside.iterdir()) == []  # its directory is gone
 
 
-def test_a_process_that_cannot_import_the_backend_is_a_missing_reference(store_beside, processes, tmp_path,
-                                                                         monkeypatch):
+def test_a_process_that_cannot_import_the_backend_is_a_missing_reference(
+    store_beside, processes, tmp_path, monkeypatch
+):
     """A django_tasks_db that fails to import there (a stand-in found first on its path) is reported, no crash."""
     need_reference()
     shadow = tmp_path / "shadow" / "django_tasks_db"
@@ -118,7 +119,8 @@ def _has_reference_row(bench: Bench) -> bool:
 def test_without_the_package_the_reference_is_skipped_with_how_to_get_it(monkeypatch):
     real = tasks_db_ref.importlib.util.find_spec
     monkeypatch.setattr(
-        tasks_db_ref.importlib.util, "find_spec",
+        tasks_db_ref.importlib.util,
+        "find_spec",
         lambda name, *rest: None if name == "django_tasks_db" else real(name, *rest),
     )
     monkeypatch.setattr("django.VERSION", (5, 2, 0, "final", 0))
@@ -137,7 +139,9 @@ def test_before_django_5_2_the_reference_is_skipped_saying_so(monkeypatch):
     monkeypatch.setattr("django.VERSION", (4, 2, 20, "final", 0))
     bench = _bench()
     assert not _has_reference_row(bench)
-    assert "django-tasks-db needs Django 5.2 or later and this is Django 4.2.20, so it is not measured" in bench.skipped[0]
+    assert (
+        "django-tasks-db needs Django 5.2 or later and this is Django 4.2.20, so it is not measured" in bench.skipped[0]
+    )
     assert bench.skipped[1:] == [NO_RECIPE]
 
 
@@ -186,20 +190,34 @@ def test_a_reference_that_fails_is_a_warning_not_a_failed_bench(monkeypatch):
     monkeypatch.setattr(tasks_db_ref, "run_database_backend", broken)
     assert bench._run_tasks_db(row, _progress()) is None
     assert row not in bench.rows and bench.failures == []
-    assert bench.warnings == [f"{row.label()}: not measured, the reference failed: simulated: the process exited "
-                              "with status 1"]
+    assert bench.warnings == [
+        f"{row.label()}: not measured, the reference failed: simulated: the process exited with status 1"
+    ]
 
 
 # --- the ratio and the goal ---------------------------------------------------------------------------
 
 
-def _tasks_rows(ours_per_s: float, database_per_s: float | None, exactly_once: bool = True,
-                mode: str = ENQUEUED_FIRST) -> list[Row]:
-    rows = [Row("fdbqueue", "tasks", 1, mode, "-", ops=TASKS, seconds=1.0, ops_per_s=ours_per_s,
-                exactly_once=exactly_once)]
+def _tasks_rows(
+    ours_per_s: float, database_per_s: float | None, exactly_once: bool = True, mode: str = ENQUEUED_FIRST
+) -> list[Row]:
+    rows = [
+        Row("fdbqueue", "tasks", 1, mode, "-", ops=TASKS, seconds=1.0, ops_per_s=ours_per_s, exactly_once=exactly_once)
+    ]
     if database_per_s is not None:
-        rows.append(Row(TASKS_DB, "tasks", 1, "processes", "-", ops=TASKS, seconds=1.0, ops_per_s=database_per_s,
-                        exactly_once=True))
+        rows.append(
+            Row(
+                TASKS_DB,
+                "tasks",
+                1,
+                "processes",
+                "-",
+                ops=TASKS,
+                seconds=1.0,
+                ops_per_s=database_per_s,
+                exactly_once=True,
+            )
+        )
     relate(rows, 1, 1)
     return rows
 
@@ -235,13 +253,15 @@ def test_the_tasks_goal_without_its_reference_or_exactly_once():
 
 def test_the_goal_is_judged_on_the_row_that_enqueues_first():
     """Of the two one-thread rows, the one run as the reference runs; an older run has only the other."""
-    concurrent = Row("fdbqueue", "tasks", 1, "threads", "-", ops=TASKS, seconds=1.0, ops_per_s=450.0,
-                     exactly_once=True)
+    concurrent = Row("fdbqueue", "tasks", 1, "threads", "-", ops=TASKS, seconds=1.0, ops_per_s=450.0, exactly_once=True)
     rows = [concurrent, *_tasks_rows(900.0, 300.0)]
     relate(rows, 1, 1)
     assert _goal(rows)["shown"] == "3.00x (900 tasks/s)"
-    older = [goal for goal in evaluate(_tasks_rows(450.0, 300.0, mode="threads"), ["plain"], [1], engine="embedded")
-             if goal.workload.startswith("a Tasks")]
+    older = [
+        goal
+        for goal in evaluate(_tasks_rows(450.0, 300.0, mode="threads"), ["plain"], [1], engine="embedded")
+        if goal.workload.startswith("a Tasks")
+    ]
     assert [goal.workload for goal in older] == [f"a Tasks enqueue + run, {TASKS} tasks (1 worker thread)"]
     assert older[0].shown == "1.50x (450 tasks/s)"
 
@@ -251,8 +271,16 @@ def test_the_reference_row_in_the_table():
     from django_fdbqueue.bench.results import BenchResult
 
     rows = _tasks_rows(900.0, 300.0)
-    meta = {"strategies": ["plain"], "clients": [1], "engine": "embedded", "duration_s": 0.1, "deep_size": 10,
-            "cpu_count": os.cpu_count(), "python": "3", "date": "today"}
+    meta = {
+        "strategies": ["plain"],
+        "clients": [1],
+        "engine": "embedded",
+        "duration_s": 0.1,
+        "deep_size": 10,
+        "cpu_count": os.cpu_count(),
+        "python": "3",
+        "date": "today",
+    }
     text = format_report(BenchResult(rows, meta, [], [], []))
     header = next(line for line in text.splitlines() if line.startswith("TARGET "))
     assert "VS IMMEDIATE" in header and "VS DB BACKEND" in header
@@ -261,4 +289,6 @@ def test_the_reference_row_in_the_table():
     ours = next(line for line in text.splitlines() if line.startswith("fdbqueue "))
     assert " 3.00x " in ours
     assert GOAL_WORKLOAD in text
-    assert "Tasks/s with 1 worker thread, every task enqueued first: 900 = 3x django-tasks database backend (300)" in text
+    assert (
+        "Tasks/s with 1 worker thread, every task enqueued first: 900 = 3x django-tasks database backend (300)" in text
+    )

@@ -243,9 +243,7 @@ def run_demo_manage(*args: str, **env: str) -> subprocess.CompletedProcess:
     environment = {**os.environ, **env}
     environment.pop("DJANGO_SETTINGS_MODULE", None)
     # The app from this checkout, whether or not it is pip-installed.
-    environment["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(REPO_DIR), environment.get("PYTHONPATH", "")) if p
-    )
+    environment["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_DIR), environment.get("PYTHONPATH", "")) if p)
     return subprocess.run(
         [sys.executable, "manage.py", *args],
         cwd=DEMO_DIR,

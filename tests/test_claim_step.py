@@ -122,8 +122,9 @@ def test_the_worker_s_on_claim_result_reaches_the_handler(fdbqueue_db, queue, wo
         service.push(fdbqueue_db, queue, value)
     calls: list = []
     handled: list = []
-    worker = worker_factory(queue, lambda item, claimed: handled.append((item.value, claimed)),
-                            on_claim=_marking_step(calls))
+    worker = worker_factory(
+        queue, lambda item, claimed: handled.append((item.value, claimed)), on_claim=_marking_step(calls)
+    )
     worker.start()
     wait_until(lambda: worker.stats.processed == 2)
     worker.stop()
@@ -153,8 +154,9 @@ def test_an_extend_before_the_handler_keeps_what_on_claim_returned(fdbqueue_db, 
     AttributeError, the item counted as failed and an attempt was spent."""
     service.push(fdbqueue_db, queue, "one")
     handled: list = []
-    worker = Worker(fdbqueue_db, queue, lambda item, claimed: handled.append((item.value, claimed)),
-                    on_claim=_marking_step([]))
+    worker = Worker(
+        fdbqueue_db, queue, lambda item, claimed: handled.append((item.value, claimed)), on_claim=_marking_step([])
+    )
     worker._handle(_claimed_and_extended(fdbqueue_db, worker))
     assert handled == [("one", "step for one")]
     assert (worker.stats.processed, worker.stats.failed) == (1, 0)

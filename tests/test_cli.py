@@ -52,7 +52,17 @@ def test_create_and_list(fdbqueue_db):
 
     lines = ok("list").out.splitlines()
     assert lines[0].split() == [
-        "NAME", "KIND", "SIZE", "LEASED", "DELAYED", "DEAD", "MIN", "MAX", "OLDEST", "PUSHED", "POPPED"
+        "NAME",
+        "KIND",
+        "SIZE",
+        "LEASED",
+        "DELAYED",
+        "DEAD",
+        "MIN",
+        "MAX",
+        "OLDEST",
+        "PUSHED",
+        "POPPED",
     ]
     assert lines[1].split() == ["emails", "fifo", "0", "0", "0", "0", "-", "-", "-", "0", "0"]
     assert lines[2].split()[:8] == ["jobs", "priority", "1", "0", "0", "0", "-3", "-3"]

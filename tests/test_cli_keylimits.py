@@ -25,8 +25,12 @@ def test_create_push_claim_and_show_the_state(fdbqueue_db):
     assert run("claim", "jobs").code == 1  # a2 waits for acme's slot
     state = json.loads(run("key-limits", "jobs", "--json").out)
     assert state == {
-        "name": "jobs", "concurrency": 1, "rate": 5.0, "keys_leased": 1,
-        "leased": [{"key": "acme", "leased": 1}], "at_limit": ["acme"],
+        "name": "jobs",
+        "concurrency": 1,
+        "rate": 5.0,
+        "keys_leased": 1,
+        "leased": [{"key": "acme", "leased": 1}],
+        "at_limit": ["acme"],
     }
     text = run("key-limits", "jobs")
     assert "1 leased at once, 5 claims per second per key" in text.out and "acme" in text.out

@@ -51,7 +51,13 @@ def dead(fdbqueue_db):
 def test_claim_prints_the_item_and_its_receipt(jobs):
     lines = ok("claim", "jobs", "--lease", "60").out.splitlines()
     assert [line.split("  ")[0] for line in lines] == [
-        "Receipt", "Lease expires at", "ID", "Priority", "Attempts", "Enqueued at", "Value"
+        "Receipt",
+        "Lease expires at",
+        "ID",
+        "Priority",
+        "Attempts",
+        "Enqueued at",
+        "Value",
     ]
     receipt = lines[0].split()[1]
     assert service.receipt_queue(receipt) == "jobs"
@@ -293,8 +299,13 @@ def test_list_and_stats_count_leased_delayed_and_dead(dead):
     assert queue["max_attempts"] == 1
 
     text = ok("stats", "fragile").out
-    for line in ("Size         1", "Leased       1", "Delayed      1", "Dead         2",
-                 "Attempts     at most 1 claim per item"):
+    for line in (
+        "Size         1",
+        "Leased       1",
+        "Delayed      1",
+        "Dead         2",
+        "Attempts     at most 1 claim per item",
+    ):
         assert line in text, text
     data = ok("stats", "fragile", "--json").json()
     assert (data["leased"], data["delayed"], data["dead"], data["max_attempts"]) == (1, 1, 2, 1)

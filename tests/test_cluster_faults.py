@@ -72,8 +72,12 @@ def cluster(three_processes: str) -> LocalCluster:
 
 
 def cluster_setting(cluster_file: str, **extra: Any) -> dict[str, Any]:
-    setting: dict[str, Any] = {"ENGINE": "foundationdb", "CLUSTER_FILE": cluster_file,
-                               "ROOT": ("fdbqueue-test", uuid.uuid4().hex), **extra}
+    setting: dict[str, Any] = {
+        "ENGINE": "foundationdb",
+        "CLUSTER_FILE": cluster_file,
+        "ROOT": ("fdbqueue-test", uuid.uuid4().hex),
+        **extra,
+    }
     if plugin.client_library():
         setting["CLIENT_LIBRARY"] = plugin.client_library()
     return setting
@@ -89,7 +93,7 @@ def store(cluster: LocalCluster, settings) -> Iterator[Any]:
     cluster.start_processes()  # a failed test may have left the cluster down
     with contextlib.suppress(FDBError):
         space = connection.root_subspace().range()
-        del database[space.start:space.stop]
+        del database[space.start : space.stop]
     connection.reset_database()
 
 
@@ -123,19 +127,38 @@ def test_kill_9_of_one_fdbserver_under_load_loses_nothing_and_no_client_hangs(th
     """
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     completed = subprocess.run(
-        [sys.executable, str(SCRIPT), "--cluster-file", three_processes, "--duration", "16", "--kill-at", "5",
-         "--timeout", "5", "--push-rate", "8", "--json"],
-        capture_output=True, text=True, timeout=280, cwd=str(SCRIPT.parents[2]), env=env,
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--cluster-file",
+            three_processes,
+            "--duration",
+            "16",
+            "--kill-at",
+            "5",
+            "--timeout",
+            "5",
+            "--push-rate",
+            "8",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=280,
+        cwd=str(SCRIPT.parents[2]),
+        env=env,
     )
     try:
         report = json.loads(completed.stdout)
     except ValueError:
-        pytest.fail(f"no JSON report (exit {completed.returncode}):\n{completed.stdout[-2000:]}\n"
-                    f"{completed.stderr[-4000:]}")
+        pytest.fail(
+            f"no JSON report (exit {completed.returncode}):\n{completed.stdout[-2000:]}\n{completed.stderr[-4000:]}"
+        )
     failed = [check for check in report.get("checks", []) if not check["ok"]]
     assert completed.returncode == 0 and report["ok"], (
         f"exit {completed.returncode}: {report.get('error')}\n"
-        + "\n".join(f"FAIL {check['name']}: {check['detail']}" for check in failed) + f"\n{completed.stderr[-3000:]}"
+        + "\n".join(f"FAIL {check['name']}: {check['detail']}" for check in failed)
+        + f"\n{completed.stderr[-3000:]}"
     )
     numbers = report["figures"]
     assert numbers["pushes_acknowledged"] > 0 and numbers["claims"] > 0 and numbers["recovery_s"] is not None
@@ -166,7 +189,8 @@ def handled(directory: Path) -> set[int]:
 @pytest.mark.django_db
 @pytest.mark.timeout(180)
 def test_with_every_process_stopped_calls_fail_within_the_timeout_and_all_resumes_after(
-        cluster, store, api, operator_client, tmp_path, monkeypatch):
+    cluster, store, api, operator_client, tmp_path, monkeypatch
+):
     """The Python API raises 1031 within TIMEOUT, REST answers 503 with a JSON body, the admin its
     error page, the worker backs off (one log line per failed claim, not a flood); started again,
     everything goes on and every item is handled, each stored once."""
@@ -182,9 +206,11 @@ def test_with_every_process_stopped_calls_fail_within_the_timeout_and_all_resume
         cluster.stop_processes()
         outage_began = time.monotonic()
         # The Python API: FoundationDB's own "timed out" error, within the TIMEOUT.
-        for call in (lambda: service.push(store, QUEUE, {"n": 5}, dedup_key="n5"),
-                     lambda: service.claim(store, QUEUE),
-                     lambda: service.get_queue(store, QUEUE)):
+        for call in (
+            lambda: service.push(store, QUEUE, {"n": 5}, dedup_key="n5"),
+            lambda: service.claim(store, QUEUE),
+            lambda: service.get_queue(store, QUEUE),
+        ):
             error, elapsed = timed(call)
             assert isinstance(error, FDBError) and error.code == 1031, error
             assert "timed out" in describe(error) and elapsed < ANSWER_WITHIN, (describe(error), elapsed)
@@ -238,10 +264,12 @@ def test_waits_are_bounded_even_when_the_client_library_keeps_no_deadline(cluste
     store.options.set_transaction_timeout(0)  # FoundationDB's deadline gone: only ours is left
     cluster.stop_processes()
     try:
-        for call in (lambda: service.claim(store, QUEUE, wait=1),  # due read, retry loop, watch wait
-                     lambda: service.ack(store, lease.receipt),  # the ack's settle
-                     lambda: service.pop(store, QUEUE, mode="high-contention"),
-                     lambda: service.push(store, QUEUE, {"n": 2})):
+        for call in (
+            lambda: service.claim(store, QUEUE, wait=1),  # due read, retry loop, watch wait
+            lambda: service.ack(store, lease.receipt),  # the ack's settle
+            lambda: service.pop(store, QUEUE, mode="high-contention"),
+            lambda: service.push(store, QUEUE, {"n": 2}),
+        ):
             error, elapsed = timed(lambda: in_thread(call))
             assert isinstance(error, FDBError) and error.code == 1031, error
             assert elapsed < 3 * bound + 10, elapsed  # each wait within the bound; a retry or two
@@ -294,7 +322,7 @@ def test_pushes_with_dedup_keys_stay_exactly_once_when_commits_report_unknown_re
         print("\nbuggified pushes:", json.dumps({"retried": seen["retried"], "raised": seen["raised"]}))
     finally:
         space = connection.root_subspace().range()
-        del db[space.start:space.stop]
+        del db[space.start : space.stop]
         connection.reset_database()
 
 
@@ -354,8 +382,9 @@ def test_a_lease_holds_for_its_length_minus_the_skew_of_a_clock_ahead(fdbqueue_d
     assert service.get_queue(fdbqueue_db, QUEUE).popped == 1
 
 
-@pytest.mark.parametrize("behind, served", [(contention.GRACE_SECONDS - 2, True),
-                                            (contention.GRACE_SECONDS + 3, False)])
+@pytest.mark.parametrize(
+    "behind, served", [(contention.GRACE_SECONDS - 2, True), (contention.GRACE_SECONDS + 3, False)]
+)
 def test_high_contention_requests_survive_a_clock_behind_by_less_than_the_grace(fdbqueue_db, clocks, behind, served):
     """A staged pop's request carries its client's deadline; another client's fulfil round drops
     requests whose deadline passed ``GRACE_SECONDS`` ago by its own clock. A client whose clock is

@@ -25,9 +25,7 @@ pytestmark = pytest.mark.timeout(300)
 
 def _run(*args: str) -> subprocess.CompletedProcess:
     env = {key: value for key, value in os.environ.items() if key != "DJANGO_SETTINGS_MODULE"}
-    return subprocess.run(
-        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=240, env=env
-    )
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=240, env=env)
 
 
 def _store(engine: str) -> list[str]:
@@ -57,8 +55,12 @@ def _rows(done: subprocess.CompletedProcess, header: str, columns: list[str], co
 def test_a_run_reports_each_process_count_against_one(fdbqueue_engine):
     done = _run("--processes", "1,2", "--items", "300", *_store(fdbqueue_engine))
     store = "embedded engine" if fdbqueue_engine == "embedded" else "FoundationDB cluster: commit "
-    rows = _rows(done, f"300 items popped by each count of processes, plain pops, {store}",
-                 ["PROCESSES", "POPS/S", "VS", "1"], ["1", "2"])
+    rows = _rows(
+        done,
+        f"300 items popped by each count of processes, plain pops, {store}",
+        ["PROCESSES", "POPS/S", "VS", "1"],
+        ["1", "2"],
+    )
     assert [row[7] for row in rows] == ["300", "300"]  # every item, each once
     lines = done.stdout.splitlines()
     if fdbqueue_engine == "embedded":
@@ -70,23 +72,35 @@ def test_a_run_reports_each_process_count_against_one(fdbqueue_engine):
 
 def test_threads_pop_in_high_contention_mode(fdbqueue_engine):
     done = _run("--threads", "1,4", "--items", "200", "--mode", "high-contention", *_store(fdbqueue_engine))
-    rows = _rows(done, "200 items popped by each count of threads, high-contention pops, ",
-                 ["THREADS", "POPS/S", "VS", "1", "THREAD"], ["1", "4"])
+    rows = _rows(
+        done,
+        "200 items popped by each count of threads, high-contention pops, ",
+        ["THREADS", "POPS/S", "VS", "1", "THREAD"],
+        ["1", "4"],
+    )
     assert [row[7] for row in rows] == ["200", "200"]
 
 
 def test_claim_op_claims_and_acks(fdbqueue_engine):
     done = _run("--threads", "1,3", "--items", "120", "--op", "claim", *_store(fdbqueue_engine))
-    rows = _rows(done, "120 items claimed and acked by each count of threads, plain claims and acks, ",
-                 ["THREADS", "CLAIMS/S", "VS", "1", "THREAD"], ["1", "3"])
+    rows = _rows(
+        done,
+        "120 items claimed and acked by each count of threads, plain claims and acks, ",
+        ["THREADS", "CLAIMS/S", "VS", "1", "THREAD"],
+        ["1", "3"],
+    )
     assert [row[7] for row in rows] == ["120", "120"]
     assert "RETRIES PER CLAIM+ACK" in done.stdout.splitlines()[1]
 
 
 def test_spread_claims_are_claimed_and_acked(fdbqueue_engine):
     done = _run("--threads", "1,3", "--items", "120", "--op", "claim", "--spread", "8", *_store(fdbqueue_engine))
-    rows = _rows(done, "120 items claimed and acked by each count of threads, plain spread claims (one of the "
-                 "first 8) and acks, ", ["THREADS", "CLAIMS/S", "VS", "1", "THREAD"], ["1", "3"])
+    rows = _rows(
+        done,
+        "120 items claimed and acked by each count of threads, plain spread claims (one of the first 8) and acks, ",
+        ["THREADS", "CLAIMS/S", "VS", "1", "THREAD"],
+        ["1", "3"],
+    )
     assert [row[7] for row in rows] == ["120", "120"]
 
 

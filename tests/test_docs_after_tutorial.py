@@ -18,8 +18,9 @@ from tests.docsnippets import project
 
 TUTORIAL = REPO / "docs" / "tutorial.md"
 SETTINGS_BLOCK = re.compile(r"^```python\n(# settings\.py\n.*?)^```", re.S | re.M)
-GUIDES = sorted(page for page in (REPO / "docs" / "howto").glob("*.md")
-                if SETTINGS_BLOCK.search(page.read_text("utf-8")))
+GUIDES = sorted(
+    page for page in (REPO / "docs" / "howto").glob("*.md") if SETTINGS_BLOCK.search(page.read_text("utf-8"))
+)
 
 
 def tutorial_settings() -> list[str]:

@@ -29,8 +29,20 @@ BUILD_TIMEOUT = 600
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess]:
     out = tmp_path_factory.mktemp("docs-html")
-    command = [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html",
-               "-d", str(out / ".doctrees"), str(DOCS), str(out)]
+    command = [
+        sys.executable,
+        "-m",
+        "sphinx",
+        "-W",
+        "--keep-going",
+        "-q",
+        "-b",
+        "html",
+        "-d",
+        str(out / ".doctrees"),
+        str(DOCS),
+        str(out),
+    ]
     result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=BUILD_TIMEOUT)
     return out, result
 
@@ -94,8 +106,12 @@ def test_cli_page_lists_every_subcommand_and_option(site):
             if path not in text:
                 missing.append(path)
             section = text.split(path, 1)[-1] if path in text else text
-            missing += [f"{path} {opt}" for action in sub._actions for opt in action.option_strings
-                        if action.help != argparse.SUPPRESS and opt not in section]
+            missing += [
+                f"{path} {opt}"
+                for action in sub._actions
+                for opt in action.option_strings
+                if action.help != argparse.SUPPRESS and opt not in section
+            ]
     assert missing == []
     assert "fdbqueue token create" in text and "fdbqueue worker" in text
 
@@ -109,8 +125,12 @@ def test_rest_page_lists_every_operation_and_schema(site):
     api = [path("api/", include("django_fdbqueue.api.urls"))]  # mounted as the installation steps do
     schema = SchemaGenerator(patterns=api).get_schema(request=None, public=True)
     text = page_text(site, "reference/rest-api.html")
-    operations = [f"{method.upper()} {path}" for path, item in schema["paths"].items() for method in item
-                  if method in ("get", "post", "put", "patch", "delete")]
+    operations = [
+        f"{method.upper()} {path}"
+        for path, item in schema["paths"].items()
+        for method in item
+        if method in ("get", "post", "put", "patch", "delete")
+    ]
     assert len(operations) >= len([p for p in router.urls if getattr(p.callback, "actions", None)])
     assert [op for op in operations if op not in text] == []
     assert [name for name in schema["components"]["schemas"] if name not in text] == []
@@ -142,8 +162,12 @@ def test_python_api_page_documents_the_public_surface(site):
 
     page = page_html(site, "reference/python-api.html")
     expected = [f"{module.__name__}.{name}" for module in (service, exceptions, worker) for name in module.__all__]
-    expected += ["django_fdbqueue.connection.get_database", "django_fdbqueue.fdbapi.transactional",
-                 "django_fdbqueue.tasks.FDBQueueBackend", "django_fdbqueue.testing.plugin.fdbqueue_store"]
+    expected += [
+        "django_fdbqueue.connection.get_database",
+        "django_fdbqueue.fdbapi.transactional",
+        "django_fdbqueue.tasks.FDBQueueBackend",
+        "django_fdbqueue.testing.plugin.fdbqueue_store",
+    ]
     assert [name for name in expected if f'id="{name}"' not in page] == []
 
 
@@ -161,8 +185,10 @@ def test_the_front_page_leads_with_the_four_kinds_of_page(site):
     """The first screen is an introduction and the links to the tutorial, guides, reference and
     explanation, before the install section, the example and the screenshot."""
     article = page_html(site, "index.html").split("<article", 1)[1]
-    positions = [article.find(f'href="{target}"') for target in
-                 ("tutorial.html", "howto/index.html", "reference/index.html", "explanation/index.html")]
+    positions = [
+        article.find(f'href="{target}"')
+        for target in ("tutorial.html", "howto/index.html", "reference/index.html", "explanation/index.html")
+    ]
     assert -1 not in positions, positions
     assert max(positions) < article.find('id="install"') < article.find("admin-queue.png")
 
@@ -171,10 +197,13 @@ def test_the_sidebar_lists_every_page_of_each_section(site):
     """Every guide (and reference and explanation page) is a first-level entry of the sidebar,
     not hidden behind a collapsed one."""
     sidebar = page_html(site, "index.html").split('class="sidebar-tree"', 1)[1].split("</nav>", 1)[0]
-    first_level = set(re.findall(r'<li class="toctree-l1[^"]*"><a class="reference internal" href="([^"]+)"',
-                                 sidebar))
-    pages = {f"{section}/{path.stem}.html" for section in ("howto", "reference", "explanation")
-             for path in (DOCS / section).glob("*.md") if path.stem != "index"}
+    first_level = set(re.findall(r'<li class="toctree-l1[^"]*"><a class="reference internal" href="([^"]+)"', sidebar))
+    pages = {
+        f"{section}/{path.stem}.html"
+        for section in ("howto", "reference", "explanation")
+        for path in (DOCS / section).glob("*.md")
+        if path.stem != "index"
+    }
     assert len([p for p in pages if p.startswith("howto/")]) >= 16
     assert sorted(pages - first_level) == []
     assert 'class="toctree-l2' not in sidebar

@@ -67,8 +67,11 @@ def test_the_checker_tells_a_clone_from_an_index():
 
 
 def test_no_page_installs_the_package_from_an_index():
-    offending = {str(page.relative_to(ROOT)): lines for page in pages()
-                 if (lines := contradicting_lines(page.read_text(encoding="utf-8")))}
+    offending = {
+        str(page.relative_to(ROOT)): lines
+        for page in pages()
+        if (lines := contradicting_lines(page.read_text(encoding="utf-8")))
+    }
     assert offending == {}, "install from a clone, as docs/index.md#install says"
 
 
@@ -81,18 +84,25 @@ def test_the_story_is_written_once_and_the_readme_and_tutorial_follow_it():
 
 
 def test_every_page_that_installs_the_app_links_to_the_story():
-    unlinked = [str(page.relative_to(ROOT)) for page in pages()
-                if page != DOCS / "index.md" and installs_the_app(text := page.read_text(encoding="utf-8"))
-                and not INSTALL_LINK.search(text)]
+    unlinked = [
+        str(page.relative_to(ROOT))
+        for page in pages()
+        if page != DOCS / "index.md"
+        and installs_the_app(text := page.read_text(encoding="utf-8"))
+        and not INSTALL_LINK.search(text)
+    ]
     assert unlinked == [], "link to Install (index.md#install) where the page installs the app"
 
 
 def test_only_the_front_pages_say_where_the_app_comes_from():
     """The install story itself ("not on PyPI", how to build the wheel) is in docs/index.md, and
     in a line of the README that points there; no other page repeats it."""
-    repeating = [str(page.relative_to(ROOT)) for page in pages()
-                 if page not in (DOCS / "index.md", ROOT / "README.md")
-                 and re.search(r"not on PyPI|python -m build", page.read_text(encoding="utf-8"), re.I)]
+    repeating = [
+        str(page.relative_to(ROOT))
+        for page in pages()
+        if page not in (DOCS / "index.md", ROOT / "README.md")
+        and re.search(r"not on PyPI|python -m build", page.read_text(encoding="utf-8"), re.I)
+    ]
     assert repeating == []
 
 

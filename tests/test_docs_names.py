@@ -46,11 +46,18 @@ def test_the_finder_sees_each_way_a_guide_creates_a_queue():
 
 def test_no_two_guides_create_the_same_queue():
     clashes = {name: pages for name, pages in created_queues().items() if len(pages) > 1}
-    assert clashes == {}, f"queues created by several pages (the second fails in a project that followed the first): {clashes}"
+    assert clashes == {}, (
+        f"queues created by several pages (the second fails in a project that followed the first): {clashes}"
+    )
 
 
 def test_the_docs_name_the_tutorial_project():
     """The tutorial's project is ``mysite``; a guide's commands (gunicorn mysite.wsgi, ...) use it too."""
-    named = [f"{path.relative_to(DOCS)}:{number}" for path in DOCS.rglob("*.md") if "_build" not in path.parts
-             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if "myproject" in line]
+    named = [
+        f"{path.relative_to(DOCS)}:{number}"
+        for path in DOCS.rglob("*.md")
+        if "_build" not in path.parts
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if "myproject" in line
+    ]
     assert named == []

@@ -35,7 +35,9 @@ def fails(tmp_path, text: str) -> str:
 
 
 def test_a_passing_page_runs_its_blocks_in_order_on_a_fresh_store(fdbqueue_store, tmp_path):
-    path = page(tmp_path, """\
+    path = page(
+        tmp_path,
+        """\
         # Queues
 
         '''python
@@ -62,12 +64,15 @@ def test_a_passing_page_runs_its_blocks_in_order_on_a_fresh_store(fdbqueue_store
         $ python manage.py fdbqueue list
         ...jobs...
         '''
-        """)
+        """,
+    )
     assert run_page(path, tmp_path / "project") == 3
 
 
 def test_page_code_may_define_dataclasses_and_use_future_imports(fdbqueue_store, tmp_path):
-    path = page(tmp_path, """\
+    path = page(
+        tmp_path,
+        """\
         '''python
         from __future__ import annotations
         from dataclasses import dataclass
@@ -80,12 +85,15 @@ def test_page_code_may_define_dataclasses_and_use_future_imports(fdbqueue_store,
         '''python
         assert Job("x").name == "x"
         '''
-        """)
+        """,
+    )
     run_page(path, tmp_path / "project")
 
 
 def test_a_failing_python_block_names_the_page_line_and_shows_the_traceback(fdbqueue_store, tmp_path):
-    message = fails(tmp_path, """\
+    message = fails(
+        tmp_path,
+        """\
         '''python
         x = 1
         '''
@@ -94,26 +102,32 @@ def test_a_failing_python_block_names_the_page_line_and_shows_the_traceback(fdbq
         y = x + 1
         assert y == 3, "y is not 3"
         '''
-        """)
+        """,
+    )
     assert "page.md, line 5: the ```python block raised" in message
     assert 'page.md", line 7' in message  # the frame of the page's own line
     assert "AssertionError: y is not 3" in message
 
 
 def test_a_settings_block_with_a_bad_fdbqueue_fails_with_the_check_message(fdbqueue_store, tmp_path):
-    message = fails(tmp_path, """\
+    message = fails(
+        tmp_path,
+        """\
         '''python
         # settings.py
         FDBQUEUE = {"ENGINE": "embeded", "TIMEOUT": -1}
         '''
-        """)
+        """,
+    )
     assert "page.md, line 1: the settings snippet does not pass the app's checks" in message
     assert "fdbqueue.E002: Unknown FDBQUEUE['ENGINE'] 'embeded'" in message
     assert "fdbqueue.E006" in message
 
 
 def test_a_good_settings_block_passes_and_its_settings_apply_to_later_blocks(fdbqueue_store, tmp_path):
-    path = page(tmp_path, """\
+    path = page(
+        tmp_path,
+        """\
         '''python
         # settings.py
         INSTALLED_APPS += ["rest_framework", "django_fdbqueue"]
@@ -127,24 +141,30 @@ def test_a_good_settings_block_passes_and_its_settings_apply_to_later_blocks(fdb
         assert settings.FDBQUEUE["ENGINE"] != "foundationdb" or "fdbqueue-test" in settings.FDBQUEUE["ROOT"]
         assert settings.TASKS["default"]["QUEUES"] == ["default"]
         '''
-        """)
+        """,
+    )
     run_page(path, tmp_path / "project")
 
 
 def test_a_settings_block_with_a_bad_tasks_option_or_app_fails(fdbqueue_store, tmp_path):
-    message = fails(tmp_path, """\
+    message = fails(
+        tmp_path,
+        """\
         '''python
         # settings.py
         INSTALLED_APPS += ["django_fdbqueu"]
         TASKS = {"default": {"BACKEND": "django_fdbqueue.tasks.FDBQueueBackend", "OPTIONS": {"LEASE": 0}}}
         '''
-        """)
+        """,
+    )
     assert "INSTALLED_APPS entry 'django_fdbqueu' cannot be imported" in message
     assert "LEASE must be a number of seconds above 0" in message
 
 
 def test_a_urls_block_is_resolved(fdbqueue_store, tmp_path):
-    path = page(tmp_path, """\
+    path = page(
+        tmp_path,
+        """\
         '''python
         # urls.py
         from django.urls import include
@@ -156,77 +176,98 @@ def test_a_urls_block_is_resolved(fdbqueue_store, tmp_path):
         HTTP/1.1 40... ...
         ...
         '''
-        """)
+        """,
+    )
     run_page(path, tmp_path / "project")
-    message = fails(tmp_path, """\
+    message = fails(
+        tmp_path,
+        """\
         '''python
         # urls.py
         from django.urls import include
         urlpatterns += [path("api/", include("django_fdbqueue.no_such_urls"))]
         '''
-        """)
+        """,
+    )
     assert "No module named 'django_fdbqueue.no_such_urls'" in message
 
 
 def test_a_console_block_with_other_output_fails_showing_expected_and_actual(fdbqueue_store, tmp_path):
-    message = fails(tmp_path, """\
+    message = fails(
+        tmp_path,
+        """\
         '''console
         $ python manage.py fdbqueue create jobs
         ...
         $ python manage.py fdbqueue list
         nothing like this
         '''
-        """)
+        """,
+    )
     assert "page.md, line 4: `$ python manage.py fdbqueue list` printed other output" in message
     assert "Expected:\n    nothing like this\nGot:\n" in message
     assert "jobs" in message.split("Got:")[1]
 
 
 def test_a_failing_command_fails_unless_the_page_shows_its_error(fdbqueue_store, tmp_path):
-    message = fails(tmp_path, """\
+    message = fails(
+        tmp_path,
+        """\
         '''console
         $ python manage.py fdbqueue pop no-such-queue
         ...
         '''
-        """)
+        """,
+    )
     assert "failed with exit status" in message and "shows no error" in message
-    path = page(tmp_path, """\
+    path = page(
+        tmp_path,
+        """\
         '''console
         $ python manage.py fdbqueue nonsense
         ...invalid choice: 'nonsense'...
         '''
-        """)
+        """,
+    )
     run_page(path, tmp_path / "project")
 
 
-@pytest.mark.parametrize("expected, actual, same", [
-    ("a ... c", "a b c", True),
-    ("start\n...\nend", "start\nline 1\nline 2\nend", True),
-    ('{"id": "...", "n": 1}', '{"id": "FQczAAZ", "n": 1}', True),
-    ("trailing   \n\n", "trailing", True),
-    ("start\n...\nend", "start\nend", True),  # a line of its own: any number of lines, none too
-    ("a ...\nz", "a b\nc\nz", True),  # within a line: any text, across lines too
-    ("NAME   SIZE\njobs   2", "NAME  SIZE\njobs  2", True),  # column widths follow hidden cells
-    ("a ... c", "a b d", False),
-    ("exact", "exact and more", False),
-    ("start\n...\nend", "start\nmiddle", False),
-])
+@pytest.mark.parametrize(
+    "expected, actual, same",
+    [
+        ("a ... c", "a b c", True),
+        ("start\n...\nend", "start\nline 1\nline 2\nend", True),
+        ('{"id": "...", "n": 1}', '{"id": "FQczAAZ", "n": 1}', True),
+        ("trailing   \n\n", "trailing", True),
+        ("start\n...\nend", "start\nend", True),  # a line of its own: any number of lines, none too
+        ("a ...\nz", "a b\nc\nz", True),  # within a line: any text, across lines too
+        ("NAME   SIZE\njobs   2", "NAME  SIZE\njobs  2", True),  # column widths follow hidden cells
+        ("a ... c", "a b d", False),
+        ("exact", "exact and more", False),
+        ("start\n...\nend", "start\nmiddle", False),
+    ],
+)
 def test_ellipsis_matches_any_text_within_or_across_lines(expected, actual, same):
     assert matches(expected, actual) is same
 
 
 def test_ellipsis_in_a_page(fdbqueue_store, tmp_path):
-    path = page(tmp_path, """\
+    path = page(
+        tmp_path,
+        """\
         '''console
         $ curl -s -X POST -H 'Content-Type: application/json' -d '{"value": 1}' http://h/api/queues/jobs/push/
         {"detail":"...","code":"not_authenticated"}
         '''
-        """)
+        """,
+    )
     run_page(path, tmp_path / "project")
 
 
 def test_a_module_block_is_importable_by_later_blocks_and_gone_after_the_page(fdbqueue_store, tmp_path):
-    path = page(tmp_path, """\
+    path = page(
+        tmp_path,
+        """\
         '''python
         # myapp/handlers.py
         def double(item):
@@ -237,7 +278,8 @@ def test_a_module_block_is_importable_by_later_blocks_and_gone_after_the_page(fd
         from myapp.handlers import double
         assert double(21) == 42
         '''
-        """)
+        """,
+    )
     run_page(path, tmp_path / "project")
     assert "myapp" not in sys.modules and "myapp.handlers" not in sys.modules
 
@@ -249,7 +291,9 @@ def test_shell_variables_and_curl(fdbqueue_store, tmp_path):
 
     reader = User.objects.create_user("reader", password="pw")
     QueueGrant.objects.create(user=reader, pattern="jobs", actions="view,consume")
-    path = page(tmp_path, """\
+    path = page(
+        tmp_path,
+        """\
         '''console
         $ python manage.py fdbqueue create jobs
         ...
@@ -260,18 +304,22 @@ def test_shell_variables_and_curl(fdbqueue_store, tmp_path):
             http://127.0.0.1:8000/api/queues/jobs/pop/
         {"id":"...","priority":0,"value":"hello",...}
         '''
-        """)
+        """,
+    )
     run_page(path, tmp_path / "project")
 
 
-@pytest.mark.parametrize("block, complaint", [
-    ("'''console\n$ pip install django-fdbqueue\n'''\n", "use ```bash"[4:]),
-    ("'''console\n$ python manage.py runserver\n'''\n", "runs until it is stopped"),
-    ("'''console\n$ curl -s http://h/api/queues/ | jq .\n'''\n", "shell operators"),
-    ("'''\nno language\n'''\n", "a fenced block with no language"),
-    ("'''sh\nls\n'''\n", "a ```sh block is neither run"),
-    ("'''console\noutput without a command\n'''\n", "starts with a command"),
-])
+@pytest.mark.parametrize(
+    "block, complaint",
+    [
+        ("'''console\n$ pip install django-fdbqueue\n'''\n", "use ```bash"[4:]),
+        ("'''console\n$ python manage.py runserver\n'''\n", "runs until it is stopped"),
+        ("'''console\n$ curl -s http://h/api/queues/ | jq .\n'''\n", "shell operators"),
+        ("'''\nno language\n'''\n", "a fenced block with no language"),
+        ("'''sh\nls\n'''\n", "a ```sh block is neither run"),
+        ("'''console\noutput without a command\n'''\n", "starts with a command"),
+    ],
+)
 def test_what_cannot_run_fails_with_a_message_saying_what_to_do(fdbqueue_store, tmp_path, block, complaint):
     assert complaint in fails(tmp_path, block)
 

@@ -241,9 +241,7 @@ def test_clear_range_startswith_clears_exactly_the_prefix(db, keyspace):
     tr = db.create_transaction()
     tr.clear_range_startswith(inner.key())
     tr.commit().wait()
-    assert pairs(db.get_range(keyspace.range().start, keyspace.range().stop)) == [
-        (keyspace.pack(("outer",)), b"3")
-    ]
+    assert pairs(db.get_range(keyspace.range().start, keyspace.range().stop)) == [(keyspace.pack(("outer",)), b"3")]
 
 
 def test_del_slice_clears_range(db, k):
@@ -288,10 +286,15 @@ def test_get_range_limit_and_reverse(db, k):
     tr = db.create_transaction()
     assert [kv.key for kv in tr.get_range(k("a"), k("z"), limit=2)] == [k("a"), k("b")]
     assert [kv.key for kv in tr.get_range(k("a"), k("z"), reverse=True)] == [
-        k("e"), k("d"), k("c"), k("b"), k("a"),
+        k("e"),
+        k("d"),
+        k("c"),
+        k("b"),
+        k("a"),
     ]
     assert [kv.key for kv in tr.get_range(k("a"), k("z"), limit=2, reverse=True)] == [
-        k("e"), k("d"),
+        k("e"),
+        k("d"),
     ]
     assert [kv.key for kv in tr.get_range(k("b"), k("e"), 0, True)] == [k("d"), k("c"), k("b")]
     assert len(list(tr.get_range(k("a"), k("z"), limit=0))) == 5
@@ -308,9 +311,7 @@ def test_get_range_accepts_key_selectors(db, k):
     """get_range takes KeySelectors as begin/end (plain keys mean first_greater_or_equal)."""
     fill(db, {k(c): c.encode() for c in "abcd"})
     tr = db.create_transaction()
-    rows = tr.get_range(
-        KeySelector.first_greater_than(k("a")), KeySelector.first_greater_or_equal(k("d"))
-    )
+    rows = tr.get_range(KeySelector.first_greater_than(k("a")), KeySelector.first_greater_or_equal(k("d")))
     assert [kv.key for kv in rows] == [k("b"), k("c")]
 
 
@@ -570,7 +571,9 @@ ATOMIC_CASES = {
     "add-then-max": ([("add", b"\x01\x00"), ("max", b"\x10\x00")], b"\x10\x00", b"\x10\x00"),
     "add-twice": ([("add", b"\x03\x00"), ("add", b"\x03\x00")], b"\x0b\x00", b"\x06\x00"),
     "max-then-compare_and_clear": (
-        [("max", b"\x07\x00"), ("compare_and_clear", b"\x07\x00")], None, None,
+        [("max", b"\x07\x00"), ("compare_and_clear", b"\x07\x00")],
+        None,
+        None,
     ),
 }
 
@@ -1032,9 +1035,7 @@ def test_explicit_read_conflict_key_promotes_a_snapshot_read(db, k):
     assert interleave(db, read, lambda tr: tr.set(k("a"), b"1"), k("marker")) == NOT_COMMITTED
 
 
-@pytest.mark.parametrize(
-    ("written", "expected"), [("a", NOT_COMMITTED), ("b", NOT_COMMITTED), ("c", COMMITTED)]
-)
+@pytest.mark.parametrize(("written", "expected"), [("a", NOT_COMMITTED), ("b", NOT_COMMITTED), ("c", COMMITTED)])
 def test_explicit_read_conflict_range_is_half_open(db, k, written, expected):
     """add_read_conflict_range(a, c) conflicts with writes in [a, c) and not with c."""
 
@@ -1669,7 +1670,8 @@ READS = {
 
 @pytest.mark.parametrize("read", sorted(READS))
 @pytest.mark.parametrize(
-    "later", [[], [("set", b"x")], [("add", le64(1))], [("set", b"x"), ("add", le64(1))]],
+    "later",
+    [[], [("set", b"x")], [("add", le64(1))], [("set", b"x"), ("add", le64(1))]],
     ids=["stamped", "then-set", "then-add", "then-set-and-add"],
 )
 def test_a_versionstamped_value_stays_unreadable_after_later_writes(db, k, read, later):

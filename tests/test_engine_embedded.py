@@ -191,7 +191,9 @@ def test_faults_configured_to_zero_stop_failing(embedded_db):
         tr = embedded_db.create_transaction()
         tr[key("a", i)] = b"v%d" % i
         assert commit_outcome(tr) == "committed", i
-    stored = [(bytes(kv.key), bytes(kv.value)) for kv in embedded_db.create_transaction().get_range_startswith(key("a"))]
+    stored = [
+        (bytes(kv.key), bytes(kv.value)) for kv in embedded_db.create_transaction().get_range_startswith(key("a"))
+    ]
     assert stored == [(key("a", i), b"v%d" % i) for i in range(20)]  # and nothing of the refused one
     assert set(embedded_db.faults.injected.values()) == {0}
 
@@ -624,7 +626,7 @@ def test_committed_data_survives_close_and_reopen(open_db):
 
 # --------------------------------------------------------------------------- other processes
 
-WORKER_SCRIPT = r'''
+WORKER_SCRIPT = r"""
 import json
 import struct
 import sys
@@ -697,7 +699,7 @@ def main():
 
 
 main()
-'''
+"""
 
 
 class Worker:

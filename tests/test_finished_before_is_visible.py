@@ -62,7 +62,12 @@ def _set_limit(db: Any, name: str, concurrency: int) -> None:
 
 
 ACTIONS: dict[str, Callable[..., None]] = {
-    "push": _push, "push later": _push_later, "release": _release, "ack": _ack, "delete": _delete, "limit": _set_limit,
+    "push": _push,
+    "push later": _push_later,
+    "release": _release,
+    "ack": _ack,
+    "delete": _delete,
+    "limit": _set_limit,
 }
 
 
@@ -191,14 +196,19 @@ SCENARIOS = {
     "push": Scenario("push", _setup_push, lambda f: {"pop": "one", "claim": "one", "peek": "one", "size": 2}),
     # A due item enters the counted items when a pop or claim moves it in: size is still 1. A
     # tenant queue's peek shows the front tenant's ready item and does not look at due ones.
-    "push later": Scenario("push later", _setup_push, delayed=True, expected=lambda f: {
-        "pop": "one", "claim": "one", "peek": "nine" if f == "tenants" else "one", "size": 1}),
+    "push later": Scenario(
+        "push later",
+        _setup_push,
+        delayed=True,
+        expected=lambda f: {"pop": "one", "claim": "one", "peek": "nine" if f == "tenants" else "one", "size": 1},
+    ),
     "release": Scenario("release", _setup_release, lambda f: {"pop": "a", "claim": "a", "peek": "a", "size": 2}),
     "ack": Scenario("ack", _setup_ack, lambda f: {"pop": "c", "claim": "c", "peek": "c", "size": 2}),
     "delete": Scenario("delete", _setup_delete, lambda f: {"pop": GONE, "claim": GONE, "peek": GONE, "size": GONE}),
     # Pops ignore key limits; a claim takes "c" once its key may have two leases, "b" once one.
-    "limit": Scenario("limit", _setup_limit,
-                      lambda f: {"pop": "c", "claim": "c" if f == "limited" else "b", "peek": "c", "size": 2}),
+    "limit": Scenario(
+        "limit", _setup_limit, lambda f: {"pop": "c", "claim": "c" if f == "limited" else "b", "peek": "c", "size": 2}
+    ),
 }
 
 

@@ -201,8 +201,11 @@ def test_workers_back_off_while_the_store_is_locked_and_recover_when_it_returns(
         task_id = task_functions.add.using(run_after=run_after).enqueue(2, 3).id
         with write_lock(store.path):
             # Both workers try, fail with 1031 within the TIMEOUT, and back off; none exits.
-            _wait_for(lambda: "Claim on queue" in err.read_text() and "Claim on queue" in tasks_err.read_text(),
-                      20, "both workers to meet the locked store")
+            _wait_for(
+                lambda: "Claim on queue" in err.read_text() and "Claim on queue" in tasks_err.read_text(),
+                20,
+                "both workers to meet the locked store",
+            )
             time.sleep(2 * TIMEOUT)
             assert worker.poll() is None and tasks_worker.poll() is None
         # The store is back: everything is handled without a restart.

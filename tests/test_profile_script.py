@@ -27,13 +27,29 @@ def test_the_summary_counts_only_the_loop_and_sums_by_layer(tmp_path):
     script = _script()
     loop = "push_pop_loop (scripts/profile-push-pop.py:60)"
     raw = tmp_path / "profile.raw"
-    raw.write_text("\n".join([
-        _stack("<module> (x.py:1)", loop, "Storage.commit (pkg/django_fdbqueue/engines/embedded/storage.py:10)") + " 6",
-        _stack("<module> (x.py:1)", loop, "WriteCache.apply (pkg/django_fdbqueue/engines/embedded/write_cache.py:3)") + " 2",
-        _stack("<module> (x.py:1)", loop, "_encode (site/fdb/tuple.py:374)") + " 1",
-        _stack("<module> (x.py:1)", loop, "take (pkg/django_fdbqueue/service/items.py:409)") + " 1",
-        _stack("<module> (x.py:1)", "setup (x.py:5)", "Storage.commit (pkg/django_fdbqueue/engines/embedded/storage.py:10)") + " 50",
-    ]) + "\n")
+    raw.write_text(
+        "\n".join(
+            [
+                _stack("<module> (x.py:1)", loop, "Storage.commit (pkg/django_fdbqueue/engines/embedded/storage.py:10)")
+                + " 6",
+                _stack(
+                    "<module> (x.py:1)",
+                    loop,
+                    "WriteCache.apply (pkg/django_fdbqueue/engines/embedded/write_cache.py:3)",
+                )
+                + " 2",
+                _stack("<module> (x.py:1)", loop, "_encode (site/fdb/tuple.py:374)") + " 1",
+                _stack("<module> (x.py:1)", loop, "take (pkg/django_fdbqueue/service/items.py:409)") + " 1",
+                _stack(
+                    "<module> (x.py:1)",
+                    "setup (x.py:5)",
+                    "Storage.commit (pkg/django_fdbqueue/engines/embedded/storage.py:10)",
+                )
+                + " 50",
+            ]
+        )
+        + "\n"
+    )
     text = script.summary(str(raw), "1,234", top=3)
     assert "push+pop pairs/s, unprofiled: 1,234" in text
     assert "samples in the loop: 10" in text  # the setup's 50 samples are not the loop's

@@ -43,8 +43,13 @@ def dist(tmp_path_factory) -> Path:
         return Path(os.environ["FDBQUEUE_DIST"])
     assert not INSTALLED, "FDBQUEUE_DIST must name the folder of the installed wheel"
     out = tmp_path_factory.mktemp("dist")
-    done = subprocess.run([sys.executable, "-m", "build", "--outdir", str(out), str(ROOT)],
-                          capture_output=True, text=True, timeout=BUILD_SECONDS, stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        [sys.executable, "-m", "build", "--outdir", str(out), str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=BUILD_SECONDS,
+        stdin=subprocess.DEVNULL,
+    )
     assert done.returncode == 0, f"python -m build failed (the release extra installs build):\n{done.stderr}"
     return out
 
@@ -78,9 +83,16 @@ def project_files(names: list[str], prefix: str = "") -> set[str]:
 def test_the_suite_imports_the_app_it_means_to_test():
     """The installed wheel under test-lowest (in a process started as tests start them too, with
     PYTHONPATH naming the repository); in a checkout's run, this checkout."""
-    child = subprocess.run([sys.executable, "-c", "import django_fdbqueue; print(django_fdbqueue.__file__)"],
-                           cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
-                           text=True, timeout=60, stdin=subprocess.DEVNULL, check=True)
+    child = subprocess.run(
+        [sys.executable, "-c", "import django_fdbqueue; print(django_fdbqueue.__file__)"],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+        check=True,
+    )
     in_child = Path(child.stdout.strip()).resolve().parent
     if INSTALLED:
         site_packages = Path(sysconfig.get_paths()["purelib"]).resolve()
@@ -109,16 +121,27 @@ def app_rows(record: str) -> set[str]:
 
 
 def test_the_wheel_holds_the_app_and_nothing_else(wheel_names):
-    outside = [name for name in wheel_names
-               if not name.startswith(("django_fdbqueue/", f"django_fdbqueue-{VERSION}.dist-info/"))]
+    outside = [
+        name
+        for name in wheel_names
+        if not name.startswith(("django_fdbqueue/", f"django_fdbqueue-{VERSION}.dist-info/"))
+    ]
     assert outside == [], "only the app goes into the wheel: no tests, docs or demo"
     assert [name for name in wheel_names if "__pycache__" in name or name.endswith(".pyc")] == []
     shipped = project_files(wheel_names)
-    for needed in ("py.typed", "migrations/0001_initial.py", "templates/admin/django_fdbqueue/",
-                   "static/django_fdbqueue/", "testing/plugin.py"):
+    for needed in (
+        "py.typed",
+        "migrations/0001_initial.py",
+        "templates/admin/django_fdbqueue/",
+        "static/django_fdbqueue/",
+        "testing/plugin.py",
+    ):
         assert any(name.startswith(needed) for name in shipped), needed
-    on_disk = {path.relative_to(PACKAGE).as_posix() for path in PACKAGE.rglob("*")
-               if path.is_file() and "__pycache__" not in path.parts}
+    on_disk = {
+        path.relative_to(PACKAGE).as_posix()
+        for path in PACKAGE.rglob("*")
+        if path.is_file() and "__pycache__" not in path.parts
+    }
     assert sorted(on_disk - shipped) == [], "files of the app the wheel leaves out"
 
 
@@ -197,8 +220,13 @@ def test_the_workflows_pin_actions_and_grant_least_privilege():
 
 def test_the_workflows_run_the_local_scripts():
     """What the hosted CI runs is ./scripts/..., never a second copy of their steps."""
-    runs = [step["run"] for workflow in workflows().values() for job in workflow["jobs"].values()
-            for step in job["steps"] if "run" in step]
+    runs = [
+        step["run"]
+        for workflow in workflows().values()
+        for job in workflow["jobs"].values()
+        for step in job["steps"]
+        if "run" in step
+    ]
     for script in ("./scripts/test ", "./scripts/test-lowest", "./scripts/check-release"):
         assert any(script in run for run in runs), script
     assert not [run for run in runs if "pytest" in run or "ruff" in run or "twine" in run]

@@ -29,17 +29,23 @@ def run_script(script: str, *args: str, timeout: float) -> dict[str, Any]:
     """Run a reliability script with ``--json``; its report, once every check passed."""
     completed = subprocess.run(
         [sys.executable, str(SCRIPTS / script), *args, "--json"],
-        capture_output=True, text=True, timeout=timeout, cwd=str(SCRIPTS.parents[1]),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=str(SCRIPTS.parents[1]),
     )
     log = completed.stderr[-4000:]
     try:
         report = json.loads(completed.stdout)
     except ValueError:
-        pytest.fail(f"{script} printed no JSON report (exit {completed.returncode}):\n{completed.stdout[-2000:]}\n{log}")
+        pytest.fail(
+            f"{script} printed no JSON report (exit {completed.returncode}):\n{completed.stdout[-2000:]}\n{log}"
+        )
     failed = [check for check in report.get("checks", []) if not check["ok"]]
     assert completed.returncode == 0 and report["ok"], (
         f"{script} exit {completed.returncode}: {report.get('error')}\n"
-        + "\n".join(f"FAIL {check['name']}: {check['detail']}" for check in failed) + f"\n{log}"
+        + "\n".join(f"FAIL {check['name']}: {check['detail']}" for check in failed)
+        + f"\n{log}"
     )
     return report
 
@@ -58,15 +64,20 @@ def test_a_load_run_loses_nothing_and_answers_no_5xx():
         assert operations[op]["requests"] > 0, op
     assert report["accounting"]["pushes_confirmed"] > 0
     assert report["tasks"]["enqueued"] > 0
-    assert {"no 5xx response", "every confirmed push consumed or still queued", "consumed + still queued == pushed",
-            "SQLite integrity_check"} <= check_names(report)
+    assert {
+        "no 5xx response",
+        "every confirmed push consumed or still queued",
+        "consumed + still queued == pushed",
+        "SQLite integrity_check",
+    } <= check_names(report)
 
 
 @pytest.mark.timeout(150)
 def test_a_load_run_under_injected_commit_faults_loses_nothing():
     """1020 and both forms of 1021 on 6% of commits: dedup pushes and claim/ack stay exact."""
-    report = run_script("load.py", "--duration", "10", "--lease", "4", "--task-lease", "3", "--faults", "0.06",
-                        timeout=140)
+    report = run_script(
+        "load.py", "--duration", "10", "--lease", "4", "--task-lease", "3", "--faults", "0.06", timeout=140
+    )
     assert report["config"]["safe_mode"]
     assert "pop" not in report["operations"]  # a plain pop may lose its item under 1021 (documented)
     assert "faults were injected" in check_names(report)
@@ -77,9 +88,13 @@ def test_a_load_run_survives_sigkill_of_a_server_worker_a_task_worker_and_a_cons
     """Acknowledged pushes survive, the file stays sound, and what the dead held comes back."""
     report = run_script("load.py", "--duration", "15", "--lease", "4", "--task-lease", "3", "--kill", timeout=170)
     assert [event["target"] for event in report["kills"]] == ["gunicorn-worker", "task-worker", "client"]
-    assert {"the killed consumer held leases", "leased items come back",
-            "a task running in the killed task worker ran again", "after the drain, every item consumed exactly once",
-            "SQLite integrity_check"} <= check_names(report)
+    assert {
+        "the killed consumer held leases",
+        "leased items come back",
+        "a task running in the killed task worker ran again",
+        "after the drain, every item consumed exactly once",
+        "SQLite integrity_check",
+    } <= check_names(report)
 
 
 @pytest.mark.timeout(120)
@@ -94,8 +109,22 @@ def test_the_auth_cost_run_measures_tokens_sessions_and_basic_auth():
 def test_the_long_polls_run_refuses_waits_beyond_the_budget_and_loses_nothing():
     """16 waiters on 2x2 gthread with a budget of 1: the rest are told to come back, every item
     reaches one waiter. (The others' latencies are reported, not judged.)"""
-    report = run_script("long_polls.py", "--waiters", "16", "--workers", "2", "--threads", "2", "--budget", "1",
-                        "--wait", "3", "--seconds", "2", timeout=140)
+    report = run_script(
+        "long_polls.py",
+        "--waiters",
+        "16",
+        "--workers",
+        "2",
+        "--threads",
+        "2",
+        "--budget",
+        "1",
+        "--wait",
+        "3",
+        "--seconds",
+        "2",
+        timeout=140,
+    )
     assert report["config"]["wait_budget"] == 1
     assert report["waiters"]["answers"].get("204+Retry-After", 0) > 0
     assert report["waiters"]["got_an_item"] == 16
@@ -148,8 +177,19 @@ def journal(directory: Path, source: str, *events: dict[str, Any]) -> None:
 
 
 def claimed(sent: float, ms: float, written: float, lease: float, until: float | None) -> dict[str, Any]:
-    event = {"op": "claim", "st": 200, "ms": ms, "t0": sent, "uid": "p1t2-10", "id": "FAKEID", "att": 1,
-             "abandon": lease < 2, "q": "load.fifo.1", "lease": lease, "t": written}
+    event = {
+        "op": "claim",
+        "st": 200,
+        "ms": ms,
+        "t0": sent,
+        "uid": "p1t2-10",
+        "id": "FAKEID",
+        "att": 1,
+        "abandon": lease < 2,
+        "q": "load.fifo.1",
+        "lease": lease,
+        "t": written,
+    }
     if until is not None:
         event["until"] = until
     return event
@@ -180,14 +220,19 @@ def test_a_claim_answered_before_the_lease_ended_is_an_overlap(tmp_path):
 @pytest.mark.parametrize("sent, overlap", [(100.51, False), (100.2, True)])
 def test_a_release_frees_the_item_from_the_moment_it_is_sent(tmp_path, sent, overlap):
     """A holder's release, journaled before it is sent, ends its hold (whatever the answer)."""
-    journal(tmp_path / "journals", "p1t1", claimed(100.0, 10.0, 100.011, 4.0, until=104.003),
-            {"op": "release?", "uid": "p1t2-10", "q": "load.fifo.1", "t": 100.5})
+    journal(
+        tmp_path / "journals",
+        "p1t1",
+        claimed(100.0, 10.0, 100.011, 4.0, until=104.003),
+        {"op": "release?", "uid": "p1t2-10", "q": "load.fifo.1", "t": 100.5},
+    )
     journal(tmp_path / "journals", "p2t0", claimed(sent, 10.0, sent + 0.011, 4.0, until=sent + 4.003))
     assert len(overlaps(tmp_path)) == overlap
 
 
 def test_journals_of_older_clients_are_judged_from_their_timestamps(tmp_path):
     """Lines without t0 and until: the lease is taken to begin at t - ms, as before."""
+
     def legacy(event: dict[str, Any]) -> dict[str, Any]:
         return {key: value for key, value in event.items() if key not in ("t0", "until")}
 
@@ -213,14 +258,27 @@ def test_the_client_journals_when_a_claim_was_sent_and_when_its_lease_ends(tmp_p
     import httpx
 
     client = script_module("client")
-    answer = {"item": {"id": "FAKEID", "priority": 0, "value": {"uid": "p0t1-1"}, "attempts": 1},
-              "receipt": "fake-receipt", field: "2026-11-24T11:00:01.500000Z"}
-    config = {"base_url": "http://testserver", "auth_prefix": "Token", "tokens": ["t"], "first_token": 0,
-              "queues": [{"name": "load.fifo.1", "kind": "fifo"}], "safe": True, "lease": 4.0, "seed": "1",
-              "journal_dir": str(tmp_path), "end_at": 0}
+    answer = {
+        "item": {"id": "FAKEID", "priority": 0, "value": {"uid": "p0t1-1"}, "attempts": 1},
+        "receipt": "fake-receipt",
+        field: "2026-11-24T11:00:01.500000Z",
+    }
+    config = {
+        "base_url": "http://testserver",
+        "auth_prefix": "Token",
+        "tokens": ["t"],
+        "first_token": 0,
+        "queues": [{"name": "load.fifo.1", "kind": "fifo"}],
+        "safe": True,
+        "lease": 4.0,
+        "seed": "1",
+        "journal_dir": str(tmp_path),
+        "end_at": 0,
+    }
     thread = client.LoadThread(config, 0, 0)
-    thread.http = httpx.Client(base_url="http://testserver",
-                               transport=httpx.MockTransport(lambda request: httpx.Response(200, json=answer)))
+    thread.http = httpx.Client(
+        base_url="http://testserver", transport=httpx.MockTransport(lambda request: httpx.Response(200, json=answer))
+    )
     thread.random = _FirstChoice()
     try:
         thread.claim()

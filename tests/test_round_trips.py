@@ -284,8 +284,11 @@ def test_on_a_cluster_a_pop_after_a_push_starts_from_the_pushs_commit_version(fd
 
     started_from = []
     real = fdb.impl.Transaction.set_read_version
-    monkeypatch.setattr(fdb.impl.Transaction, "set_read_version",
-                        lambda tr, version: (started_from.append(version), real(tr, version))[1])
+    monkeypatch.setattr(
+        fdb.impl.Transaction,
+        "set_read_version",
+        lambda tr, version: (started_from.append(version), real(tr, version))[1],
+    )
     service.create_queue(fdbqueue_db, "jobs")
     tr = fdbqueue_db.create_transaction()
     service.push(tr, "jobs", "a")

@@ -40,20 +40,23 @@ def items(db, queue="jobs"):
 # --- definitions and bad input ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("options, field", [
-    ({"cron": "61 * * * *"}, "cron"),
-    ({"cron": "every day"}, "cron"),
-    ({"cron": ""}, "cron"),
-    ({"interval": 0}, "interval"),
-    ({"interval": -5}, "interval"),
-    ({"interval": float("nan")}, "interval"),
-    ({"interval": True}, "interval"),
-    ({"cron": "* * * * *", "interval": 5}, "cron"),
-    ({}, "cron"),
-    ({"interval": 5, "tz": "Mars/Olympus_Mons"}, "tz"),
-    ({"interval": 5, "tz": ""}, "tz"),
-    ({"interval": 5, "catch_up": "some"}, "catch_up"),
-])
+@pytest.mark.parametrize(
+    "options, field",
+    [
+        ({"cron": "61 * * * *"}, "cron"),
+        ({"cron": "every day"}, "cron"),
+        ({"cron": ""}, "cron"),
+        ({"interval": 0}, "interval"),
+        ({"interval": -5}, "interval"),
+        ({"interval": float("nan")}, "interval"),
+        ({"interval": True}, "interval"),
+        ({"cron": "* * * * *", "interval": 5}, "cron"),
+        ({}, "cron"),
+        ({"interval": 5, "tz": "Mars/Olympus_Mons"}, "tz"),
+        ({"interval": 5, "tz": ""}, "tz"),
+        ({"interval": 5, "catch_up": "some"}, "catch_up"),
+    ],
+)
 def test_bad_definitions_are_refused_and_store_nothing(db, options, field):
     with pytest.raises(InvalidSchedule) as raised:
         schedules.create(db, "bad", PUSH, **options)
@@ -61,14 +64,20 @@ def test_bad_definitions_are_refused_and_store_nothing(db, options, field):
     assert schedules.list_schedules(db) == []
 
 
-@pytest.mark.parametrize("name, target", [
-    ("", PUSH), ("a b", PUSH), ("x" * 101, PUSH),
-    ("ok", {"kind": "mail"}), ("ok", {"kind": "push", "queue": "bad name"}),
-    ("ok", {"kind": "push", "queue": "jobs", "value": {1, 2}}),
-    ("ok", {"kind": "push", "queue": "jobs", "priority": "high"}),
-    ("ok", {"kind": "task", "task": "not a path"}),
-    ("ok", {"kind": "task", "task": "tests.task_functions.add", "args": "1, 2"}),
-])
+@pytest.mark.parametrize(
+    "name, target",
+    [
+        ("", PUSH),
+        ("a b", PUSH),
+        ("x" * 101, PUSH),
+        ("ok", {"kind": "mail"}),
+        ("ok", {"kind": "push", "queue": "bad name"}),
+        ("ok", {"kind": "push", "queue": "jobs", "value": {1, 2}}),
+        ("ok", {"kind": "push", "queue": "jobs", "priority": "high"}),
+        ("ok", {"kind": "task", "task": "not a path"}),
+        ("ok", {"kind": "task", "task": "tests.task_functions.add", "args": "1, 2"}),
+    ],
+)
 def test_bad_names_and_targets_are_refused(db, name, target):
     with pytest.raises(InvalidArgument):
         schedules.create(db, name, target, interval=5)
@@ -77,8 +86,7 @@ def test_bad_names_and_targets_are_refused(db, name, target):
 
 def test_a_bad_update_changes_nothing(db):
     before = every(db, 60)
-    for changes in ({"cron": "nope"}, {"tz": "Nowhere/Land"}, {"catch_up": "most"}, {"interval": 0},
-                    {"paused": True}):
+    for changes in ({"cron": "nope"}, {"tz": "Nowhere/Land"}, {"catch_up": "most"}, {"interval": 0}, {"paused": True}):
         with pytest.raises(InvalidArgument):
             schedules.update(db, "tick", **changes)
     assert schedules.get(db, "tick") == before
@@ -268,8 +276,13 @@ def test_periodic_tasks_are_enqueued_through_the_backend(db, registry):
 
     schedules.periodic("*/5 * * * *", name="adder", kwargs={"a": 2, "b": 3}, tz="Europe/Paris")(tf.add)
     (declared,) = schedules.declared()
-    assert declared.target == {"kind": "task", "task": "tests.task_functions.add", "backend": "default",
-                               "args": [], "kwargs": {"a": 2, "b": 3}}
+    assert declared.target == {
+        "kind": "task",
+        "task": "tests.task_functions.add",
+        "backend": "default",
+        "args": [],
+        "kwargs": {"a": 2, "b": 3},
+    }
     schedules.sync(db)
     due = schedules.get(db, "adder").next_run_us
     (done,) = schedules.fire_due(db, due)
@@ -289,8 +302,9 @@ def test_a_task_target_failing_half_way_commits_nothing_of_it(db, how):
     """The task's queue refuses its item (a FIFO queue, a priority 5 task) after its result record
     was written in the firing transaction: that record must not commit (READY results never expire)."""
     service.create_queue(db, "tasks.emails", kind="fifo")
-    shout = schedules.create(db, "shout", {"kind": "task", "task": "tests.task_functions.shout",
-                                           "kwargs": {"text": "hi"}}, interval=60)
+    shout = schedules.create(
+        db, "shout", {"kind": "task", "task": "tests.task_functions.shout", "kwargs": {"text": "hi"}}, interval=60
+    )
     done = schedules.run_now(db, "shout") if how == "run_now" else schedules.fire(db, "shout", shout.next_run_us)
     after = schedules.get(db, "shout")
     assert done.result["status"] == "error" and "FIFO" in done.result["detail"], done.result
@@ -315,8 +329,9 @@ def test_nothing_below_schedules_imports_it(lower):
     import grimp
 
     graph = grimp.build_graph("django_fdbqueue", exclude_type_checking_imports=True)
-    assert not graph.find_shortest_chains(importer=f"django_fdbqueue.{lower}", imported="django_fdbqueue.schedules",
-                                          as_packages=True)
+    assert not graph.find_shortest_chains(
+        importer=f"django_fdbqueue.{lower}", imported="django_fdbqueue.schedules", as_packages=True
+    )
 
 
 def test_the_scheduler_loop_outlives_a_store_failure(db, monkeypatch):

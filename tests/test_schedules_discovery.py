@@ -128,8 +128,9 @@ def _python_refusal(db, definition):
 def test_python_and_rest_refuse_with_one_code_and_the_same_words(db, api, refusal):
     error = _python_refusal(db, REFUSALS[refusal])
     assert error.code == InvalidSchedule.code
-    body = assert_error(api.post("/api/schedules/", {**REFUSALS[refusal], "target": PUSH}, format="json"), 400,
-                        error.code)
+    body = assert_error(
+        api.post("/api/schedules/", {**REFUSALS[refusal], "target": PUSH}, format="json"), 400, error.code
+    )
     assert error.message in body["detail"], body
     assert schedules.list_schedules(db) == []
 

@@ -57,19 +57,22 @@ def test_rest_create_list_retrieve_update_pause_resume_run_now_delete(db, api):
     assert_error(api.post(f"{URL}nightly/run-now/"), 404, "schedule_not_found")
 
 
-@pytest.mark.parametrize("change, field", [
-    ({"cron": "61 * * * *"}, "cron"),
-    ({"cron": "not cron"}, "cron"),
-    ({"tz": "Nowhere/Land"}, "tz"),
-    ({"catch_up": "most"}, "catch_up"),
-    ({"interval": 0, "cron": None}, "interval"),
-    ({"interval": -1, "cron": None}, "interval"),
-    ({"target": {"kind": "mail"}}, "target"),
-    ({"target": {"kind": "push", "queue": "bad name"}}, "target"),
-    ({"name": "bad name"}, "name"),
-    ({"interval": 60}, "cron"),  # both a cron expression and an interval
-    ({"prio": 1}, "prio"),
-])
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        ({"cron": "61 * * * *"}, "cron"),
+        ({"cron": "not cron"}, "cron"),
+        ({"tz": "Nowhere/Land"}, "tz"),
+        ({"catch_up": "most"}, "catch_up"),
+        ({"interval": 0, "cron": None}, "interval"),
+        ({"interval": -1, "cron": None}, "interval"),
+        ({"target": {"kind": "mail"}}, "target"),
+        ({"target": {"kind": "push", "queue": "bad name"}}, "target"),
+        ({"name": "bad name"}, "name"),
+        ({"interval": 60}, "cron"),  # both a cron expression and an interval
+        ({"prio": 1}, "prio"),
+    ],
+)
 def test_rest_bad_input_is_a_400_and_stores_nothing(db, api, change, field):
     body = {"name": "tick", "target": PUSH, "cron": "* * * * *", **change}
     response = api.post(URL, body, format="json")
@@ -132,10 +135,24 @@ def test_admin_actions_pause_resume_run_now_delete(db, staff):
 
 
 def test_admin_add_and_edit_with_checks(db, staff):
-    form = {"name": "tick", "kind": "push", "queue": "jobs", "value": '{"a": 1}', "priority": "0",
-            "cron": "*/5 * * * *", "tz": "UTC", "catch_up": "last", "backend": "default", "kwargs": "{}"}
-    for bad, field_text in (({"cron": "bad"}, "not a valid cron"), ({"tz": "Nowhere/Land"}, "Unknown time zone"),
-                            ({"value": "{nope"}, "Not JSON"), ({"cron": "", "interval": "0"}, "interval")):
+    form = {
+        "name": "tick",
+        "kind": "push",
+        "queue": "jobs",
+        "value": '{"a": 1}',
+        "priority": "0",
+        "cron": "*/5 * * * *",
+        "tz": "UTC",
+        "catch_up": "last",
+        "backend": "default",
+        "kwargs": "{}",
+    }
+    for bad, field_text in (
+        ({"cron": "bad"}, "not a valid cron"),
+        ({"tz": "Nowhere/Land"}, "Unknown time zone"),
+        ({"value": "{nope"}, "Not JSON"),
+        ({"cron": "", "interval": "0"}, "interval"),
+    ):
         response = staff.post(admin_url("schedules"), {**form, **bad})
         assert response.status_code == 400 and field_text in text(response), bad
     assert schedules.list_schedules(db) == []

@@ -73,8 +73,10 @@ def test_three_scheduler_processes_fire_every_occurrence_exactly_once(fdbqueue_d
     clock = ctx.Value("q", max(s.anchor_us for s in created.values()))
     ready, stop, results = ctx.Event(), ctx.Event(), ctx.Queue()
     setting = dict(django_settings.FDBQUEUE)
-    procs = [ctx.Process(target=_scheduler_main, args=(setting, clock, ready, stop, results), daemon=True)
-             for _ in range(PROCESSES)]
+    procs = [
+        ctx.Process(target=_scheduler_main, args=(setting, clock, ready, stop, results), daemon=True)
+        for _ in range(PROCESSES)
+    ]
     for proc in procs:
         proc.start()
     try:
@@ -95,5 +97,4 @@ def test_three_scheduler_processes_fire_every_occurrence_exactly_once(fdbqueue_d
         expected = _expected(schedule, schedule.next_run_us, clock.value)
         assert sorted(fired[name]) == expected, name  # none twice, none skipped
         assert service.size(db, name) == len(expected) > 0
-    print({name: len(times) for name, times in fired.items()},
-          [sum(len(o) for _, o in report) for report in reports])
+    print({name: len(times) for name, times in fired.items()}, [sum(len(o) for _, o in report) for report in reports])

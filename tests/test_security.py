@@ -61,12 +61,12 @@ def load_demo_settings(monkeypatch: pytest.MonkeyPatch, **environ: str) -> types
         monkeypatch.delenv(name, raising=False)
     for name, value in environ.items():
         monkeypatch.setenv(name, value)
-    spec = importlib.util.spec_from_file_location("fdbqueue_demo_settings_under_test", DEMO_DIR / "demo" / "settings.py")
+    spec = importlib.util.spec_from_file_location(
+        "fdbqueue_demo_settings_under_test", DEMO_DIR / "demo" / "settings.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
 
 
 def json_error(response, status: int | tuple[int, ...], code: str | None = None) -> dict:
@@ -450,7 +450,9 @@ def cluster_secret(tmp_path) -> str:
 
 
 @pytest.mark.parametrize("debug", [False, True])
-def test_a_500_carries_no_trace_and_no_secret(fdbqueue_db, demo_auth, alice, settings, monkeypatch, cluster_secret, debug):
+def test_a_500_carries_no_trace_and_no_secret(
+    fdbqueue_db, demo_auth, alice, settings, monkeypatch, cluster_secret, debug
+):
     settings.DEBUG = debug
     _, token = tokens.create_token(alice)
 
@@ -467,8 +469,9 @@ def test_a_500_carries_no_trace_and_no_secret(fdbqueue_db, demo_auth, alice, set
         assert_no_leak(response, cluster_secret, token, "bug with")
 
 
-def test_a_store_that_cannot_be_opened_is_a_503_that_names_nothing(fdbqueue_db, alice, monkeypatch,
-                                                                   cluster_secret, tmp_path):
+def test_a_store_that_cannot_be_opened_is_a_503_that_names_nothing(
+    fdbqueue_db, alice, monkeypatch, cluster_secret, tmp_path
+):
     client = client_for(alice)
 
     def refuse(queue_settings: Any) -> Any:
@@ -577,8 +580,9 @@ def test_every_admin_page_refuses_anonymous_and_non_staff_users(client, django_u
             client.force_login(member)
         for address in routes:
             for method in ("get", "post"):
-                response = getattr(client, method)(address, {"confirm": "True", "username": "owner", "value": "1",
-                                                             "lifetime": "never", "name": "new"})
+                response = getattr(client, method)(
+                    address, {"confirm": "True", "username": "owner", "value": "1", "lifetime": "never", "name": "new"}
+                )
                 assert response.status_code == 302, (who, method, address, response.status_code)
                 assert response["Location"].startswith(login), (who, method, address)
     assert admin_state()
@@ -589,8 +593,10 @@ def test_every_admin_form_needs_the_csrf_token(django_user_model, admin_state):
     client = Client(enforce_csrf_checks=True)
     client.force_login(root)
     for address in admin_routes():
-        response = client.post(address, {"confirm": "True", "username": "owner", "lifetime": "never",
-                                          "value": '"x"', "end": "min", "name": "new"})
+        response = client.post(
+            address,
+            {"confirm": "True", "username": "owner", "lifetime": "never", "value": '"x"', "end": "min", "name": "new"},
+        )
         assert response.status_code == 403, (address, response.status_code)
         assert b"CSRF" in response.content, address
     assert admin_state()

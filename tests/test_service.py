@@ -355,7 +355,14 @@ def test_peek_does_not_remove(fdbqueue_db, pq):
 
 
 def test_empty_queue(fdbqueue_db, pq):
-    for operation in (service.pop_min, service.pop_max, service.peek_min, service.peek_max, service.dequeue, service.peek):
+    for operation in (
+        service.pop_min,
+        service.pop_max,
+        service.peek_min,
+        service.peek_max,
+        service.dequeue,
+        service.peek,
+    ):
         assert operation(fdbqueue_db, pq) is None
     assert service.empty(fdbqueue_db, pq)
     assert service.size(fdbqueue_db, pq) == 0
@@ -907,7 +914,12 @@ def test_retried_transaction_restarts_user_versions(settings, tmp_path):
     """Fault injection: commits that fail force retries; pushes still land once, in order."""
     from django_fdbqueue import connection
 
-    settings.FDBQUEUE = {"ENGINE": "embedded", "PATH": str(tmp_path / "faults.sqlite3"), "ROOT": ("faulty",), "TIMEOUT": None}
+    settings.FDBQUEUE = {
+        "ENGINE": "embedded",
+        "PATH": str(tmp_path / "faults.sqlite3"),
+        "ROOT": ("faulty",),
+        "TIMEOUT": None,
+    }
     connection.reset_database()
     db = connection.get_database()
     try:

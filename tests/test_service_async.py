@@ -25,11 +25,21 @@ DEADLINE = 30.0
 WAIT = service.MAX_WAIT_SECONDS
 
 TWINS = {
-    "apush": service.push, "apush_many": service.push_many, "apop": service.pop, "apeek": service.peek,
-    "apeek_min": service.peek_min, "apeek_max": service.peek_max, "aclaim": service.claim,
-    "aack": service.ack, "arelease": service.release, "aextend": service.extend, "asize": service.size,
-    "aget_queue": service.get_queue, "adead_letters": service.dead_letters,
-    "arequeue_dead_letter": service.requeue_dead_letter, "adelete_dead_letter": service.delete_dead_letter,
+    "apush": service.push,
+    "apush_many": service.push_many,
+    "apop": service.pop,
+    "apeek": service.peek,
+    "apeek_min": service.peek_min,
+    "apeek_max": service.peek_max,
+    "aclaim": service.claim,
+    "aack": service.ack,
+    "arelease": service.release,
+    "aextend": service.extend,
+    "asize": service.size,
+    "aget_queue": service.get_queue,
+    "adead_letters": service.dead_letters,
+    "arequeue_dead_letter": service.requeue_dead_letter,
+    "adelete_dead_letter": service.delete_dead_letter,
 }
 
 
@@ -79,15 +89,30 @@ def test_every_async_op_answers_as_its_sync_twin(fdbqueue_db):
         return out + [service.pop(db, q), service.get_queue(db, q).dead]
 
     async def async_story(q: str) -> list:
-        out = [(await service.apush(db, q, "x", 3)).value, [i.value for i in await service.apush_many(db, q, [("y", 1), "z"])]]
-        out += [(await service.apeek(db, q)).value, (await service.apeek_min(db, q)).value, (await service.apeek_max(db, q)).value]
+        out = [
+            (await service.apush(db, q, "x", 3)).value,
+            [i.value for i in await service.apush_many(db, q, [("y", 1), "z"])],
+        ]
+        out += [
+            (await service.apeek(db, q)).value,
+            (await service.apeek_min(db, q)).value,
+            (await service.apeek_max(db, q)).value,
+        ]
         out += [(await service.apop(db, q, "max")).value, await service.asize(db, q)]
         lease = await service.aclaim(db, q, lease=60)
-        out += [lease.item.value, (await service.aextend(db, lease.receipt, 30)).item.value, await service.arelease(db, lease.receipt)]
+        out += [
+            lease.item.value,
+            (await service.aextend(db, lease.receipt, 30)).item.value,
+            await service.arelease(db, lease.receipt),
+        ]
         dead = (await service.adead_letters(db, q)).items
         out += [[d.item.value for d in dead], (await service.arequeue_dead_letter(db, q, dead[0].item.id)).value]
         lease = await service.aclaim(db, q)
-        out += [await service.aack(db, lease.receipt), (await service.aget_queue(db, q)).size, (await service.apop(db, q)).value]
+        out += [
+            await service.aack(db, lease.receipt),
+            (await service.aget_queue(db, q)).size,
+            (await service.apop(db, q)).value,
+        ]
         await service.apush(db, q, "w")
         await service.arelease(db, (await service.aclaim(db, q)).receipt)
         out += [await service.adelete_dead_letter(db, q, (await service.adead_letters(db, q)).items[0].item.id)]
@@ -107,8 +132,10 @@ def test_errors_are_the_sync_twins_and_a_transaction_is_refused(fdbqueue_db):
 
     async def story() -> None:
         for bad_wait in (-1, service.MAX_WAIT_SECONDS + 1, "1", True, math.nan):
-            for sync, coro in ((lambda: service.pop(db, "q", wait=bad_wait), service.apop(db, "q", wait=bad_wait)),
-                               (lambda: service.claim(db, "q", wait=bad_wait), service.aclaim(db, "q", wait=bad_wait))):
+            for sync, coro in (
+                (lambda: service.pop(db, "q", wait=bad_wait), service.apop(db, "q", wait=bad_wait)),
+                (lambda: service.claim(db, "q", wait=bad_wait), service.aclaim(db, "q", wait=bad_wait)),
+            ):
                 with pytest.raises(InvalidArgument) as expected:
                     sync()
                 got = await refused(coro)

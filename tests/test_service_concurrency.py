@@ -151,8 +151,18 @@ def test_threads_push_and_pop_one_queue(fdbqueue_db):
 # --- processes --------------------------------------------------------------------------------
 
 
-def _process_main(role: str, index: int, fdbqueue_setting: dict, name: str, per_producer: int,
-                  barrier, producers_done, first_pop, all_popped, results) -> None:
+def _process_main(
+    role: str,
+    index: int,
+    fdbqueue_setting: dict,
+    name: str,
+    per_producer: int,
+    barrier,
+    producers_done,
+    first_pop,
+    all_popped,
+    results,
+) -> None:
     try:
         db = child_database(fdbqueue_setting)
         barrier.wait(60)

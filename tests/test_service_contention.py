@@ -56,8 +56,12 @@ def staging_keys(tr, name: str) -> dict[str, list[bytes]]:
     """The requests (per end), results and receipts the protocol left in the queue."""
     _entry, qk = require(tr, name)
     out = {}
-    for label, space in (("min", qk.requests("min")), ("max", qk.requests("max")),
-                         ("results", qk.results), ("receipts", qk.receipts)):
+    for label, space in (
+        ("min", qk.requests("min")),
+        ("max", qk.requests("max")),
+        ("results", qk.results),
+        ("receipts", qk.receipts),
+    ):
         r = space.range()
         out[label] = [bytes(kv.key) for kv in tr.get_range(r.start, r.stop)]
     return out
@@ -402,8 +406,16 @@ def test_a_pop_that_times_out_takes_the_result_written_for_it(fdbqueue_db, monke
 # --- many clients: threads ---------------------------------------------------------------------
 
 
-def run_threads(db, name: str, end: str, clients: int, *, staged: set[int] = frozenset(),
-                producer: list | None = None, timeout: float | None = None) -> tuple[list[list[str]], list[str]]:
+def run_threads(
+    db,
+    name: str,
+    end: str,
+    clients: int,
+    *,
+    staged: set[int] = frozenset(),
+    producer: list | None = None,
+    timeout: float | None = None,
+) -> tuple[list[list[str]], list[str]]:
     """`clients` threads pop `name` until it is empty (and the producer, if any, is done).
 
     Each client waits after its first item until every client has one, so the work is surely
@@ -491,8 +503,9 @@ def test_threads_with_a_concurrent_producer_keep_fifo_order(fdbqueue_db):
     """FIFO: a push lands behind every item a round saw, so each client still gets push order."""
     service.create_queue(fdbqueue_db, "q", kind="fifo")
     prefilled = fill(fdbqueue_db, "q", "fifo", 40)
-    got, pushed = run_threads(fdbqueue_db, "q", "min", CLIENTS, staged={0, 2, 4, 6},
-                              producer=[{"late": n} for n in range(80)])
+    got, pushed = run_threads(
+        fdbqueue_db, "q", "min", CLIENTS, staged={0, 2, 4, 6}, producer=[{"late": n} for n in range(80)]
+    )
     check_exactly_once(prefilled + pushed, got)
     check_each_client_in_order(got, "min")
     assert service.get_queue(fdbqueue_db, "q").size == 0
@@ -501,8 +514,7 @@ def test_threads_with_a_concurrent_producer_keep_fifo_order(fdbqueue_db):
 # --- many clients: processes -------------------------------------------------------------------
 
 
-def _child_main(index: int, setting: dict, name: str, end: str, staged: bool,
-                start, all_have_one, results) -> None:
+def _child_main(index: int, setting: dict, name: str, end: str, staged: bool, start, all_have_one, results) -> None:
     try:
         db = child_database(setting)
         if staged:
@@ -533,9 +545,11 @@ def test_processes_pop_exactly_once_in_order(fdbqueue_db, kind, ends):
     setting = dict(django_settings.FDBQUEUE)
     ends_of = [ends[i % len(ends)] for i in range(CLIENTS)]
     procs = [
-        ctx.Process(target=_child_main,
-                    args=(i, setting, name, ends_of[i], i % 4 >= 2, start, all_have_one, results),
-                    daemon=True)
+        ctx.Process(
+            target=_child_main,
+            args=(i, setting, name, ends_of[i], i % 4 >= 2, start, all_have_one, results),
+            daemon=True,
+        )
         for i in range(CLIENTS)
     ]
     for proc in procs:

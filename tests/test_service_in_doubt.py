@@ -54,8 +54,9 @@ def q(fdbqueue_db):
 # --- the predicate ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("code, doubt", [(1021, True), (1031, True), (1025, True), (1039, True),
-                                         (1020, False), (1007, False), (2101, False)])
+@pytest.mark.parametrize(
+    "code, doubt", [(1021, True), (1031, True), (1025, True), (1039, True), (1020, False), (1007, False), (2101, False)]
+)
 def test_which_errors_leave_a_commit_in_doubt(code, doubt):
     assert commit_in_doubt(make_error(code)) is doubt
     assert commit_in_doubt(ValueError("not FoundationDB's")) is False

@@ -367,7 +367,7 @@ class _Shared:
 
 
 def _key_of(value: str) -> str:
-    """"a".."d" for limited items, "free-one" or "free-three" for keyless ones."""
+    """ "a".."d" for limited items, "free-one" or "free-three" for keyless ones."""
     return value.rsplit("-", 2)[0] if value.startswith("free") else value[0]
 
 
@@ -444,7 +444,9 @@ def _consuming_child(setting, names, start, counter, results):
         while True:
             got = _claim_first(db, names)
             if got is None:
-                empty = all(service.get_queue(db, n).size + service.get_queue(db, n).leased == 0 for n in ("one", "three"))
+                empty = all(
+                    service.get_queue(db, n).size + service.get_queue(db, n).leased == 0 for n in ("one", "three")
+                )
                 if empty:
                     break
                 idle_since = idle_since or time.monotonic()

@@ -90,8 +90,17 @@ def test_claim_takes_from_either_end_and_checks_the_queue_kind(fdbqueue_db, pq):
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"lease": 0}, {"lease": -1}, {"lease": 43_201}, {"lease": float("nan")}, {"lease": "5"},
-     {"lease": True}, {"wait": -1}, {"wait": 3601}, {"end": "middle"}],
+    [
+        {"lease": 0},
+        {"lease": -1},
+        {"lease": 43_201},
+        {"lease": float("nan")},
+        {"lease": "5"},
+        {"lease": True},
+        {"wait": -1},
+        {"wait": 3601},
+        {"end": "middle"},
+    ],
 )
 def test_claim_arguments_are_checked(fdbqueue_db, pq, kwargs):
     service.push(fdbqueue_db, pq, "x")
@@ -242,11 +251,20 @@ def test_delayed_push_is_invisible_until_its_time_then_in_priority_order(fdbqueu
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"delay": -1}, {"delay": "1"}, {"delay": float("inf")}, {"delay": 367 * 86400},
-     {"not_before": dt.datetime(2030, 1, 1)}, {"not_before": "2030-01-01T00:00:00Z"},
-     {"delay": 1, "not_before": dt.datetime(2030, 1, 1, tzinfo=dt.timezone.utc)},
-     {"not_before": dt.datetime(2099, 1, 1, tzinfo=dt.timezone.utc)},
-     {"dedup_key": ""}, {"dedup_key": 5}, {"dedup_key": "k" * 201}, {"dedup_key": "\ud800"}],
+    [
+        {"delay": -1},
+        {"delay": "1"},
+        {"delay": float("inf")},
+        {"delay": 367 * 86400},
+        {"not_before": dt.datetime(2030, 1, 1)},
+        {"not_before": "2030-01-01T00:00:00Z"},
+        {"delay": 1, "not_before": dt.datetime(2030, 1, 1, tzinfo=dt.timezone.utc)},
+        {"not_before": dt.datetime(2099, 1, 1, tzinfo=dt.timezone.utc)},
+        {"dedup_key": ""},
+        {"dedup_key": 5},
+        {"dedup_key": "k" * 201},
+        {"dedup_key": "\ud800"},
+    ],
 )
 def test_push_options_are_checked_and_write_nothing(fdbqueue_db, pq, kwargs):
     with pytest.raises(InvalidArgument):
@@ -379,8 +397,11 @@ def test_dedup_keys_in_one_transaction_and_per_queue(fdbqueue_db, pq):
 
     @transactional
     def both(tr):
-        return [service.push(tr, pq, "a", dedup_key="k"), service.push(tr, pq, "b", dedup_key="k"),
-                service.push(tr, "other", "c", dedup_key="k")]
+        return [
+            service.push(tr, pq, "a", dedup_key="k"),
+            service.push(tr, pq, "b", dedup_key="k"),
+            service.push(tr, "other", "c", dedup_key="k"),
+        ]
 
     first, second, other = both(db)
     assert first.id == second.id and other.id != first.id

@@ -12,7 +12,14 @@ from __future__ import annotations
 import itertools
 
 from hypothesis import HealthCheck, Phase, settings, strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule, run_state_machine_as_test
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
 
 from django_fdbqueue import service
 from django_fdbqueue.fdbapi import transactional
@@ -100,7 +107,10 @@ class QueueMachine(RuleBasedStateMachine):
         expected = [e for e in (self.model.pop(end) for _ in range(n)) if e is not None]
         assert [(i.priority, i.value) for i in got] == [(e[0], e[2]) for e in expected]
 
-    @rule(pushes=st.lists(st.tuples(VALUE, PRIORITY), max_size=3), pops=st.lists(st.sampled_from(["min", "max"]), max_size=3))
+    @rule(
+        pushes=st.lists(st.tuples(VALUE, PRIORITY), max_size=3),
+        pops=st.lists(st.sampled_from(["min", "max"]), max_size=3),
+    )
     def one_transaction(self, pushes, pops) -> None:
         """Pops then pushes in one transaction, committed together.
 

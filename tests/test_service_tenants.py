@@ -205,7 +205,10 @@ def test_key_limits_are_refused_on_a_tenant_queue_as_at_create(fdbqueue_db, one_
         with pytest.raises(InvalidArgument) as refused:
             service.set_key_limits(db, "t", **limits)
         assert (refused.value.code, refused.value.message, refused.value.context) == (
-            at_create.value.code, at_create.value.message, at_create.value.context)
+            at_create.value.code,
+            at_create.value.message,
+            at_create.value.context,
+        )
     info = service.set_key_limits(db, "t", concurrency=None, rate=None)  # no limits: accepted
     assert (info.key_concurrency, info.key_rate, info.tenants) == (None, None, 0)
     service.push_many(db, "t", ["a0", "a1"], tenant="A", key="k")

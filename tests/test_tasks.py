@@ -265,8 +265,17 @@ def test_a_failed_record_is_shortened_to_fit():
         {"exception_class_path": "builtins.ValueError", "traceback": f"Traceback {n}\n" + "y" * 5_000 + f"\nend {n}"}
         for n in range(60)
     ]
-    record = results.Record(id="r", task_path="a.b", backend="default", queue_name="default", priority=0,
-                            args=["x" * 50_000], kwargs={}, status=results.FAILED, errors=errors)
+    record = results.Record(
+        id="r",
+        task_path="a.b",
+        backend="default",
+        queue_name="default",
+        priority=0,
+        args=["x" * 50_000],
+        kwargs={},
+        status=results.FAILED,
+        errors=errors,
+    )
     assert not limits.fits(record)
     fitted = limits.fitted(record)
     assert limits.fits(fitted) and fitted.args == record.args
@@ -417,7 +426,9 @@ def test_the_worker_command_refuses_bad_task_options(fdbqueue_db, task_worker):
 
 
 def test_records_written_by_a_newer_version_still_read():
-    raw = results.Record(id="x", task_path="a.b", backend="default", queue_name="q", priority=0, args=[], kwargs={}).dumps()
+    raw = results.Record(
+        id="x", task_path="a.b", backend="default", queue_name="q", priority=0, args=[], kwargs={}
+    ).dumps()
     newer = raw[:-1] + b',"added_later":1}'
     assert results.Record.loads(newer).id == "x"
 
@@ -425,8 +436,11 @@ def test_records_written_by_a_newer_version_still_read():
 def test_two_backends_keep_their_listings_apart(fdbqueue_db, settings):
     settings.TASKS = {
         **settings.TASKS,
-        "other": {"BACKEND": "django_fdbqueue.tasks.FDBQueueBackend", "QUEUES": ["default"],
-                  "OPTIONS": {"QUEUE_PREFIX": "other."}},
+        "other": {
+            "BACKEND": "django_fdbqueue.tasks.FDBQueueBackend",
+            "QUEUES": ["default"],
+            "OPTIONS": {"QUEUE_PREFIX": "other."},
+        },
     }
     ours = tf.add.enqueue(1, 1)
     tf.add.using(backend="other").enqueue(2, 2)
@@ -597,6 +611,7 @@ def test_a_bad_limit_key_is_refused_at_enqueue_and_stores_nothing(fdbqueue_db, b
 def test_a_bad_limit_key_option_is_reported_by_the_checks():
     for bad in (5, "not a name", ""):
         messages = [m.msg for m in keyed_backend(bad).check() if m.id == "fdbqueue.E101"]
-        assert messages == ["TASKS['default'] (FDBQueueBackend): LIMIT_KEY_ARG must be None or the name of a "
-                            "keyword argument."], bad
+        assert messages == [
+            "TASKS['default'] (FDBQueueBackend): LIMIT_KEY_ARG must be None or the name of a keyword argument."
+        ], bad
     assert list(keyed_backend(None).check()) == []

@@ -36,8 +36,9 @@ def test_fdb_home_comes_first(tmp_path, monkeypatch):
     home = fake_home(tmp_path, "bin/fdbserver", "bin/fdbcli", "lib/libfdb_c.so")
     monkeypatch.setenv("FDB_HOME", str(home))
     found = binaries.find(need_library=True)
-    assert found == binaries.Binaries(str(home / "bin/fdbserver"), str(home / "bin/fdbcli"),
-                                      str(home / "lib/libfdb_c.so"))
+    assert found == binaries.Binaries(
+        str(home / "bin/fdbserver"), str(home / "bin/fdbcli"), str(home / "lib/libfdb_c.so")
+    )
 
 
 def test_nothing_found_says_every_place_it_looked(tmp_path, monkeypatch):
@@ -83,14 +84,21 @@ def test_a_cluster_needs_one_or_three_processes():
 
 # -- a commit latency through fdbserver's knobs -------------------------------------------------------
 
-LATENCY_KNOBS = ["--knob_commit_transaction_batch_interval_min=0.005",
-                 "--knob_commit_transaction_batch_interval_from_idle=0.005"]
+LATENCY_KNOBS = [
+    "--knob_commit_transaction_batch_interval_min=0.005",
+    "--knob_commit_transaction_batch_interval_from_idle=0.005",
+]
 
 
 def _unstarted(tmp_path: Path, **options) -> LocalCluster:
     """A cluster that is only a folder and a port: enough to build its command line and state."""
-    return LocalCluster(binaries=binaries.Binaries("bin/fdbserver", "bin/fdbcli", "lib/libfdb_c.so"),
-                        directory=tmp_path, ports=[4500], pids=[None], **options)
+    return LocalCluster(
+        binaries=binaries.Binaries("bin/fdbserver", "bin/fdbcli", "lib/libfdb_c.so"),
+        directory=tmp_path,
+        ports=[4500],
+        pids=[None],
+        **options,
+    )
 
 
 def test_a_commit_latency_becomes_fdbservers_commit_batching_knobs(tmp_path):
@@ -104,8 +112,11 @@ def test_a_commit_latency_becomes_fdbservers_commit_batching_knobs(tmp_path):
 def test_other_knobs_are_passed_as_they_are_and_win_over_the_latencys(tmp_path):
     knobs = {"knob_commit_transaction_batch_interval_min": "0.002", "max_read_transaction_life_versions": 9}
     cluster = _unstarted(tmp_path, commit_latency=0.005, knobs=knobs)
-    assert cluster._command(0)[-3:] == ["--knob_commit_transaction_batch_interval_min=0.002", LATENCY_KNOBS[1],
-                                        "--knob_max_read_transaction_life_versions=9"]
+    assert cluster._command(0)[-3:] == [
+        "--knob_commit_transaction_batch_interval_min=0.002",
+        LATENCY_KNOBS[1],
+        "--knob_max_read_transaction_life_versions=9",
+    ]
 
 
 def test_a_restarted_process_gets_the_same_knobs(tmp_path):
@@ -150,8 +161,9 @@ def test_the_script_explains_a_bad_latency_or_knob_before_starting_anything(caps
 def test_a_knob_fdbserver_ignored_fails_the_start(tmp_path):
     """fdbserver only warns about a knob it does not know (and runs without it): the start fails."""
     cluster = _unstarted(tmp_path, knobs={"commit_transaction_batch_intervl_min": "0.005"})
-    (tmp_path / "p0.out").write_text("WARNING: Invalid knob option 'commit_transaction_batch_intervl_min'\n"
-                                     "FDBD joined cluster.\n")
+    (tmp_path / "p0.out").write_text(
+        "WARNING: Invalid knob option 'commit_transaction_batch_intervl_min'\nFDBD joined cluster.\n"
+    )
     with pytest.raises(ClusterError, match="fdbserver refused a knob: .*commit_transaction_batch_intervl_min"):
         cluster._check_knobs()
     (tmp_path / "p0.out").write_text("FDBD joined cluster.\n")
@@ -179,11 +191,30 @@ def test_the_plugin_gives_the_cluster_it_starts_the_commit_latency(monkeypatch):
 
 def test_the_plugin_refuses_a_commit_latency_without_a_unit(tmp_path):
     (tmp_path / "test_nothing.py").write_text("def test_nothing():\n    pass\n")
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings", "PYTHONPATH": str(REPO),
-           plugin.ENV_COMMIT_LATENCY: "5"}
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "tests.settings",
+        "PYTHONPATH": str(REPO),
+        plugin.ENV_COMMIT_LATENCY: "5",
+    }
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(tmp_path),
-         str(tmp_path / "test_nothing.py")], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--rootdir",
+            str(tmp_path),
+            str(tmp_path / "test_nothing.py"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert result.returncode == 4, result.stdout + result.stderr
     assert "FDBQUEUE_TEST_COMMIT_LATENCY" in result.stderr and "with its unit" in result.stderr
 
@@ -219,12 +250,10 @@ def test_the_script_starts_a_cluster_and_stops_only_what_it_started():
         assert cluster_file.is_file() and "@127.0.0.1:" in cluster_file.read_text()
         cluster = LocalCluster.load(cluster_file)
         assert len(cluster.pids) == 1 and all(_alive(pid) for pid in cluster.pids)
-        status = subprocess.run([str(SCRIPT), "status", str(cluster_file)], capture_output=True, text=True,
-                                timeout=60)
+        status = subprocess.run([str(SCRIPT), "status", str(cluster_file)], capture_output=True, text=True, timeout=60)
         assert status.returncode == 0 and "The database is available" in status.stdout
     finally:
-        stopped = subprocess.run([str(SCRIPT), "stop", str(cluster_file)], capture_output=True, text=True,
-                                 timeout=60)
+        stopped = subprocess.run([str(SCRIPT), "stop", str(cluster_file)], capture_output=True, text=True, timeout=60)
     assert stopped.returncode == 0, stopped.stderr
     assert not cluster_file.parent.exists()
     assert not any(_alive(pid) for pid in cluster.pids)
@@ -259,35 +288,50 @@ def _run_django(tmp_path: Path, fdbqueue: dict, code: str) -> subprocess.Complet
     """Run ``code`` in a new process whose settings are the tests' with this FDBQUEUE, and no other
     way to find the client library (no LD_LIBRARY_PATH, no FDBQUEUE_CLIENT_LIBRARY)."""
     (tmp_path / "library_settings.py").write_text(
-        f"from tests.settings import *  # noqa: F401,F403\n\nFDBQUEUE = {fdbqueue!r}\n")
+        f"from tests.settings import *  # noqa: F401,F403\n\nFDBQUEUE = {fdbqueue!r}\n"
+    )
     env = {key: value for key, value in os.environ.items() if key not in ("LD_LIBRARY_PATH", "FDBQUEUE_CLIENT_LIBRARY")}
     env.update(DJANGO_SETTINGS_MODULE="library_settings", PYTHONPATH=os.pathsep.join([str(tmp_path), str(REPO)]))
-    return subprocess.run([sys.executable, "-c", "import django; django.setup()\n" + code], capture_output=True,
-                          text=True, env=env, cwd=tmp_path, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()\n" + code],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+    )
 
 
 @pytest.mark.cluster
 def test_client_library_setting_loads_the_library_without_ld_library_path(tmp_path):
     library = need_binaries().library
-    fdbqueue = {"ENGINE": "foundationdb", "CLUSTER_FILE": plugin.need_cluster(), "CLIENT_LIBRARY": library,
-                "ROOT": ("fdbqueue-test", "client-library", os.urandom(4).hex())}
-    result = _run_django(tmp_path, fdbqueue, (
-        "from django.core.management import call_command\n"
-        "call_command('check', '--fail-level', 'WARNING')\n"
-        "from django_fdbqueue import connection, service\n"
-        "db = connection.get_database()\n"
-        "service.create_queue(db, 'jobs')\n"
-        "service.push(db, 'jobs', 'hello')\n"
-        "print(service.pop(db, 'jobs').value)\n"
-        "service.delete_queue(db, 'jobs')\n"))
+    fdbqueue = {
+        "ENGINE": "foundationdb",
+        "CLUSTER_FILE": plugin.need_cluster(),
+        "CLIENT_LIBRARY": library,
+        "ROOT": ("fdbqueue-test", "client-library", os.urandom(4).hex()),
+    }
+    result = _run_django(
+        tmp_path,
+        fdbqueue,
+        (
+            "from django.core.management import call_command\n"
+            "call_command('check', '--fail-level', 'WARNING')\n"
+            "from django_fdbqueue import connection, service\n"
+            "db = connection.get_database()\n"
+            "service.create_queue(db, 'jobs')\n"
+            "service.push(db, 'jobs', 'hello')\n"
+            "print(service.pop(db, 'jobs').value)\n"
+            "service.delete_queue(db, 'jobs')\n"
+        ),
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().endswith("hello")
 
 
 def test_client_library_that_is_missing_is_a_check_error(tmp_path):
     fdbqueue = {"ENGINE": "foundationdb", "CLIENT_LIBRARY": str(tmp_path / "libfdb_c.so")}
-    result = _run_django(tmp_path, fdbqueue, "from django.core.management import call_command\n"
-                                             "call_command('check')\n")
+    result = _run_django(tmp_path, fdbqueue, "from django.core.management import call_command\ncall_command('check')\n")
     assert result.returncode != 0
     assert "fdbqueue.E012" in result.stderr and "does not exist" in result.stderr
 
@@ -333,9 +377,25 @@ def test_the_guides_example_runs_through_the_installed_plugin(tmp_path, engines)
     if plugin.cluster_file():
         env[plugin.ENV_CLUSTER_FILE] = plugin.cluster_file()
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--fdbqueue-engines", engines,
-         "--rootdir", str(tmp_path), str(tmp_path / "test_orders.py")],
-        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=180)
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--fdbqueue-engines",
+            engines,
+            "--rootdir",
+            str(tmp_path),
+            str(tmp_path / "test_orders.py"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=180,
+    )
     count = len(engines.split(","))
     assert f"{count} passed" in result.stdout, result.stdout + result.stderr
     assert result.returncode == 0

@@ -448,8 +448,9 @@ def test_creating_a_token_shows_it_once(keeper, alice):
     assert all(token not in morsel.value for morsel in keeper.cookies.values())
 
 
-@pytest.mark.parametrize(("lifetime", "expected"), [("never", None), ("1", dt.timedelta(days=1)),
-                                                    ("default", dt.timedelta(hours=10))])
+@pytest.mark.parametrize(
+    ("lifetime", "expected"), [("never", None), ("1", dt.timedelta(days=1)), ("default", dt.timedelta(hours=10))]
+)
 def test_lifetimes_offered_by_the_form(keeper, alice, lifetime, expected):
     assert create(keeper, "alice", lifetime).status_code == 200
     expiry = AuthToken.objects.get().expiry
@@ -572,8 +573,11 @@ def test_knox_admin_pages_no_longer_show_digests(client, root, alice):
     row = AuthToken.objects.get()
     client.force_login(root)
     knox_list = reverse("admin:knox_authtoken_changelist")
-    for address in (reverse("admin:knox_authtoken_change", args=(row.pk,)), f"{knox_list}{row.pk}/delete/",
-                    f"{knox_list}{row.pk}/history/"):
+    for address in (
+        reverse("admin:knox_authtoken_change", args=(row.pk,)),
+        f"{knox_list}{row.pk}/delete/",
+        f"{knox_list}{row.pk}/history/",
+    ):
         response = client.get(address, follow=True)
         assert response.redirect_chain[-1][0] == page("tokens"), address
         text = response.content.decode()
@@ -622,10 +626,20 @@ def test_knox_admin_is_replaced_whatever_the_order_of_installed_apps(tmp_path, k
     apps = [app for app in django_settings.INSTALLED_APPS if app != "knox"]
     apps.insert(apps.index("django_fdbqueue") + (0 if knox_first else len(apps)), "knox")
     (tmp_path / "ordered_settings.py").write_text(
-        f"from tests.settings import *  # noqa: F401,F403\n\nINSTALLED_APPS = {apps!r}\n", encoding="utf-8")
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "ordered_settings",
-           "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO_ROOT)])}
-    done = subprocess.run([sys.executable, "-c", REGISTERED_TOKEN_ADMIN], env=env, capture_output=True, text=True,
-                          timeout=120, cwd=tmp_path)
+        f"from tests.settings import *  # noqa: F401,F403\n\nINSTALLED_APPS = {apps!r}\n", encoding="utf-8"
+    )
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "ordered_settings",
+        "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO_ROOT)]),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", REGISTERED_TOKEN_ADMIN],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "TokenPagesAdmin"

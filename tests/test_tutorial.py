@@ -47,9 +47,23 @@ from tests.doc_blocks import REPO, Block, Command, assert_output, commands, mark
 TUTORIAL = REPO / "docs" / "tutorial.md"
 HOWTO = REPO / "docs" / "howto"
 # The tutorial's steps, in page order; a step added to the page must be added to the test too.
-STEPS = ["install", "startproject", "settings", "urls", "migrate", "first-queue", "claim-in-python",
-         "tokens-settings", "tokens-commands", "api-calls", "tasks-settings", "tasks-module", "worker",
-         "enqueue", "result"]
+STEPS = [
+    "install",
+    "startproject",
+    "settings",
+    "urls",
+    "migrate",
+    "first-queue",
+    "claim-in-python",
+    "tokens-settings",
+    "tokens-commands",
+    "api-calls",
+    "tasks-settings",
+    "tasks-module",
+    "worker",
+    "enqueue",
+    "result",
+]
 STEP_SECONDS = 60  # the most any one step may take on a loaded machine
 PASSWORD = "tutorial-test-password"
 SHOWN_ADDRESS = "127.0.0.1:8000"  # where the page says runserver listens
@@ -143,8 +157,16 @@ class Newcomer:
     # -- commands
 
     def run(self, command: list[str], stdin: str | None = None) -> subprocess.CompletedProcess:
-        done = subprocess.run(command, cwd=self.cwd, env=self.env, input=stdin, capture_output=True, text=True,
-                              timeout=STEP_SECONDS, stdin=None if stdin is not None else subprocess.DEVNULL)
+        done = subprocess.run(
+            command,
+            cwd=self.cwd,
+            env=self.env,
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=STEP_SECONDS,
+            stdin=None if stdin is not None else subprocess.DEVNULL,
+        )
         assert done.returncode == 0, f"{shlex.join(command)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}"
         return done
 
@@ -256,8 +278,14 @@ class Newcomer:
             return
         log = self.cwd / "worker.log"
         with open(log, "wb") as output:
-            worker = subprocess.Popen([sys.executable, *words[1:]], cwd=self.cwd, env=self.env,
-                                      stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT)
+            worker = subprocess.Popen(
+                [sys.executable, *words[1:]],
+                cwd=self.cwd,
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+            )
         self.processes.callback(stop, worker)
         self.worker = (worker, log, command)
 
@@ -275,8 +303,13 @@ class Newcomer:
             log = self.cwd / f"runserver-{port}.log"
             with open(log, "wb") as output:
                 server = subprocess.Popen(
-                    [sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"], cwd=self.cwd,
-                    env=self.env, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT)
+                    [sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"],
+                    cwd=self.cwd,
+                    env=self.env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=output,
+                    stderr=subprocess.STDOUT,
+                )
             self.processes.callback(stop, server)
             if _answers(server, port):
                 self.address = f"127.0.0.1:{port}"
@@ -359,8 +392,9 @@ def test_the_tutorial_in_a_new_project(tmp_path, store_setting, tutorial):
         newcomer.paste(tutorial["tasks-settings"])
         newcomer.paste(tutorial["tasks-module"])
         newcomer.console(tutorial["worker"])  # started; its output is compared once it stops
-        script = ENQUEUE_AND_WAIT.format(enqueue=tutorial["enqueue"].body, result=tutorial["result"].body,
-                                         seconds=STEP_SECONDS - 10)
+        script = ENQUEUE_AND_WAIT.format(
+            enqueue=tutorial["enqueue"].body, result=tutorial["result"].body, seconds=STEP_SECONDS - 10
+        )
         newcomer.run([sys.executable, "manage.py", "shell", "-c", script])
         newcomer.stop_worker()
 
@@ -384,18 +418,32 @@ def test_the_howto_api_docs_and_static_files_in_a_new_project(tmp_path, store_se
     with ExitStack() as processes:
         newcomer = Newcomer(tmp_path / "home", store_setting, processes)
         newcomer.console(tutorial["startproject"])
-        for block in (tutorial["settings"], tutorial["urls"], tutorial["tokens-settings"],
-                      rest_api["api-docs-settings"], rest_api["api-docs-urls"], production["production-static"]):
+        for block in (
+            tutorial["settings"],
+            tutorial["urls"],
+            tutorial["tokens-settings"],
+            rest_api["api-docs-settings"],
+            rest_api["api-docs-urls"],
+            production["production-static"],
+        ):
             newcomer.paste(block)
         deploy = production["production-commands"]
         if deploy.language == "console":
             newcomer.console(deploy)
         else:  # a bash block: its commands, without outputs to compare
-            newcomer.manage([shlex.split(line, comments=True)[2:] for line in deploy.body.splitlines()
-                             if shlex.split(line, comments=True)])
+            newcomer.manage(
+                [
+                    shlex.split(line, comments=True)[2:]
+                    for line in deploy.body.splitlines()
+                    if shlex.split(line, comments=True)
+                ]
+            )
         static_root = newcomer.cwd / "staticfiles"
-        for collected in ("admin/css/base.css", "django_fdbqueue/admin.css",
-                          "drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js"):
+        for collected in (
+            "admin/css/base.css",
+            "django_fdbqueue/admin.css",
+            "drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js",
+        ):
             assert (static_root / collected).is_file(), collected
 
         newcomer.serve(Command("python manage.py runserver", "..."))

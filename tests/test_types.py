@@ -42,9 +42,22 @@ def run_mypy(tmp_path: Path, target: Path) -> tuple[int, list[str]]:
     config = tmp_path / "mypy.ini"
     config.write_text(CONFIG)
     done = subprocess.run(
-        [sys.executable, "-m", "mypy", "--config-file", str(config), "--cache-dir", str(tmp_path / "cache"),
-         "--no-error-summary", "--show-error-codes", str(target)],
-        cwd=ROOT, capture_output=True, text=True, timeout=MYPY_SECONDS,
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--config-file",
+            str(config),
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "--no-error-summary",
+            "--show-error-codes",
+            str(target),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=MYPY_SECONDS,
     )
     errors = [line for line in done.stdout.splitlines() if ": error:" in line]
     return done.returncode, errors

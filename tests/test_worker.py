@@ -488,9 +488,7 @@ def test_an_item_held_by_a_killed_process_is_delivered_again(fdbqueue_db, queue)
     pushed = service.push(fdbqueue_db, queue, {"important": True})
     ctx = multiprocessing.get_context("spawn")
     parent_end, child_end = ctx.Pipe(duplex=False)
-    child = ctx.Process(
-        target=_hold_and_hang, args=(dict(django_settings.FDBQUEUE), queue, child_end), daemon=True
-    )
+    child = ctx.Process(target=_hold_and_hang, args=(dict(django_settings.FDBQUEUE), queue, child_end), daemon=True)
     child.start()
     try:
         assert parent_end.poll(60), "the child never claimed the item"

@@ -10,9 +10,17 @@ from enum import Enum
 from typing import Iterable
 
 __all__ = [
-    "ACTIONS", "ADMIN_ACTIONS", "ADMIN_PAGES", "Action", "EVERY_QUEUE_ROUTES", "PERMISSIONS", "REST_ROUTES",
+    "ACTIONS",
+    "ADMIN_ACTIONS",
+    "ADMIN_PAGES",
+    "Action",
+    "EVERY_QUEUE_ROUTES",
+    "PERMISSIONS",
+    "REST_ROUTES",
     "TARGET_ROUTES",
-    "check_action", "join_actions", "parse_actions",
+    "check_action",
+    "join_actions",
+    "parse_actions",
 ]
 
 

@@ -81,12 +81,15 @@ class QueueAdmin(_QueueModelAdmin):
             path("<fdbqueue_name:name>/peek/", wrap(views.peek), name=f"{prefix}_peek"),
             path("<fdbqueue_name:name>/clear/", wrap(views.clear), name=f"{prefix}_clear"),
             path("<fdbqueue_name:name>/delete/", wrap(views.delete), name=f"{prefix}_delete"),
-            path("<fdbqueue_name:name>/max-attempts/", wrap(views.set_max_attempts),
-                 name=f"{prefix}_max_attempts"),
-            path("<fdbqueue_name:name>/dead/<str:item_id>/requeue/", wrap(views.dead_requeue),
-                 name=f"{prefix}_dead_requeue"),
-            path("<fdbqueue_name:name>/dead/<str:item_id>/delete/", wrap(views.dead_delete),
-                 name=f"{prefix}_dead_delete"),
+            path("<fdbqueue_name:name>/max-attempts/", wrap(views.set_max_attempts), name=f"{prefix}_max_attempts"),
+            path(
+                "<fdbqueue_name:name>/dead/<str:item_id>/requeue/",
+                wrap(views.dead_requeue),
+                name=f"{prefix}_dead_requeue",
+            ),
+            path(
+                "<fdbqueue_name:name>/dead/<str:item_id>/delete/", wrap(views.dead_delete), name=f"{prefix}_dead_delete"
+            ),
             *self._task_urls(prefix),
             *self._token_urls(prefix),
             *self._schedule_urls(prefix),
@@ -109,8 +112,7 @@ class QueueAdmin(_QueueModelAdmin):
         wrap = self.admin_site.admin_view
         return [
             path("tasks/", wrap(views.tasks), name=f"{prefix}_tasks"),
-            path("tasks/queue/<str:backend>/<str:queue_name>/", wrap(views.task_list),
-                 name=f"{prefix}_task_list"),
+            path("tasks/queue/<str:backend>/<str:queue_name>/", wrap(views.task_list), name=f"{prefix}_task_list"),
             path("tasks/<str:result_id>/", wrap(views.task_detail), name=f"{prefix}_task_detail"),
             path("tasks/<str:result_id>/retry/", wrap(views.task_retry), name=f"{prefix}_task_retry"),
         ]
@@ -134,8 +136,9 @@ class QueueAdmin(_QueueModelAdmin):
         return [
             path("tokens/", wrap(views.token_list), name=f"{prefix}_tokens"),
             path("tokens/create/", wrap(views.token_create), name=f"{prefix}_token_create"),
-            path("tokens/user/<str:user_id>/revoke-all/", wrap(views.token_revoke_all),
-                 name=f"{prefix}_token_revoke_all"),
+            path(
+                "tokens/user/<str:user_id>/revoke-all/", wrap(views.token_revoke_all), name=f"{prefix}_token_revoke_all"
+            ),
             path("tokens/<str:prefix>/revoke/", wrap(views.token_revoke), name=f"{prefix}_token_revoke"),
         ]
 
@@ -163,8 +166,9 @@ class QueueAdmin(_QueueModelAdmin):
         ]
 
     def _to_change(self, request: HttpRequest, name: str) -> HttpResponse:
-        target = reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_change", args=(name,),
-                         current_app=self.admin_site.name)
+        target = reverse(
+            f"admin:{self.opts.app_label}_{self.opts.model_name}_change", args=(name,), current_app=self.admin_site.name
+        )
         return HttpResponseRedirect(target)
 
     # The model has no table: nothing may ever try to read or write one through the admin.

@@ -42,8 +42,9 @@ class ActivityAdminViews(AdminPages):
         self.require(request, "view")
         data = self._visible(request, activity.series(get_database(), span="hour"))
         links = [(name, self.url("change", name)) for name in sorted(data["queues"])]
-        context = self.context(request, "Activity", queue_links=links,
-                               activity_url=self.url("activity"), **chart_context(self, None))
+        context = self.context(
+            request, "Activity", queue_links=links, activity_url=self.url("activity"), **chart_context(self, None)
+        )
         return self.render(request, "activity.html", context)
 
     @store_guard

@@ -39,8 +39,7 @@ class PageEntryAdmin(_EntryModelAdmin):
 
     def get_urls(self) -> list[URLPattern]:
         view = self.admin_site.admin_view(self._to_page)
-        return [path("", view, name=f"{self.opts.app_label}_{self.opts.model_name}_changelist"),
-                re_path(r"^.*$", view)]
+        return [path("", view, name=f"{self.opts.app_label}_{self.opts.model_name}_changelist"), re_path(r"^.*$", view)]
 
     def _to_page(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         # The page checks its permissions itself: a user the entry is not shown to gets its 403.

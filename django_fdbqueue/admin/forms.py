@@ -67,8 +67,7 @@ class QueueCreateForm(AdminForm):
     tenants = forms.BooleanField(
         required=False,
         label="Split by tenant",
-        help_text="Every push names its tenant, and pops and claims take from the tenants in turn. "
-        "Fixed at creation.",
+        help_text="Every push names its tenant, and pops and claims take from the tenants in turn. Fixed at creation.",
     )
 
 
@@ -122,9 +121,7 @@ class JSONValueField(forms.CharField):
         try:
             return json.loads(text, parse_constant=_reject_constant)
         except RecursionError:
-            raise forms.ValidationError(
-                "Enter valid JSON: it is nested too deeply.", code="invalid_json"
-            ) from None
+            raise forms.ValidationError("Enter valid JSON: it is nested too deeply.", code="invalid_json") from None
         except ValueError as exc:
             detail = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
             where = f" (line {exc.lineno}, column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else ""
@@ -143,7 +140,7 @@ class PushForm(AdminForm):
     """A value (as JSON), for priority queues its priority, and an optional delay and dedup key."""
 
     value = JSONValueField(
-        help_text="One JSON value, e.g. {\"task\": \"resize\", \"id\": 42}, \"text\", 7 or null.",
+        help_text='One JSON value, e.g. {"task": "resize", "id": 42}, "text", 7 or null.',
         widget=forms.Textarea(attrs={"rows": 4, "cols": 60, "spellcheck": "false"}),
     )
     priority = forms.IntegerField(
@@ -157,8 +154,7 @@ class PushForm(AdminForm):
         min_value=0,
         max_value=int(service.MAX_DELAY_SECONDS),
         label="Delay (seconds)",
-        help_text="Optional: the item stays invisible this long (up to 366 days), then takes its "
-        "place in queue order.",
+        help_text="Optional: the item stays invisible this long (up to 366 days), then takes its place in queue order.",
     )
     dedup_key = forms.CharField(
         required=False,
@@ -179,7 +175,9 @@ class PushForm(AdminForm):
             del self.fields["priority"]
         if tenants:  # a queue split by tenant: every push names its tenant
             self.fields["tenant"] = forms.CharField(
-                max_length=service.TENANT_MAX_BYTES, strip=False, label="Tenant",
+                max_length=service.TENANT_MAX_BYTES,
+                strip=False,
+                label="Tenant",
                 help_text=f"1 to {service.TENANT_MAX_BYTES} bytes of UTF-8: whose item this is. "
                 "Pops and claims take from the tenants in turn.",
                 widget=forms.TextInput(attrs={"autocomplete": "off", "spellcheck": "false"}),

@@ -39,9 +39,10 @@ class QueueGrantForm(_GrantModelForm):
     """A grant, its actions as checkboxes (stored as ``"view,push"``); the model checks the rest."""
 
     actions = forms.MultipleChoiceField(
-        choices=[(action, action) for action in ACTIONS], widget=forms.CheckboxSelectMultiple,
+        choices=[(action, action) for action in ACTIONS],
+        widget=forms.CheckboxSelectMultiple,
         help_text="view: list and read; push; consume: pop, claim, ack, release, extend; manage: create, "
-                  "settings, clear, dead letters, key limits, schedules; delete: delete the queue.",
+        "settings, clear, dead letters, key limits, schedules; delete: delete the queue.",
     )
 
     class Meta:
@@ -61,11 +62,18 @@ class QueueGrantForm(_GrantModelForm):
 
 
 def _changes(request: HttpRequest, grant: QueueGrant, operation: str) -> None:
-    audit.record(request, "manage", grant.pattern, {
-        "operation": operation, "grant": grant.pk, "actions": grant.actions,
-        "user": grant.user.get_username() if grant.user is not None else None,
-        "group": grant.group.name if grant.group is not None else None,
-    })
+    audit.record(
+        request,
+        "manage",
+        grant.pattern,
+        {
+            "operation": operation,
+            "grant": grant.pk,
+            "actions": grant.actions,
+            "user": grant.user.get_username() if grant.user is not None else None,
+            "group": grant.group.name if grant.group is not None else None,
+        },
+    )
 
 
 class QueueGrantAdmin(_GrantModelAdmin):

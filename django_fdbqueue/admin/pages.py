@@ -68,7 +68,6 @@ def store_guard(view: View) -> View:
     return wrapper
 
 
-
 def tasks_framework_available() -> bool:
     """Whether ``django.tasks`` (Django 6.0+) or the ``django_tasks`` backport can be imported.
 
@@ -142,8 +141,11 @@ class AdminPages:
         The leading arguments are positional-only, so any query parameter (``view=``) is free.
         """
         args = tuple(arg for arg in (name, item_id) if arg is not None)
-        address = reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_{page}", args=args,
-                          current_app=self.model_admin.admin_site.name)
+        address = reverse(
+            f"admin:{self.opts.app_label}_{self.opts.model_name}_{page}",
+            args=args,
+            current_app=self.model_admin.admin_site.name,
+        )
         query = {key: value for key, value in query.items() if value}
         return f"{address}?{urlencode(query)}" if query else address
 

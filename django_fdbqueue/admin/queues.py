@@ -57,8 +57,7 @@ LIST_READS = 10
 
 
 @transactional
-def _read_queue_page(tr: Any, name: str, view: str, end: str, cursor: str | None,
-                     limit: int) -> tuple[Any, Any, str]:
+def _read_queue_page(tr: Any, name: str, view: str, end: str, cursor: str | None, limit: int) -> tuple[Any, Any, str]:
     """The queue's statistics and one page of the chosen tab, from one consistent snapshot.
 
     A FIFO queue has only its min end to read from, whatever end was asked for.
@@ -140,9 +139,7 @@ class QueueAdminViews(AdminPages):
             deletable=deletable,
             first_page_url=self.url("changelist", prefix=prefix) if cursor else None,
             next_page_url=(
-                self.url("changelist", prefix=prefix, cursor=page.next_cursor)
-                if page and page.next_cursor
-                else None
+                self.url("changelist", prefix=prefix, cursor=page.next_cursor) if page and page.next_cursor else None
             ),
             create_form=QueueCreateForm() if self.model_admin.has_add_permission(request) else None,
             add_url=self.url("add"),
@@ -184,8 +181,15 @@ class QueueAdminViews(AdminPages):
                 except exceptions.QueueError as error:
                     add_service_error(form, error)
                 else:
-                    self.audit(request, "manage", name, operation="create", kind=kind, max_attempts=max_attempts,
-                               tenants=tenants)
+                    self.audit(
+                        request,
+                        "manage",
+                        name,
+                        operation="create",
+                        kind=kind,
+                        max_attempts=max_attempts,
+                        tenants=tenants,
+                    )
                     limit = f" ({limit_text(max_attempts)})" if max_attempts is not None else ""
                     messages.success(request, f"The {kind} queue “{name}” was created{limit}.")
                     return HttpResponseRedirect(self.url("change", name))
@@ -200,8 +204,27 @@ class QueueAdminViews(AdminPages):
         self.require_on(request, "view", name)
         return self.queue_page(request, name)
 
-    def queue_page(self, request: HttpRequest, name: str, *, push_form: PushForm | None = None,
-                   max_attempts_form: MaxAttemptsForm | None = None, status: int = 200) -> HttpResponse:
+    def _queue_urls(self, name: str) -> dict[str, str]:
+        """The queue page's fixed links: its tabs, its ends and the forms' targets."""
+        return {
+            "items_url": self.url("change", name),
+            "scheduled_url": self.url("change", name, view="scheduled"),
+            "dead_url": self.url("change", name, view="dead"),
+            "min_end_url": self.url("change", name),
+            "max_end_url": self.url("change", name, end="max"),
+            **{f"{form}_url": self.url(form, name) for form in ("push", "pop", "peek", "clear", "delete")},
+            "max_attempts_url": self.url("max_attempts", name),
+        }
+
+    def queue_page(
+        self,
+        request: HttpRequest,
+        name: str,
+        *,
+        push_form: PushForm | None = None,
+        max_attempts_form: MaxAttemptsForm | None = None,
+        status: int = 200,
+    ) -> HttpResponse:
         """Render the queue page, with a bound form when re-showing that form's errors."""
         browse = BrowseForm(request.GET)
         view, end, cursor = "items", "min", None
@@ -235,28 +258,18 @@ class QueueAdminViews(AdminPages):
             end=end,
             other_end="max" if end == "min" else "min",
             is_priority=info.kind == "priority",
-            items_url=self.url("change", name),
-            scheduled_url=self.url("change", name, view="scheduled"),
-            dead_url=self.url("change", name, view="dead"),
-            min_end_url=self.url("change", name),
-            max_end_url=self.url("change", name, end="max"),
             first_page_url=self.url("change", name, view=tab, end=end_query) if cursor else None,
             next_page_url=(
-                self.url("change", name, view=tab, end=end_query, cursor=page.next_cursor)
-                if page.next_cursor
-                else None
+                self.url("change", name, view=tab, end=end_query, cursor=page.next_cursor) if page.next_cursor else None
             ),
             tasks_url=self._tasks_url(name),
-            push_form=(push_form or PushForm(kind=info.kind, tenants=info.tenants is not None)) if may["push"] else None,
+            push_form=(push_form or PushForm(kind=info.kind, tenants=info.tenants is not None))
+            if may["push"]
+            else None,
             max_attempts_form=max_attempts_form if may["manage"] else None,
-            push_url=self.url("push", name),
-            pop_url=self.url("pop", name),
-            peek_url=self.url("peek", name),
-            clear_url=self.url("clear", name),
-            delete_url=self.url("delete", name),
-            max_attempts_url=self.url("max_attempts", name),
             key_limits=_key_limits(database, info),
             tenants=tenant_rows(database, info),
+            **self._queue_urls(name),
         )
         return self.render(request, "queue_detail.html", context, status=status)
 
@@ -284,8 +297,9 @@ class QueueAdminViews(AdminPages):
                 return HttpResponseRedirect(self.url("change", name))
         return self.queue_page(request, name, push_form=form)
 
-    def _report_push(self, request: HttpRequest, name: str, kind: str, item: Any, delay: float | None,
-                     dedup_key: str | None) -> None:
+    def _report_push(
+        self, request: HttpRequest, name: str, kind: str, item: Any, delay: float | None, dedup_key: str | None
+    ) -> None:
         """Say what the push did: added (maybe delayed), or nothing because of its dedup key."""
         if getattr(item, "duplicate", False):
             messages.warning(
@@ -397,8 +411,10 @@ class QueueAdminViews(AdminPages):
         """
         service.get_queue(get_database(), name)
         if isinstance(error, exceptions.DeadLetterNotFound):
-            return (f"There is no dead letter {item_id} in this queue (it may have been requeued or "
-                    "deleted already); nothing was changed.")
+            return (
+                f"There is no dead letter {item_id} in this queue (it may have been requeued or "
+                "deleted already); nothing was changed."
+            )
         return f"{error} Nothing was changed."
 
     @store_guard

@@ -35,8 +35,12 @@ class ScheduleForm(forms.Form):
     name = forms.CharField(max_length=model.NAME_MAX_LENGTH, help_text="Letters, digits, '.', '_' and '-'.")
     kind = forms.ChoiceField(choices=KINDS, label="What to do")
     queue = forms.CharField(required=False, help_text="For a push: the queue.")
-    value = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}), initial="null",
-                            help_text="For a push: the item's value, as JSON.")
+    value = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        initial="null",
+        help_text="For a push: the item's value, as JSON.",
+    )
     priority = forms.IntegerField(required=False, initial=0, help_text="For a push: the item's priority.")
     task = forms.CharField(required=False, help_text="For a task: its dotted path, e.g. myapp.tasks.report.")
     backend = forms.CharField(required=False, initial="default", help_text="For a task: the TASKS alias.")
@@ -44,9 +48,11 @@ class ScheduleForm(forms.Form):
     cron = forms.CharField(required=False, help_text="A cron expression, e.g. */5 * * * * (or give an interval).")
     interval = forms.FloatField(required=False, help_text="Or: seconds between runs.")
     tz = forms.CharField(initial="UTC", label="Time zone", help_text="An IANA name, e.g. Europe/Paris.")
-    catch_up = forms.ChoiceField(choices=[(p, p) for p in model.CATCH_UP_POLICIES], initial="last",
-                                 help_text="Missed runs: fire the last once, all (at most "
-                                           f"{model.MAX_CATCH_UP}), or none.")
+    catch_up = forms.ChoiceField(
+        choices=[(p, p) for p in model.CATCH_UP_POLICIES],
+        initial="last",
+        help_text=f"Missed runs: fire the last once, all (at most {model.MAX_CATCH_UP}), or none.",
+    )
 
     def _json(self, field: str) -> Any:
         try:
@@ -58,19 +64,33 @@ class ScheduleForm(forms.Form):
     def target(self) -> dict[str, Any]:
         data = self.cleaned_data
         if data.get("kind") == "task":
-            return {"kind": "task", "task": data.get("task"), "backend": data.get("backend") or "default",
-                    "args": [], "kwargs": self._json("kwargs") or {}}
+            return {
+                "kind": "task",
+                "task": data.get("task"),
+                "backend": data.get("backend") or "default",
+                "args": [],
+                "kwargs": self._json("kwargs") or {},
+            }
         priority = data.get("priority")
-        return {"kind": "push", "queue": data.get("queue"), "value": self._json("value"),
-                "priority": 0 if priority is None else priority}
+        return {
+            "kind": "push",
+            "queue": data.get("queue"),
+            "value": self._json("value"),
+            "priority": 0 if priority is None else priority,
+        }
 
     def clean(self) -> dict[str, Any]:
         super().clean()
         data = self.cleaned_data  # what Form.clean returns, typed as never None
         if self.errors:
             return data
-        data["definition"] = {"target": self.target(), "cron": data.get("cron") or None,
-                              "interval": data.get("interval"), "tz": data.get("tz"), "catch_up": data.get("catch_up")}
+        data["definition"] = {
+            "target": self.target(),
+            "cron": data.get("cron") or None,
+            "interval": data.get("interval"),
+            "tz": data.get("tz"),
+            "catch_up": data.get("catch_up"),
+        }
         try:
             model.make(data.get("name"), **data["definition"])
         except InvalidArgument as error:
@@ -80,7 +100,9 @@ class ScheduleForm(forms.Form):
     def _place(self, error: InvalidArgument) -> None:
         """Put the model's refusal on the field it is about."""
         field: str | None = error.context.get("field") or {
-            "invalid_queue_name": "queue", "invalid_priority": "priority"}.get(error.code)
+            "invalid_queue_name": "queue",
+            "invalid_priority": "priority",
+        }.get(error.code)
         if field is not None:
             field = {"target": "kind", "args": "kwargs"}.get(field, field)
         self.add_error(field if field in self.fields else None, error.message)
@@ -88,11 +110,21 @@ class ScheduleForm(forms.Form):
     @classmethod
     def initial_of(cls, schedule: model.Schedule) -> dict[str, Any]:
         target = schedule.target
-        return {"name": schedule.name, "kind": target["kind"], "queue": target.get("queue", ""),
-                "value": json.dumps(target.get("value")), "priority": target.get("priority", 0),
-                "task": target.get("task", ""), "backend": target.get("backend", "default"),
-                "kwargs": json.dumps(target.get("kwargs", {})), "cron": schedule.cron or "",
-                "interval": schedule.interval, "tz": schedule.tz, "catch_up": schedule.catch_up}
+        return {
+            "name": schedule.name,
+            "kind": target["kind"],
+            "queue": target.get("queue", ""),
+            "value": json.dumps(target.get("value")),
+            "priority": target.get("priority", 0),
+            "task": target.get("task", ""),
+            "backend": target.get("backend", "default"),
+            "kwargs": json.dumps(target.get("kwargs", {})),
+            "cron": schedule.cron or "",
+            "interval": schedule.interval,
+            "tz": schedule.tz,
+            "catch_up": schedule.catch_up,
+        }
+
 
 target_queue = model.target_queue
 
@@ -130,13 +162,22 @@ class ScheduleAdminViews(AdminPages):
         self.audit(request, "manage", target_queue(target) or "*", operation=operation, schedule=name)
 
     def _rows(self, request: HttpRequest) -> list[dict[str, Any]]:
-        return [{"schedule": s, "data": model.as_data(s), "edit_url": self.url("schedule_edit", s.name),
-                 "action_url": self.url("schedule_action", s.name), "may_manage": self._may(request, "manage", s.target)}
-                for s in schedules.list_schedules(get_database()) if self._may(request, "view", s.target)]
+        return [
+            {
+                "schedule": s,
+                "data": model.as_data(s),
+                "edit_url": self.url("schedule_edit", s.name),
+                "action_url": self.url("schedule_action", s.name),
+                "may_manage": self._may(request, "manage", s.target),
+            }
+            for s in schedules.list_schedules(get_database())
+            if self._may(request, "view", s.target)
+        ]
 
     def _list(self, request: HttpRequest, form: ScheduleForm, status: int = 200) -> HttpResponse:
-        context = self.context(request, "Schedules", rows=self._rows(request), form=form,
-                               schedules_url=self.url("schedules"))
+        context = self.context(
+            request, "Schedules", rows=self._rows(request), form=form, schedules_url=self.url("schedules")
+        )
         return self.render(request, "schedule_list.html", context, status=status)
 
     @store_guard
@@ -177,9 +218,12 @@ class ScheduleAdminViews(AdminPages):
                 self._audit(request, "update", name, form.cleaned_data["definition"]["target"])
                 messages.success(request, f"Schedule {name!r} saved.")
                 return HttpResponseRedirect(self.url("schedules"))
-        context = self.context(request, f"Edit schedule {name}", form=form, schedule=schedule,
-                               schedules_url=self.url("schedules"))
-        return self.render(request, "schedule_edit.html", context, status=403 if refused else 400 if form.errors else 200)
+        context = self.context(
+            request, f"Edit schedule {name}", form=form, schedule=schedule, schedules_url=self.url("schedules")
+        )
+        return self.render(
+            request, "schedule_edit.html", context, status=403 if refused else 400 if form.errors else 200
+        )
 
     @store_guard
     def schedule_action(self, request: HttpRequest, name: str) -> HttpResponse:

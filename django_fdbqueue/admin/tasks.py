@@ -117,8 +117,9 @@ def _read_overview(tr: Any, rows: list[TaskQueueRow]) -> None:
 
 
 @transactional
-def _read_results(tr: Any, backend: str, queue_name: str, queue: str, status: str, after: tuple[Any, ...] | None,
-                  limit: int) -> tuple[list[results.Record], tuple[Any, ...] | None, dict[str, int], bool]:
+def _read_results(
+    tr: Any, backend: str, queue_name: str, queue: str, status: str, after: tuple[Any, ...] | None, limit: int
+) -> tuple[list[results.Record], tuple[Any, ...] | None, dict[str, int], bool]:
     """One page of a queue's results in one status, the counts for the tabs, and whether our
     queue exists yet (one snapshot)."""
     records, last = results.page(tr, backend, queue_name, status, after, limit)
@@ -204,8 +205,9 @@ class TaskAdminViews(AdminPages):
                 if after is None:
                     messages.warning(request, "That page link is not valid; showing the first page.")
         queue = task_backend.queue_for(queue_name)
-        records, last, counts, queue_exists = _read_results(get_database(), backend, queue_name, queue, status,
-                                                            after, RESULTS_PER_PAGE)
+        records, last, counts, queue_exists = _read_results(
+            get_database(), backend, queue_name, queue, status, after, RESULTS_PER_PAGE
+        )
         rows = [ResultRow(record) for record in records]
 
         def page_url(status_name: str, cursor: str = "") -> str:
@@ -245,11 +247,13 @@ class TaskAdminViews(AdminPages):
             backend_known=backend is not None,
             list_url=(
                 self.url("task_list", record.backend, record.queue_name, status=record.status)
-                if backend is not None and accepts_queue(backend, record.queue_name) else None
+                if backend is not None and accepts_queue(backend, record.queue_name)
+                else None
             ),
             retry_url=self.url("task_retry", record.id),
-            can_retry=(self._may_on(request, "consume", queue) and backend is not None
-                       and record.status == results.FAILED),
+            can_retry=(
+                self._may_on(request, "consume", queue) and backend is not None and record.status == results.FAILED
+            ),
             tasks_url=self.url("tasks"),
         )
         return self.render(request, "task_detail.html", context)
@@ -266,12 +270,18 @@ class TaskAdminViews(AdminPages):
         if request.method != "POST":
             return HttpResponseRedirect(back)
         if backend is None:
-            messages.error(request, f"TASKS[{record.backend!r}] is not an FDBQueueBackend in these settings "
-                                    "any more, so nothing would run this task; nothing was changed.")
+            messages.error(
+                request,
+                f"TASKS[{record.backend!r}] is not an FDBQueueBackend in these settings "
+                "any more, so nothing would run this task; nothing was changed.",
+            )
             return HttpResponseRedirect(back)
         if not accepts_queue(backend, record.queue_name):
-            messages.error(request, f"The queue {record.queue_name!r} is no longer one of "
-                                    f"TASKS[{record.backend!r}]['QUEUES']; nothing was changed.")
+            messages.error(
+                request,
+                f"The queue {record.queue_name!r} is no longer one of "
+                f"TASKS[{record.backend!r}]['QUEUES']; nothing was changed.",
+            )
             return HttpResponseRedirect(back)
         try:
             backend.retry(record.id)
@@ -281,8 +291,11 @@ class TaskAdminViews(AdminPages):
             messages.error(request, f"{error} Nothing was changed.")
             return HttpResponseRedirect(back)
         self.audit(request, "consume", queue or "*", operation="task_retry", task=record.id)
-        messages.success(request, f"The task {record.task_path} is queued again in “{record.queue_name}”: "
-                                  "READY, with its earlier errors kept.")
+        messages.success(
+            request,
+            f"The task {record.task_path} is queued again in “{record.queue_name}”: "
+            "READY, with its earlier errors kept.",
+        )
         return HttpResponseRedirect(back)
 
     @staticmethod

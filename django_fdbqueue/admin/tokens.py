@@ -66,17 +66,21 @@ class TokenCreateForm(forms.Form):
     )
     lifetime = forms.ChoiceField(label="Expires", initial="default")
     scope = forms.CharField(
-        required=False, max_length=10_000, widget=forms.Textarea(attrs={"rows": 3, "cols": 40}),
+        required=False,
+        max_length=10_000,
+        widget=forms.Textarea(attrs={"rows": 3, "cols": 40}),
         help_text="Optional: one rule per line, action[,action]:pattern, e.g. push:orders.* or consume,view:jobs "
-                  "(actions: view, push, consume, manage, delete). The token may then do only that, and never "
-                  "more than its user. Blank: all of the user's rights.",
+        "(actions: view, push, consume, manage, delete). The token may then do only that, and never "
+        "more than its user. Blank: all of the user's rights.",
     )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         default = tokens.duration_text(tokens.default_expiry())
         choices = [("default", f"Project default ({default})")]
-        choices += [(key, "Never" if span is None else f"After {tokens.duration_text(span)}") for key, span in LIFETIMES]
+        choices += [
+            (key, "Never" if span is None else f"After {tokens.duration_text(span)}") for key, span in LIFETIMES
+        ]
         lifetime = self.fields["lifetime"]
         assert isinstance(lifetime, forms.ChoiceField)  # declared above
         lifetime.choices = choices
@@ -187,8 +191,9 @@ class TokenAdminViews:
 
     # -- pages -------------------------------------------------------------------------------
 
-    def token_list(self, request: HttpRequest, *, create_form: TokenCreateForm | None = None,
-                   status: int = 200) -> HttpResponse:
+    def token_list(
+        self, request: HttpRequest, *, create_form: TokenCreateForm | None = None, status: int = 200
+    ) -> HttpResponse:
         """Tokens, newest first (optionally one user's), with the create form below."""
         self.require(request, "view")
         filters = TokenFilterForm(request.GET)
@@ -231,7 +236,9 @@ class TokenAdminViews:
             if not form.is_valid():
                 return self.token_list(request, create_form=form, status=400)
             record, token = tokens.create_token(
-                form.cleaned_data["username"], expiry=form.expiry(), created_by=request.user,
+                form.cleaned_data["username"],
+                expiry=form.expiry(),
+                created_by=request.user,
                 scope=form.cleaned_data["scope"],
             )
         except tokens.TokenStoreError as error:
@@ -240,8 +247,12 @@ class TokenAdminViews:
             form.add_error(_FIELD_OF.get(type(error), "username"), str(error))
             return self.token_list(request, create_form=form, status=400)
         logger.info("API token %s created for %r by %r", record.prefix, record.username, request.user.get_username())
-        audit.record(request, "manage", record.prefix, {"operation": "create", "token": record.prefix,
-                                                         "user": record.username, "scope": record.scope})
+        audit.record(
+            request,
+            "manage",
+            record.prefix,
+            {"operation": "create", "token": record.prefix, "user": record.username, "scope": record.scope},
+        )
         context = self.context(request, "API token created", record=record, token=token)
         response = self.render(request, "token_created.html", context)
         add_never_cache_headers(response)  # the admin adds them too; this page must never be cached
@@ -266,10 +277,15 @@ class TokenAdminViews:
             except tokens.TokenError as error:
                 return self.failed(request, error)
             else:
-                logger.info("API token %s of %r revoked by %r", record.prefix, record.username,
-                            request.user.get_username())
-                audit.record(request, "manage", record.prefix, {"operation": "destroy", "token": record.prefix,
-                                                                 "user": record.username})
+                logger.info(
+                    "API token %s of %r revoked by %r", record.prefix, record.username, request.user.get_username()
+                )
+                audit.record(
+                    request,
+                    "manage",
+                    record.prefix,
+                    {"operation": "destroy", "token": record.prefix, "user": record.username},
+                )
                 messages.success(request, f"The token {record.prefix}… of “{record.username}” was revoked.")
             return HttpResponseRedirect(self.url("tokens"))
         context = self.context(request, "Revoke API token", action="revoke", record=found, form=ConfirmForm())
@@ -288,16 +304,24 @@ class TokenAdminViews:
             if form.is_valid():
                 revoked = tokens.revoke_all(user)
                 for record in revoked:
-                    audit.record(request, "manage", record.prefix, {"operation": "destroy", "token": record.prefix,
-                                                                     "user": record.username})
-                logger.info("%d API tokens of %r revoked by %r", len(revoked), user.get_username(),
-                            request.user.get_username())
+                    audit.record(
+                        request,
+                        "manage",
+                        record.prefix,
+                        {"operation": "destroy", "token": record.prefix, "user": record.username},
+                    )
+                logger.info(
+                    "%d API tokens of %r revoked by %r", len(revoked), user.get_username(), request.user.get_username()
+                )
                 count = len(revoked)
-                messages.success(request, f"{count} token{'' if count == 1 else 's'} of “{user.get_username()}” revoked.")
+                messages.success(
+                    request, f"{count} token{'' if count == 1 else 's'} of “{user.get_username()}” revoked."
+                )
                 return HttpResponseRedirect(self.url("tokens", user=user.get_username()))
             records = tokens.list_tokens(user)
         except tokens.TokenError as error:
             return self.failed(request, error)
-        context = self.context(request, "Revoke API tokens", action="revoke_all", target=user,
-                               records=records, form=ConfirmForm())
+        context = self.context(
+            request, "Revoke API tokens", action="revoke_all", target=user, records=records, form=ConfirmForm()
+        )
         return self.render(request, "token_confirm.html", context)

@@ -23,8 +23,14 @@ from django_fdbqueue.access.actions import EVERY_QUEUE_ROUTES, REST_ROUTES, TARG
 from django_fdbqueue.conf import get_settings
 
 __all__ = [
-    "AUDITED_ACTIONS", "EveryQueueView", "QueueAccess", "audit_change", "may_on_target", "require_on_target",
-    "route_action", "visible_infos",
+    "AUDITED_ACTIONS",
+    "EveryQueueView",
+    "QueueAccess",
+    "audit_change",
+    "may_on_target",
+    "require_on_target",
+    "route_action",
+    "visible_infos",
 ]
 
 #: Routes needing these actions are recorded in the audit log when they succeed.

@@ -109,7 +109,7 @@ def unavailable_response(exc: DatabaseUnavailable) -> Response:
 
 
 def flatten_messages(errors: Any, prefix: str = "") -> list[str]:
-    """"field: message" lines from DRF's nested validation errors, for a readable "detail"."""
+    """ "field: message" lines from DRF's nested validation errors, for a readable "detail"."""
     if isinstance(errors, dict):
         lines: list[str] = []
         for key, value in errors.items():
@@ -127,8 +127,7 @@ def flatten_messages(errors: Any, prefix: str = "") -> list[str]:
 
 
 # Field error codes that name the service's own error when they are a request's only problem.
-SPECIFIC_FIELD_CODES = frozenset({InvalidQueueName.code, InvalidReceipt.code, InvalidCursor.code,
-                                  InvalidSchedule.code})
+SPECIFIC_FIELD_CODES = frozenset({InvalidQueueName.code, InvalidReceipt.code, InvalidCursor.code, InvalidSchedule.code})
 
 
 def _error_codes(errors: Any) -> set[str]:
@@ -196,8 +195,11 @@ def _handle(exc: Exception, context: dict[str, Any]) -> Response | None:
         return Response(queue_error_body(exc), status=queue_error_status(exc))
 
     if isinstance(exc, FDBError) and getattr(exc, "code", None) in TOO_LARGE_FDB_ERRORS:
-        body = {"detail": f"{describe(exc)}: the request is too large for one transaction.",
-                "code": "request_too_large", "fdb_error": exc.code}
+        body = {
+            "detail": f"{describe(exc)}: the request is too large for one transaction.",
+            "code": "request_too_large",
+            "fdb_error": exc.code,
+        }
         return Response(body, status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
 
     if isinstance(exc, FDBError):

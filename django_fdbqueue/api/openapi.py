@@ -62,8 +62,9 @@ class SecondsFieldExtension(OpenApiSerializerFieldExtension):  # type: ignore[no
     match_subclasses = True
 
     def map_serializer_field(self, auto_schema: Any, direction: Any) -> dict[str, Any]:
-        schema = cast("dict[str, Any]", auto_schema._map_serializer_field(
-            self.target, direction, bypass_extensions=True))
+        schema = cast(
+            "dict[str, Any]", auto_schema._map_serializer_field(self.target, direction, bypass_extensions=True)
+        )
         if getattr(self.target, "positive", False):
             if spectacular_settings.OAS_VERSION.startswith("3.0"):
                 schema["minimum"] = 0
@@ -82,7 +83,8 @@ class QueueAutoSchema(AutoSchema):
 
     def _get_request_for_media_type(self, serializer: Any, *args: Any, **kwargs: Any) -> Any:
         schema, required = super()._get_request_for_media_type(  # type: ignore[no-untyped-call]
-            serializer, *args, **kwargs)
+            serializer, *args, **kwargs
+        )
         if isinstance(serializer, PolymorphicProxySerializer):
             forms = serializer.serializers
             forms = forms.values() if isinstance(forms, dict) else forms

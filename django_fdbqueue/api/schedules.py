@@ -35,8 +35,11 @@ from .serializers.schedules import (
 )
 
 _ERRORS = {
-    400: (ValidationErrorSerializer, "Invalid request: a malformed cron expression, an unknown time zone, "
-          "a bad catch-up policy, an interval of zero or less, a bad target or name, or an unknown field."),
+    400: (
+        ValidationErrorSerializer,
+        "Invalid request: a malformed cron expression, an unknown time zone, "
+        "a bad catch-up policy, an interval of zero or less, a bad target or name, or an unknown field.",
+    ),
     401: (ErrorSerializer, "Not authenticated."),
     403: (ErrorSerializer, "Not allowed (or not authenticated, with session authentication)."),
     404: (ErrorSerializer, "No schedule of that name."),
@@ -45,13 +48,14 @@ _ERRORS = {
 }
 _UNKNOWN_FIELDS = (
     " A field the body does not define is refused too, never ignored: code invalid, and `errors` names it "
-    "with \"Unknown field.\"."
+    'with "Unknown field.".'
 )
 _RETRY_AFTER = OpenApiParameter(
     "Retry-After", int, OpenApiParameter.HEADER, response=[503], description="Seconds to wait before retrying."
 )
-_NAME = OpenApiParameter("name", str, OpenApiParameter.PATH, required=True, pattern=rf"^{NAME_REGEX}$",
-                         description="The schedule's name.")
+_NAME = OpenApiParameter(
+    "name", str, OpenApiParameter.PATH, required=True, pattern=rf"^{NAME_REGEX}$", description="The schedule's name."
+)
 
 
 #: A view method, which ``_schema``'s decorator returns as it was given.
@@ -62,11 +66,19 @@ def _schema(
     summary: str, success: dict[int, Any], errors: tuple[int, ...], *, named: bool = True, **kwargs: Any
 ) -> Callable[[F], F]:
     body = kwargs.get("request") is not None
-    responses = {code: OpenApiResponse(_ERRORS[code][0], description=_ERRORS[code][1] + (
-                     _UNKNOWN_FIELDS if body and code == 400 else ""))
-                 for code in sorted({*errors, 401, 403, 503})}
-    return extend_schema(summary=summary, responses={**success, **responses},
-                         parameters=[*([_NAME] if named else []), _RETRY_AFTER], tags=["schedules"], **kwargs)
+    responses = {
+        code: OpenApiResponse(
+            _ERRORS[code][0], description=_ERRORS[code][1] + (_UNKNOWN_FIELDS if body and code == 400 else "")
+        )
+        for code in sorted({*errors, 401, 403, 503})
+    }
+    return extend_schema(
+        summary=summary,
+        responses={**success, **responses},
+        parameters=[*([_NAME] if named else []), _RETRY_AFTER],
+        tags=["schedules"],
+        **kwargs,
+    )
 
 
 class ScheduleViewSet(AppViewSet):
@@ -94,7 +106,9 @@ class ScheduleViewSet(AppViewSet):
     @_schema("List schedules", {200: ScheduleSerializer(many=True)}, (), named=False)
     def list(self, request: Request) -> Response:
         shown = [
-            s for s in schedules.list_schedules(get_database()) if may_on_target(request, "view", target_queue(s.target))
+            s
+            for s in schedules.list_schedules(get_database())
+            if may_on_target(request, "view", target_queue(s.target))
         ]
         return Response([as_data(s) for s in shown])
 

@@ -117,7 +117,10 @@ _ITEM_ID = OpenApiParameter(
 )
 # The waiting routes also send Retry-After with a 204 that did not wait (see api/waitbudget.py).
 _WAIT_RETRY_AFTER = OpenApiParameter(
-    "Retry-After", int, OpenApiParameter.HEADER, response=[204, 503],
+    "Retry-After",
+    int,
+    OpenApiParameter.HEADER,
+    response=[204, 503],
     description="Seconds to wait before retrying. On a 204: every long poll this server process may hold "
     "was taken, so this request did not wait; poll again after that many seconds.",
 )
@@ -131,8 +134,8 @@ _NOTHING_CAME = OpenApiResponse(
 # Per-operation wording of the errors whose meaning differs from the default.
 _BODY_TOO_LARGE = {413: "The request body is larger than the project's DATA_UPLOAD_MAX_MEMORY_SIZE."}
 _UNKNOWN_FIELDS = (
-    " A field the body does not define (a typo such as \"prio\") is refused too, never ignored: code "
-    "invalid, and `errors` names it with \"Unknown field.\"."
+    ' A field the body does not define (a typo such as "prio") is refused too, never ignored: code '
+    'invalid, and `errors` names it with "Unknown field.".'
 )
 _RECEIPT_ERRORS = {
     **_BODY_TOO_LARGE,
@@ -197,24 +200,48 @@ _PUSH_REQUEST = PolymorphicProxySerializer(
 # not_before, a 400) and "string" for tenant and key. Each of these works as offered; the first,
 # the default, on any queue (tests/test_api_schema.py runs them all).
 _PUSH_EXAMPLES = [
-    OpenApiExample("One item", value={"value": {"task": "resize", "image": 7}}, request_only=True,
-                   description="Priority 0, the only one a FIFO queue accepts."),
-    OpenApiExample("One item with a priority", value={"value": {"task": "resize", "image": 8}, "priority": 5},
-                   request_only=True, description="On a priority queue: lower pops first from the min end."),
+    OpenApiExample(
+        "One item",
+        value={"value": {"task": "resize", "image": 7}},
+        request_only=True,
+        description="Priority 0, the only one a FIFO queue accepts.",
+    ),
+    OpenApiExample(
+        "One item with a priority",
+        value={"value": {"task": "resize", "image": 8}, "priority": 5},
+        request_only=True,
+        description="On a priority queue: lower pops first from the min end.",
+    ),
     OpenApiExample(
         "A batch",
         value={"items": [{"value": {"task": "email", "to": "ops"}}, {"value": {"task": "email", "to": "dev"}}]},
-        request_only=True, description="All stored in one transaction, or none.",
+        request_only=True,
+        description="All stored in one transaction, or none.",
     ),
-    OpenApiExample("Delayed", value={"value": {"task": "remind"}, "delay": 60}, request_only=True,
-                   description="Invisible for 60 seconds; `not_before` gives a time instead (not both)."),
-    OpenApiExample("Deduplicated by a key", value={"value": {"task": "invoice", "order": 42},
-                   "dedup_key": "invoice-42"}, request_only=True,
-                   description="A retry with the same dedup_key adds nothing and answers 200 with the item."),
-    OpenApiExample("With a limit key", value={"value": {"url": "https://example.com/a"}, "key": "example.com"},
-                   request_only=True, description="Claims are limited per key by the queue's key limits."),
-    OpenApiExample("On a queue split by tenant", value={"value": {"task": "export"}, "tenant": "acme"},
-                   request_only=True, description="Only there: every push names its tenant."),
+    OpenApiExample(
+        "Delayed",
+        value={"value": {"task": "remind"}, "delay": 60},
+        request_only=True,
+        description="Invisible for 60 seconds; `not_before` gives a time instead (not both).",
+    ),
+    OpenApiExample(
+        "Deduplicated by a key",
+        value={"value": {"task": "invoice", "order": 42}, "dedup_key": "invoice-42"},
+        request_only=True,
+        description="A retry with the same dedup_key adds nothing and answers 200 with the item.",
+    ),
+    OpenApiExample(
+        "With a limit key",
+        value={"value": {"url": "https://example.com/a"}, "key": "example.com"},
+        request_only=True,
+        description="Claims are limited per key by the queue's key limits.",
+    ),
+    OpenApiExample(
+        "On a queue split by tenant",
+        value={"value": {"task": "export"}, "tenant": "acme"},
+        request_only=True,
+        description="Only there: every push names its tenant.",
+    ),
 ]
 _EXTEND_REQUEST = PolymorphicProxySerializer(
     component_name="ExtendRequest",
@@ -385,7 +412,10 @@ class QueueViewSet(WaitsOnLoop, AppViewSet):  # type: ignore[misc]
         return Response(LeaseSerializer(lease).data)
 
     def _long_poll(
-        self, operation: Callable[[float | None], Any], awaited: Callable[[float | None], Any], seconds: float,
+        self,
+        operation: Callable[[float | None], Any],
+        awaited: Callable[[float | None], Any],
+        seconds: float,
         answer: Callable[[Any, bool], Response],
     ) -> Response:
         """``answer(operation(wait), refused)`` within the wait budget; under ASGI, a
@@ -412,9 +442,7 @@ class QueueViewSet(WaitsOnLoop, AppViewSet):  # type: ignore[misc]
 
     def list(self, request: Request) -> Response:
         query = self._query(QueueListQuerySerializer, request)
-        page = service.list_queues(
-            self.db, prefix=query["prefix"], cursor=query["cursor"], limit=query["limit"]
-        )
+        page = service.list_queues(self.db, prefix=query["prefix"], cursor=query["cursor"], limit=query["limit"])
         # Only the queues the user may view; a page may then hold fewer than `limit`.
         infos = visible_infos(request, page.items)
         return self._page(request, page.next_cursor, [self._queue(info) for info in infos])
@@ -422,8 +450,13 @@ class QueueViewSet(WaitsOnLoop, AppViewSet):  # type: ignore[misc]
     def create(self, request: Request) -> Response:
         data = self._body(QueueCreateSerializer, request).validated_data
         info = service.create_queue(
-            self.db, data["name"], data["kind"], max_attempts=data["max_attempts"],
-            key_concurrency=data["key_concurrency"], key_rate=data["key_rate"], tenants=data["tenants"],
+            self.db,
+            data["name"],
+            data["kind"],
+            max_attempts=data["max_attempts"],
+            key_concurrency=data["key_concurrency"],
+            key_rate=data["key_rate"],
+            tenants=data["tenants"],
         )
         return Response(self._queue(info), status=status.HTTP_201_CREATED)
 
@@ -505,7 +538,8 @@ class QueueViewSet(WaitsOnLoop, AppViewSet):  # type: ignore[misc]
         return self._long_poll(
             lambda wait: service.pop(db, name, end=end, wait=wait),
             lambda wait: service.apop(db, name, end=end, wait=wait),
-            query["wait"], self._item_or_empty,
+            query["wait"],
+            self._item_or_empty,
         )
 
     @_operation(
@@ -553,7 +587,8 @@ class QueueViewSet(WaitsOnLoop, AppViewSet):  # type: ignore[misc]
         return self._long_poll(
             lambda wait: service.claim(db, name, wait=wait, **options),
             lambda wait: service.aclaim(db, name, wait=wait, **options),
-            data["wait"], self._lease_or_empty,
+            data["wait"],
+            self._lease_or_empty,
         )
 
     @_operation(
@@ -653,7 +688,11 @@ class QueueViewSet(WaitsOnLoop, AppViewSet):  # type: ignore[misc]
 
     @_operation(
         "Per-key limits and where the keys stand",
-        {200: OpenApiResponse(KeyLimitStateSerializer, description="The limits, the busiest keys, those at the limit.")},
+        {
+            200: OpenApiResponse(
+                KeyLimitStateSerializer, description="The limits, the busiest keys, those at the limit."
+            )
+        },
         (400, 404),
         query=KeyLimitQuerySerializer,
         description="Items pushed with a `key` are limited by the queue's `key_concurrency` (leases at once) "
@@ -677,4 +716,3 @@ class QueueViewSet(WaitsOnLoop, AppViewSet):  # type: ignore[misc]
     def clear(self, request: Request, name: str) -> Response:
         service.clear(self.db, name)
         return Response(status=status.HTTP_204_NO_CONTENT)
-

@@ -179,11 +179,13 @@ def _strategy_goals(rows: dict[tuple[Any, ...], Any], strategy: str, many: int |
     for operation, workload, reference, unit in _ONE_CLIENT_GOALS:
         ours = rows.get((OURS, operation, 1, "threads", strategy, None))
         recipe = rows.get((_RECIPE, operation, 1, "threads", _NONE, None))
-        goals.append(_at_least_one(
-            f"{workload} ({strategy})",
-            f"{reference}{_rate(recipe, unit)}" if recipe else "recipe: not run",
-            ours.vs_recipe if ours else None,
-        ))
+        goals.append(
+            _at_least_one(
+                f"{workload} ({strategy})",
+                f"{reference}{_rate(recipe, unit)}" if recipe else "recipe: not run",
+                ours.vs_recipe if ours else None,
+            )
+        )
     if many is not None:
         crowd = rows.get((OURS, "pop", many, "processes", strategy, None))
         recipe_crowd = rows.get((_RECIPE, "pop", many, "processes", _NONE, None))
@@ -216,27 +218,31 @@ def _embedded_strategy_goals(rows: dict[tuple[Any, ...], Any], strategy: str) ->
     pairs = rows.get((OURS, "push+pop", 1, "threads", strategy, None))
     for name, label, times in _PAIR_REFERENCES:
         theirs = rows.get((name, "push+pop", 1, "threads", _NONE, None))
-        goals.append(_ratio_goal(
-            f"one client, push then pop, pairs/s ({strategy})",
-            f"{label}: {_rate(theirs, 'pairs/s')}" if theirs else f"{label}: not run (--compare {name})",
-            times,
-            pairs,
-            getattr(pairs, f"vs_{name}") if pairs and theirs else None,
-            "pairs/s",
-            once=pairs is None or pairs.exactly_once is not False,
-        ))
+        goals.append(
+            _ratio_goal(
+                f"one client, push then pop, pairs/s ({strategy})",
+                f"{label}: {_rate(theirs, 'pairs/s')}" if theirs else f"{label}: not run (--compare {name})",
+                times,
+                pairs,
+                getattr(pairs, f"vs_{name}") if pairs and theirs else None,
+                "pairs/s",
+                once=pairs is None or pairs.exactly_once is not False,
+            )
+        )
     crowd = rows.get((OURS, "pop", MANY, "processes", strategy, None))
     one = rows.get((OURS, "pop", 1, "processes", strategy, None))
-    goals.append(_ratio_goal(
-        f"{MANY} popping processes vs 1, aggregate pops/s, exactly once ({strategy})",
-        f"1 popping process: {_rate(one, 'pops/s')}" if one else f"1 popping process: {_NOT_RUN}",
-        PROCESSES_VS_ONE,
-        crowd,
-        crowd.vs_one_client if crowd and one else None,
-        "pops/s",
-        once=crowd is None or crowd.exactly_once is True,
-        not_run=f"not run (--clients without {MANY})",
-    ))
+    goals.append(
+        _ratio_goal(
+            f"{MANY} popping processes vs 1, aggregate pops/s, exactly once ({strategy})",
+            f"1 popping process: {_rate(one, 'pops/s')}" if one else f"1 popping process: {_NOT_RUN}",
+            PROCESSES_VS_ONE,
+            crowd,
+            crowd.vs_one_client if crowd and one else None,
+            "pops/s",
+            once=crowd is None or crowd.exactly_once is True,
+            not_run=f"not run (--clients without {MANY})",
+        )
+    )
     return goals
 
 
@@ -270,18 +276,22 @@ def _scaling_goals(rows: dict[tuple[Any, ...], Any]) -> list[Goal]:
             goals.append(_workers_goal(series, clients, times, crowd, one))
             continue
         unit = "pops/s" if operation == "pop" else "pairs/s"
-        name = f"{series} pops" if operation == "pop" else "claim + ack pairs, " + (
-            "exact order" if series == _NONE else series
+        name = (
+            f"{series} pops"
+            if operation == "pop"
+            else "claim + ack pairs, " + ("exact order" if series == _NONE else series)
         )
-        goals.append(_ratio_goal(
-            f"{name}, {clients} threads vs 1, aggregate",
-            f"1 thread: {_rate(one, unit)}",
-            times,
-            crowd,
-            crowd.vs_one_client,
-            unit,
-            once=crowd.exactly_once is not False,
-        ))
+        goals.append(
+            _ratio_goal(
+                f"{name}, {clients} threads vs 1, aggregate",
+                f"1 thread: {_rate(one, unit)}",
+                times,
+                crowd,
+                crowd.vs_one_client,
+                unit,
+                once=crowd.exactly_once is not False,
+            )
+        )
     return goals
 
 
@@ -316,8 +326,9 @@ def _claims_goal(rows: dict[tuple[Any, ...], Any], times: float | None) -> Goal 
     reference = f"plain pop: {_rate(plain, 'pops/s')}" if plain else "plain pop: not run"
     if times is not None:
         ratio = claims.vs_pop if plain else None
-        return _ratio_goal("claim + ack pairs/s", reference, times, claims, ratio, "pairs/s",
-                           once=claims.exactly_once is not False)
+        return _ratio_goal(
+            "claim + ack pairs/s", reference, times, claims, ratio, "pairs/s", once=claims.exactly_once is not False
+        )
     shown = f"{_times(claims.vs_pop)} ({_rate(claims, 'pairs/s')})"
     return Goal("claim + ack pairs/s", reference, "report", claims.vs_pop, shown, None)
 

@@ -82,7 +82,7 @@ def _sample(db: Any, key: bytes) -> tuple[float, float]:
 
 
 def summary(latency: dict[str, Any] | None) -> str | None:
-    """"Store latency: commit 5.12 ms, read version 0.31 ms (medians of 30 at the start; 5.08 and
+    """ "Store latency: commit 5.12 ms, read version 0.31 ms (medians of 30 at the start; 5.08 and
     0.33 ms at the end)." for the report; None when the run was not probed."""
     if not latency or not latency.get("start"):
         return None

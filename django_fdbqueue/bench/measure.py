@@ -50,16 +50,23 @@ def durable_behind(db: Any, version: int) -> int | None:
     try:
         status = json.loads(bytes(db[STATUS_KEY]))
         durable: list[int] = [
-            role["durable_version"] for process in status["cluster"]["processes"].values()
-            for role in process.get("roles", ()) if role.get("role") == "storage"
+            role["durable_version"]
+            for process in status["cluster"]["processes"].values()
+            for role in process.get("roles", ())
+            if role.get("role") == "storage"
         ]
         return max(0, version - min(durable))
     except Exception:  # noqa: BLE001 - nothing to wait for, never a reason to stop the bench
         return None
 
 
-def settle(measure: Callable[[], int | None], *, timeout: float, clock: Callable[[], float] = time.monotonic,
-           pause: Callable[[float], None] = time.sleep) -> float | None:
+def settle(
+    measure: Callable[[], int | None],
+    *,
+    timeout: float,
+    clock: Callable[[], float] = time.monotonic,
+    pause: Callable[[float], None] = time.sleep,
+) -> float | None:
     """Poll ``measure`` until it reports nothing left (0, or None: nothing to wait for): the
     seconds that took, or None when ``timeout`` seconds passed first."""
     started = clock()
@@ -127,13 +134,18 @@ class RowMeasuring:
             row.exactly_once = held
         if row.ran_dry and row.depth is None:
             self.warnings.append(
-                f"{row.label()}: the queue ran dry during the timed window; its rate covers less than "
-                "a full window."
+                f"{row.label()}: the queue ran dry during the timed window; its rate covers less than a full window."
             )
 
     def _measure_once(
-        self, target: Target, row: Row, queue: str, strategy: str | None, team: ProcessTeam,
-        duration: float, progress: Progress,
+        self,
+        target: Target,
+        row: Row,
+        queue: str,
+        strategy: str | None,
+        team: ProcessTeam,
+        duration: float,
+        progress: Progress,
     ) -> bool:
         """One timed window of ``row``: its figures recorded, and whether exactly-once held in it."""
         before = target.remaining(queue, strategy)
@@ -183,9 +195,7 @@ class RowMeasuring:
         row.notes["rounds"] = len(parts)
         self._check_exactly_once(row, measurement.popped, before, after, 0)
 
-    def _measure_fill(
-        self, target: Target, row: Row, queue: str, strategy: str | None, progress: Progress
-    ) -> None:
+    def _measure_fill(self, target: Target, row: Row, queue: str, strategy: str | None, progress: Progress) -> None:
         """Fill an empty queue to the row's depth in batches: items/s, and the peak memory it took."""
         assert row.depth is not None
         reset_peak_memory()
@@ -200,13 +210,9 @@ class RowMeasuring:
         left = target.remaining(queue, strategy)
         row.exactly_once = left == row.depth
         if not row.exactly_once:
-            self.failures.append(
-                f"{row.label()}: pushed {row.depth:,} items into an empty queue, found {left:,}."
-            )
+            self.failures.append(f"{row.label()}: pushed {row.depth:,} items into an empty queue, found {left:,}.")
 
-    def _fill(
-        self, target: Target, queue: str, strategy: str | None, count: int, progress: Progress
-    ) -> float:
+    def _fill(self, target: Target, queue: str, strategy: str | None, count: int, progress: Progress) -> float:
         started = time.monotonic()
         done = 0
         for batch in batches(self._next_block(), count):
@@ -228,8 +234,9 @@ class RowMeasuring:
                 "it durable: the next depth row's figures include that work."
             )
 
-    def _top_up(self, target: Target, row: Row, queue: str, strategy: str | None, progress: Progress,
-                at_least: int = 0) -> None:
+    def _top_up(
+        self, target: Target, row: Row, queue: str, strategy: str | None, progress: Progress, at_least: int = 0
+    ) -> None:
         """Fill the queue so that the row's clients cannot empty it in the timed window.
 
         The estimate scales the fastest per-client rate seen so far on this target by the

@@ -86,9 +86,7 @@ class BenchConfig:
             duration=duration if duration is not None else (QUICK_DURATION if quick else DEFAULT_DURATION),
             clients=tuple(sorted(counts | {1})),
             strategies=registered(strategies),
-            deep_size=(
-                deep_size if deep_size is not None else (QUICK_DEEP_SIZE if quick else DEFAULT_DEEP_SIZE)
-            ),
+            deep_size=(deep_size if deep_size is not None else (QUICK_DEEP_SIZE if quick else DEFAULT_DEEP_SIZE)),
             compare=tuple(name for name in COMPARE_CHOICES if name in compare),
             quick=quick,
             tasks=tasks if tasks is not None else (QUICK_TASKS if quick else DEFAULT_TASKS),

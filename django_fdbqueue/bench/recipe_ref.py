@@ -147,8 +147,7 @@ class RecipeTarget:
 
     name = NAME
 
-    def __init__(self, db: Any, recipe: RecipeSource, settings_module: str | None,
-                 fdbqueue: dict[str, Any]) -> None:
+    def __init__(self, db: Any, recipe: RecipeSource, settings_module: str | None, fdbqueue: dict[str, Any]) -> None:
         self._db = db
         self._recipe = recipe
         self._settings_module = settings_module

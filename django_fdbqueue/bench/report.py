@@ -122,6 +122,7 @@ _COMMON_TAIL: list[_Column] = [
     ("EXACTLY-ONCE", _check),
 ]
 
+
 def _cpu(row: Row) -> str:
     """Client CPU ms per operation, and the store's after a slash when its servers were seen."""
     if row.cpu_ms_per_op is None:
@@ -303,7 +304,7 @@ def _goals(result: BenchResult) -> str:
 
 
 def _store_phrase(meta: dict[str, Any]) -> str:
-    """"engine foundationdb: 1 process, single redundancy, memory storage engine ..." or "engine embedded"."""
+    """ "engine foundationdb: 1 process, single redundancy, memory storage engine ..." or "engine embedded"."""
     layout = layout_summary(meta.get("cluster"))
     return f"engine {meta['engine']}" + (f": {layout}" if layout else "")
 
@@ -364,8 +365,16 @@ def _row_data(row: Row) -> dict[str, Any]:
         data[name] = _rounded(data[name], 2)
     for name in ("p50_ms", "p99_ms", "retries_per_op"):
         data[name] = _rounded(data[name], 5)
-    for name in ("vs_recipe", "vs_redis", "vs_sqlite", "vs_pop", "vs_one_client", "vs_shallow", "vs_immediate",
-                 "vs_tasks_db"):
+    for name in (
+        "vs_recipe",
+        "vs_redis",
+        "vs_sqlite",
+        "vs_pop",
+        "vs_one_client",
+        "vs_shallow",
+        "vs_immediate",
+        "vs_tasks_db",
+    ):
         data[name] = _rounded(data[name], 5)
     if row.retries_by_code is not None:
         data["retries_by_code"] = {str(code): count for code, count in row.retries_by_code.items()}
@@ -394,7 +403,11 @@ def write_json(result: BenchResult, path: str) -> None:
 # --- the chart -----------------------------------------------------------------------------------
 
 _COLOURS = {
-    OURS: "#2f6db5", "recipe": "#4b3f72", "redis": "#c8443a", "sqlite": "#6d7a86", IMMEDIATE: "#b08d2e",
+    OURS: "#2f6db5",
+    "recipe": "#4b3f72",
+    "redis": "#c8443a",
+    "sqlite": "#6d7a86",
+    IMMEDIATE: "#b08d2e",
     TASKS_DB: "#7a8f3a",
 }
 _OUR_SHADES = ("#2f6db5", "#5fa35a", "#9a5fb4", "#d08a2b", "#3aa6a0")
@@ -451,14 +464,26 @@ def _grouped_bars(
                 xs.append(index - 0.4 + width * (position + 0.5))
                 heights.append(value)
         axes.bar(
-            xs, heights, width * 0.92, label=name, color=colours.get(name, "#444444"),
-            hatch=(hatches or {}).get(name), edgecolor="white", linewidth=0.5,
+            xs,
+            heights,
+            width * 0.92,
+            label=name,
+            color=colours.get(name, "#444444"),
+            hatch=(hatches or {}).get(name),
+            edgecolor="white",
+            linewidth=0.5,
         )
         if labels:
             for x, height in zip(xs, heights):
                 axes.annotate(
-                    _times(height), (x, height), xytext=(0, 2), textcoords="offset points",
-                    ha="center", va="bottom", fontsize=7, rotation=90,
+                    _times(height),
+                    (x, height),
+                    xytext=(0, 2),
+                    textcoords="offset points",
+                    ha="center",
+                    va="bottom",
+                    fontsize=7,
+                    rotation=90,
                 )
     axes.set_xticks(range(len(groups)), groups)
     axes.set_yscale("log")
@@ -586,8 +611,14 @@ def _ratio_panel(axes: Any, rows: list[Row], strategies: list[str]) -> None:
         axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     else:
         axes.axis("off")
-        axes.text(0.5, 0.5, "No reference in this run (--recipe PATH and --compare redis,sqlite add them).",
-                  ha="center", va="center", fontsize=11)
+        axes.text(
+            0.5,
+            0.5,
+            "No reference in this run (--recipe PATH and --compare redis,sqlite add them).",
+            ha="center",
+            va="center",
+            fontsize=11,
+        )
 
 
 def _tasks_panels(figure: Any, grid: Any, rows: list[Row]) -> None:
@@ -608,8 +639,9 @@ def _tasks_panels(figure: Any, grid: Any, rows: list[Row]) -> None:
             text += f"\n{_times(row.vs_immediate)} immediate"
         if row.vs_tasks_db is not None:
             text += f"\n{_times(row.vs_tasks_db)} db backend"
-        axes.annotate(text, (x, heights[x]), xytext=(0, 3), textcoords="offset points", ha="center",
-                      va="bottom", fontsize=8)
+        axes.annotate(
+            text, (x, heights[x]), xytext=(0, 3), textcoords="offset points", ha="center", va="bottom", fontsize=8
+        )
     axes.set_xticks(range(len(rows)), names)
     axes.set_yscale("log")
     axes.set_ylim(bottom=10 ** math.floor(math.log10(min(heights))), top=max(heights) * 10)

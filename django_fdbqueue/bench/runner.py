@@ -109,9 +109,7 @@ class Measurement:
         )
 
 
-def drive(
-    step: Callable[[], Hashable | Timed | None], deadline: list[float], max_ops: int | None
-) -> ClientResult:
+def drive(step: Callable[[], Hashable | Timed | None], deadline: list[float], max_ops: int | None) -> ClientResult:
     """Call ``step`` until ``deadline[0]`` (re-read each time, so it can be moved to stop early).
 
     One clock reading per operation: the end of one is the start of the next. A step that
@@ -186,7 +184,9 @@ def _sum_cpu(parts: Iterable[float | None]) -> float | None:
 
 
 def _combine(
-    results: list[ClientResult], retries: dict[int, int] | None, peak_mib: float | None,
+    results: list[ClientResult],
+    retries: dict[int, int] | None,
+    peak_mib: float | None,
     cpu_seconds: float | None = None,
 ) -> Measurement:
     started = min(result.started for result in results)
@@ -236,9 +236,7 @@ def run_threads(target: Target, work: Work, clients: int, duration: float) -> Me
                 thread.join(GRACE_SECONDS)
             if errors:
                 raise errors[0]
-            raise BenchError(
-                f"the {clients} client threads did not get ready within {READY_SECONDS:.0f}s"
-            ) from None
+            raise BenchError(f"the {clients} client threads did not get ready within {READY_SECONDS:.0f}s") from None
         reset_peak_memory()
         before = target.retry_counts()
         cpu_before = time.process_time()
@@ -331,8 +329,9 @@ def _worker_main(conn: Any) -> None:
                 pass
 
 
-def _run_job(conn: Any, opened: dict[str, tuple[TargetSpec, Target]], spec: TargetSpec, work: Work,
-             index: int) -> tuple[str, Any]:
+def _run_job(
+    conn: Any, opened: dict[str, tuple[TargetSpec, Target]], spec: TargetSpec, work: Work, index: int
+) -> tuple[str, Any]:
     """Prepare, report ready, wait for the start, run: the outcome to send back."""
     client = None
     try:
@@ -393,9 +392,7 @@ class _Worker:
                 try:
                     kind, payload = self.conn.recv()
                 except (EOFError, OSError):  # the pipe closed, or was reset by a dying child
-                    raise BenchError(
-                        f"client process {self.slot} exited (status {self.process.exitcode})"
-                    ) from None
+                    raise BenchError(f"client process {self.slot} exited (status {self.process.exitcode})") from None
                 if kind == "error":
                     raise BenchError(f"client process {self.slot} failed:\n{payload}")
                 if kind != expected:

@@ -144,9 +144,7 @@ class Bench(RowMeasuring):
         shallow, deep = self.config.shallow_depth, self.config.deep_size
         relate(self.rows, shallow, deep)
         self.warnings += memory_warnings(self.rows, (OURS, *self.config.references), shallow, deep)
-        return BenchResult(
-            self.rows, self._meta(ours, references), self.failures, self.warnings, list(self.skipped)
-        )
+        return BenchResult(self.rows, self._meta(ours, references), self.failures, self.warnings, list(self.skipped))
 
     def _probe_latency(self, when: str, progress: Progress) -> None:
         """The store's commit and read-version latency now, with nothing else running (see ``latency``)."""
@@ -239,7 +237,10 @@ class Bench(RowMeasuring):
             run = self._run_tasks_db(row, progress)
         else:
             run = tasks.run_workers(
-                self.config.tasks, row.clients, progress.detail, enqueue_first=row.mode == ENQUEUED_FIRST,
+                self.config.tasks,
+                row.clients,
+                progress.detail,
+                enqueue_first=row.mode == ENQUEUED_FIRST,
                 spread=claim_spread(row),
             )
         if run is not None:

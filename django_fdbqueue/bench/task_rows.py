@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
 import threading
 import time
 from dataclasses import dataclass, field
@@ -193,8 +194,15 @@ class TaskBench:
 
     # -- ours ------------------------------------------------------------------------------------
 
-    def run_workers(self, count: int, workers: int, detail: Callable[[str], None], *,
-                    enqueue_first: bool = False, spread: int | None = None) -> TaskRun:
+    def run_workers(
+        self,
+        count: int,
+        workers: int,
+        detail: Callable[[str], None],
+        *,
+        enqueue_first: bool = False,
+        spread: int | None = None,
+    ) -> TaskRun:
         """Enqueue ``count`` tasks while ``workers`` worker threads run them; timed to the last result.
 
         With ``enqueue_first`` every task is enqueued before the workers start, as the database
@@ -203,18 +211,14 @@ class TaskBench:
         """
         from django_fdbqueue import service
         from django_fdbqueue.fdbapi import retry_counts
-        from django_fdbqueue.tasks.backend import ensure_queue
         from django_fdbqueue.tasks.compat import task_finished
-        from django_fdbqueue.tasks.runner import TaskWorkers
 
         finished = _Finished(self.backend.alias, count)
-        group = TaskWorkers(self.backend, [QUEUE_NAME], concurrency=workers, spread=spread)
-        for worker in group.workers:
-            worker.poll_wait = STOP_POLL_SECONDS
+        group = self._group(workers, spread)
         ids: list[str] = []
         task_finished.connect(finished.receive, weak=False)
         try:
-            ensure_queue(self.db, self.queue, self.backend.max_attempts)
+            self._ensure_queue()
             if not enqueue_first:
                 group.start()
             before = service.get_queue(self.db, self.queue)
@@ -234,12 +238,7 @@ class TaskBench:
             if not group.wait(GRACE_SECONDS):
                 raise BenchError(f"the task workers did not stop within {GRACE_SECONDS:.0f}s")
         except BaseException:
-            # Interrupted or failed: stop at once, and still leave no results behind.
-            with contextlib.suppress(Exception):
-                group.abort()
-                group.wait(GRACE_SECONDS)
-            with contextlib.suppress(Exception):
-                self._forget(ids)
+            self._abandon(group, ids)
             raise
         finally:
             task_finished.disconnect(finished.receive)
@@ -247,11 +246,34 @@ class TaskBench:
         records = self._forget(ids)
         problems = _check_ours(ids, finished.results, records, before, after)
         run_seconds = finished.last - enqueued if enqueue_first else None
-        return TaskRun(count, seconds, enqueued - started, retries=retries, peak_mib=peak, problems=problems,
-                       run_seconds=run_seconds)
+        run = TaskRun(count, seconds, enqueued - started, retries=retries, peak_mib=peak, problems=problems)
+        return dataclasses.replace(run, run_seconds=run_seconds)
 
-    def _wait_for(self, event: threading.Event, done: Callable[[], int], count: int,
-                  detail: Callable[[str], None]) -> None:
+    def _ensure_queue(self) -> None:
+        from django_fdbqueue.tasks.backend import ensure_queue
+
+        ensure_queue(self.db, self.queue, self.backend.max_attempts)
+
+    def _group(self, workers: int, spread: int | None) -> Any:
+        """A row's worker threads, polling often enough to stop soon after the last task."""
+        from django_fdbqueue.tasks.runner import TaskWorkers
+
+        group = TaskWorkers(self.backend, [QUEUE_NAME], concurrency=workers, spread=spread)
+        for worker in group.workers:
+            worker.poll_wait = STOP_POLL_SECONDS
+        return group
+
+    def _abandon(self, group: Any, ids: list[str]) -> None:
+        """Interrupted or failed: stop the workers at once, and still leave no results behind."""
+        with contextlib.suppress(Exception):
+            group.abort()
+            group.wait(GRACE_SECONDS)
+        with contextlib.suppress(Exception):
+            self._forget(ids)
+
+    def _wait_for(
+        self, event: threading.Event, done: Callable[[], int], count: int, detail: Callable[[str], None]
+    ) -> None:
         """Until every task finished; a row where none finishes for GRACE_SECONDS fails."""
         seen, since = -1, time.monotonic()
         while not event.wait(0.25):
@@ -260,9 +282,7 @@ class TaskBench:
                 seen, since = progress, now
                 detail(f"{progress:,}/{count:,} finished")
             elif now - since > GRACE_SECONDS:
-                raise BenchError(
-                    f"no task finished for {GRACE_SECONDS:.0f}s ({progress:,} of {count:,} finished)"
-                )
+                raise BenchError(f"no task finished for {GRACE_SECONDS:.0f}s ({progress:,} of {count:,} finished)")
 
     def _forget(self, ids: list[str]) -> dict[str, Any]:
         """Delete the results of ``ids`` (record, listing entry, retention entry); return what was there."""
@@ -312,8 +332,7 @@ class TaskBench:
             problems += _check_immediate(done)
             if problems:
                 break
-        return TaskRun(rounds * count, seconds, seconds, rounds=rounds, peak_mib=peak_memory_mib(),
-                       problems=problems)
+        return TaskRun(rounds * count, seconds, seconds, rounds=rounds, peak_mib=peak_memory_mib(), problems=problems)
 
 
 class _Finished:
@@ -342,8 +361,9 @@ def _delta(before: dict[int, int], after: dict[int, int]) -> dict[int, int]:
     return {code: count for code, count in sorted(changed.items()) if count}
 
 
-def _check_ours(ids: list[str], finished: list[tuple[str, str]], records: dict[str, Any],
-                before: Any, after: Any) -> list[str]:
+def _check_ours(
+    ids: list[str], finished: list[tuple[str, str]], records: dict[str, Any], before: Any, after: Any
+) -> list[str]:
     """What went wrong with exactly-once in a row of ours (nothing, normally)."""
     problems = []
     count = len(ids)
@@ -366,14 +386,12 @@ def _check_ours(ids: list[str], finished: list[tuple[str, str]], records: dict[s
     if missing:
         problems.append(f"{missing:,} results missing from the store")
     wrong = [
-        result_id for result_id, record in records.items()
-        if record.status != "SUCCESSFUL" or len(record.worker_ids) != 1
-        or record.args != [record.return_value]
+        result_id
+        for result_id, record in records.items()
+        if record.status != "SUCCESSFUL" or len(record.worker_ids) != 1 or record.args != [record.return_value]
     ]
     if wrong:
-        problems.append(
-            f"{len(wrong):,} stored results not SUCCESSFUL after one attempt with their own argument back"
-        )
+        problems.append(f"{len(wrong):,} stored results not SUCCESSFUL after one attempt with their own argument back")
     pushed, popped = after.pushed - before.pushed, after.popped - before.popped
     if (pushed, popped) != (count, count):
         problems.append(f"the queue took {pushed:,} items and gave out {popped:,} for {count:,} tasks")
@@ -386,7 +404,8 @@ def _check_ours(ids: list[str], finished: list[tuple[str, str]], records: dict[s
 def _check_immediate(done: list[Any]) -> list[str]:
     """The reference's results: each SUCCESSFUL, run once, with its own argument back."""
     wrong = sum(
-        1 for n, result in enumerate(done)
+        1
+        for n, result in enumerate(done)
         if str(result.status) != "SUCCESSFUL" or len(result.worker_ids) != 1 or result.return_value != n
     )
     return [f"{wrong:,} results not SUCCESSFUL after one run with their own argument back"] if wrong else []

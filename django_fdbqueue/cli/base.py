@@ -47,8 +47,7 @@ class Context:
             except Exception as error:  # noqa: BLE001 - any failure to open is reported the same way
                 reason = " ".join(str(error).split()) or type(error).__name__
                 raise StoreUnavailable(
-                    f"The queue store cannot be opened: {reason} "
-                    "(`manage.py check` diagnoses the FDBQUEUE settings)."
+                    f"The queue store cannot be opened: {reason} (`manage.py check` diagnoses the FDBQUEUE settings)."
                 ) from error
         return self._database
 

@@ -155,9 +155,7 @@ def register(subparsers: Any) -> None:
         help="Measure queue throughput, latency and scaling; compare with FoundationDB's recipe, Redis and SQLite.",
         description=_DESCRIPTION,
     )
-    parser.add_argument(
-        "--duration", type=_positive_seconds, metavar="SECONDS", help="How long each row is timed."
-    )
+    parser.add_argument("--duration", type=_positive_seconds, metavar="SECONDS", help="How long each row is timed.")
     parser.add_argument("--quick", action="store_true", help="Tiny sizes and short rows, for a smoke run.")
     parser.add_argument(
         "--clients",
@@ -205,9 +203,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--json-file", metavar="FILE", help="Also write every row and the run's metadata to FILE as JSON."
     )
-    parser.add_argument(
-        "--plot", metavar="FILE.png", help="Also draw the results as a PNG chart (needs matplotlib)."
-    )
+    parser.add_argument("--plot", metavar="FILE.png", help="Also draw the results as a PNG chart (needs matplotlib).")
 
 
 def _references(values: list[str]) -> list[str]:

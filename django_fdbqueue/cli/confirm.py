@@ -30,8 +30,7 @@ def ensure_can_ask(ctx: Context, action: str) -> None:
     """Refuse (exit 2) when no one could answer a prompt; call it before any other work."""
     if not is_terminal(ctx.stdin):
         raise usage_error(
-            f"Refusing to {action} without confirmation: standard input is not a terminal. "
-            "Pass --yes to confirm."
+            f"Refusing to {action} without confirmation: standard input is not a terminal. Pass --yes to confirm."
         )
 
 

@@ -200,8 +200,14 @@ def handle_push(ctx: Context, options: dict[str, Any]) -> None:
     schedule = {"delay": options["delay"], "not_before": options["not_before"]}
     if text is not None:
         item = service.push(
-            ctx.database(), name, parse_value(text), priority, dedup_key=dedup_key, key=options.get("key"),
-            tenant=options.get("tenant"), **schedule
+            ctx.database(),
+            name,
+            parse_value(text),
+            priority,
+            dedup_key=dedup_key,
+            key=options.get("key"),
+            tenant=options.get("tenant"),
+            **schedule,
         )
         assert isinstance(item, service.Item)  # given a database, push returns the committed item
         emit(ctx, pushed_item_data(item), lambda: _pushed_text(item))
@@ -211,10 +217,17 @@ def handle_push(ctx: Context, options: dict[str, Any]) -> None:
     if not values:
         service.get_queue(database, name)  # nothing to push, but an unknown queue is still an error
     # Given a database, push_many returns the committed items.
-    items = cast("list[service.Item]", service.push_many(
-        database, name, [(value, priority) for value in values], key=options.get("key"),
-        tenant=options.get("tenant"), **schedule
-    ))
+    items = cast(
+        "list[service.Item]",
+        service.push_many(
+            database,
+            name,
+            [(value, priority) for value in values],
+            key=options.get("key"),
+            tenant=options.get("tenant"),
+            **schedule,
+        ),
+    )
     count = "1 item" if len(items) == 1 else f"{len(items)} items"
     emit(ctx, [pushed_item_data(item) for item in items], f"Pushed {count} to queue {name!r}.", success=True)
 

@@ -81,20 +81,30 @@ def _limit(kind: Any) -> Any:
 def _register_key_limit_commands(subparsers: Any) -> None:
     """set-key-limits and key-limits: per-key concurrency and rate limits."""
     parser = add_subcommand(
-        subparsers, "set-key-limits", handle_set_key_limits,
+        subparsers,
+        "set-key-limits",
+        handle_set_key_limits,
         help="Set how many items of one key may be leased at once, and claimed per second.",
     )
     add_queue_name(parser)
     parser.add_argument(
-        "--concurrency", metavar="N", type=_limit(int), default=_LEAVE,
+        "--concurrency",
+        metavar="N",
+        type=_limit(int),
+        default=_LEAVE,
         help="1 to 1,000,000 leases at once per key, or 'none' for no limit. Left out: unchanged.",
     )
     parser.add_argument(
-        "--rate", metavar="R", type=_limit(float), default=_LEAVE,
+        "--rate",
+        metavar="R",
+        type=_limit(float),
+        default=_LEAVE,
         help="Claims per second per key (above 0), or 'none' for no limit. Left out: unchanged.",
     )
     parser = add_subcommand(
-        subparsers, "key-limits", handle_key_limits,
+        subparsers,
+        "key-limits",
+        handle_key_limits,
         help="Show a queue's per-key limits, the keys holding the most leases, and those at the limit.",
     )
     add_queue_name(parser)
@@ -116,7 +126,9 @@ def handle_key_limits(ctx: Context, options: dict[str, Any]) -> None:
     """The queue's per-key limits and where its keys stand."""
     state = service.key_limit_state(ctx.database(), options["name"], top=options["top"])
     data = {
-        "name": state.name, "concurrency": state.concurrency, "rate": state.rate,
+        "name": state.name,
+        "concurrency": state.concurrency,
+        "rate": state.rate,
         "keys_leased": state.keys_leased,
         "leased": [{"key": key, "leased": count} for key, count in state.leased],
         "at_limit": list(state.at_limit),
@@ -124,12 +136,14 @@ def handle_key_limits(ctx: Context, options: dict[str, Any]) -> None:
 
     def text() -> str:
         lines = [
-            fields([
-                ("Queue", state.name),
-                ("Key limits", key_limits_text(state.concurrency, state.rate)),
-                ("Keys leased", state.keys_leased),
-                ("At the limit", ", ".join(state.at_limit) or None),
-            ])
+            fields(
+                [
+                    ("Queue", state.name),
+                    ("Key limits", key_limits_text(state.concurrency, state.rate)),
+                    ("Keys leased", state.keys_leased),
+                    ("At the limit", ", ".join(state.at_limit) or None),
+                ]
+            )
         ]
         lines += [f"  {count:>6}  {key}" for key, count in state.leased]
         return "\n".join(lines)

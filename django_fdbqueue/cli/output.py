@@ -198,7 +198,9 @@ def items_table(items: Sequence[Item]) -> str:
     """Items in the order given, one per line, value last and in full."""
     if not items:
         return "No items."
-    rows = [(item.id, item.priority, iso_utc(item.enqueued_at), compact_json(item_data(item)["value"])) for item in items]
+    rows = [
+        (item.id, item.priority, iso_utc(item.enqueued_at), compact_json(item_data(item)["value"])) for item in items
+    ]
     return table(("ID", "PRIORITY", "ENQUEUED AT", "VALUE"), rows, right={1})
 
 

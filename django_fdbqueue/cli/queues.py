@@ -71,9 +71,7 @@ def register(subparsers: Any) -> None:
     parser = add_subcommand(subparsers, "stats", handle_stats, help="Show one queue's statistics.")
     add_queue_name(parser)
 
-    parser = add_subcommand(
-        subparsers, "clear", handle_clear, help="Remove every item from a queue; the queue stays."
-    )
+    parser = add_subcommand(subparsers, "clear", handle_clear, help="Remove every item from a queue; the queue stays.")
     add_queue_name(parser)
     add_yes(parser, "removing the items")
 
@@ -129,8 +127,12 @@ def handle_list(ctx: Context, options: dict[str, Any]) -> None:
 def handle_create(ctx: Context, options: dict[str, Any]) -> None:
     """Create the queue; an existing name is refused (exit 2), never overwritten."""
     info = service.create_queue(
-        ctx.database(), options["name"], kind=options["kind"], max_attempts=options["max_attempts"],
-        key_concurrency=options.get("key_concurrency"), key_rate=options.get("key_rate"),
+        ctx.database(),
+        options["name"],
+        kind=options["kind"],
+        max_attempts=options["max_attempts"],
+        key_concurrency=options.get("key_concurrency"),
+        key_rate=options.get("key_rate"),
         tenants=bool(options.get("tenants")),
     )
     limit = "" if info.max_attempts is None else f", at most {_claims(info.max_attempts)} per item"

@@ -29,7 +29,9 @@ __all__ = ["register", "handle_scheduler", "handle_schedules"]
 def register(subparsers: Any) -> None:
     """Add ``scheduler`` and ``schedules`` to ``manage.py fdbqueue``."""
     parser = add_subcommand(
-        subparsers, "scheduler", handle_scheduler,
+        subparsers,
+        "scheduler",
+        handle_scheduler,
         help="Fire periodic schedules (push an item or enqueue a task) exactly once each, until stopped.",
         description=(
             "Sync the schedules declared in code (in each installed app's schedules.py, imported for\n"
@@ -40,25 +42,45 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--once", action="store_true", help="Fire what is due now, print what fired, and exit.")
     parser.add_argument(
-        "--max-wait", metavar="S", type=positive_seconds, default=DEFAULT_MAX_WAIT,
+        "--max-wait",
+        metavar="S",
+        type=positive_seconds,
+        default=DEFAULT_MAX_WAIT,
         help=f"The longest wait between looks at the due schedules, in seconds. Default: {DEFAULT_MAX_WAIT:g}.",
     )
-    parser.add_argument("--no-sync", dest="sync", action="store_false",
-                        help="Do not write the schedules declared in code to the store first.")
+    parser.add_argument(
+        "--no-sync",
+        dest="sync",
+        action="store_false",
+        help="Do not write the schedules declared in code to the store first.",
+    )
     add_subcommand(subparsers, "schedules", handle_schedules, help="List the periodic schedules.")
 
 
 def _fired_text(fired: list[schedules.Fired]) -> str:
     if not fired:
         return "Nothing was due."
-    rows = [(f.name, len(f.occurrences), f.result.get("status"), f.result.get("item") or
-             f.result.get("task_result") or f.result.get("detail")) for f in fired]
+    rows = [
+        (
+            f.name,
+            len(f.occurrences),
+            f.result.get("status"),
+            f.result.get("item") or f.result.get("task_result") or f.result.get("detail"),
+        )
+        for f in fired
+    ]
     return table(("SCHEDULE", "FIRED", "RESULT", "DETAIL"), rows, right={1})
 
 
 def _fired_data(fired: list[schedules.Fired]) -> list[dict[str, Any]]:
-    return [{"name": f.name, "occurrences": [iso(o) for o in f.occurrences],
-             "result": {k: v for k, v in f.result.items() if k != "at_us"}} for f in fired]
+    return [
+        {
+            "name": f.name,
+            "occurrences": [iso(o) for o in f.occurrences],
+            "result": {k: v for k, v in f.result.items() if k != "at_us"},
+        }
+        for f in fired
+    ]
 
 
 def handle_scheduler(ctx: Context, options: dict[str, Any]) -> None:
@@ -86,9 +108,21 @@ def _run_until_signalled(scheduler: schedules.Scheduler) -> list[schedules.Fired
 
 def handle_schedules(ctx: Context, options: dict[str, Any]) -> None:
     found = schedules.list_schedules(ctx.database())
-    rows = [(s.name, s.cron or f"every {s.interval:g}s", s.tz, "paused" if s.paused else
-             as_data(s)["next_run"], as_data(s)["last_run"] or "-",
-             compact_json((s.last_result or {}).get("status"))) for s in found]
-    emit(ctx, [as_data(s) for s in found],
-         lambda: table(("NAME", "TRIGGER", "TZ", "NEXT RUN", "LAST RUN", "LAST RESULT"), rows) if rows
-         else "No schedules.")
+    rows = [
+        (
+            s.name,
+            s.cron or f"every {s.interval:g}s",
+            s.tz,
+            "paused" if s.paused else as_data(s)["next_run"],
+            as_data(s)["last_run"] or "-",
+            compact_json((s.last_result or {}).get("status")),
+        )
+        for s in found
+    ]
+    emit(
+        ctx,
+        [as_data(s) for s in found],
+        lambda: (
+            table(("NAME", "TRIGGER", "TZ", "NEXT RUN", "LAST RUN", "LAST RESULT"), rows) if rows else "No schedules."
+        ),
+    )

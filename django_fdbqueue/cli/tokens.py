@@ -96,7 +96,7 @@ def register(subparsers: Any) -> None:
         type=expires_days,
         help=(
             f"Days until the token stops working (fractions allowed, at most {tokens.MAX_EXPIRY.days}). "
-            'Default: the project\'s REST_KNOX["TOKEN_TTL"] (knox\'s default is 10 hours).'
+            "Default: the project's REST_KNOX[\"TOKEN_TTL\"] (knox's default is 10 hours)."
         ),
     )
     lifetime.add_argument("--no-expiry", action="store_true", help="A token that works until it is revoked.")
@@ -114,7 +114,9 @@ def register(subparsers: Any) -> None:
     listing = _action(actions, parser, "list", handle_list, help="List tokens (prefix, user, dates), newest first.")
     listing.add_argument("username", metavar="USERNAME", nargs="?", help="Only this user's tokens.")
 
-    revoke = _action(actions, parser, "revoke", handle_revoke, help="Revoke one token by its prefix, or all of a user's.")
+    revoke = _action(
+        actions, parser, "revoke", handle_revoke, help="Revoke one token by its prefix, or all of a user's."
+    )
     which = revoke.add_mutually_exclusive_group(required=True)
     which.add_argument(
         "prefix",

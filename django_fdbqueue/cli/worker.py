@@ -58,9 +58,7 @@ def register(subparsers: Any) -> None:
             "own once nothing is ready. The log goes to standard error, the summary to standard output."
         ),
     )
-    parser.add_argument(
-        "name", nargs="?", metavar="QUEUE", help="The queue to consume (not with --tasks)."
-    )
+    parser.add_argument("name", nargs="?", metavar="QUEUE", help="The queue to consume (not with --tasks).")
     parser.add_argument(
         "--handler",
         dest="handler_path",  # "handler" is the subcommand's own function in the options
@@ -190,7 +188,7 @@ def _task_workers(ctx: Context, options: dict[str, Any]) -> tuple[Any, str]:
         from django_fdbqueue.tasks.runner import TaskWorkers, backend_named
     except ImportError as error:
         raise usage_error(
-            f"--tasks needs the Tasks framework (Django 6.0+, or the app's \"tasks\" extra: "
+            f'--tasks needs the Tasks framework (Django 6.0+, or the app\'s "tasks" extra: '
             f"pip install 'django-tasks>=0.12,<0.13'): {error}"
         ) from None
     try:
@@ -201,8 +199,12 @@ def _task_workers(ctx: Context, options: dict[str, Any]) -> tuple[Any, str]:
         raise usage_error(f"Cannot use the tasks backend {options['backend']!r}: {error}") from None
     ctx.database()  # a store that cannot be opened is exit code 3 before any thread starts
     workers = TaskWorkers(
-        backend, options["task_queues"], concurrency=options["concurrency"], lease=options["lease"],
-        burst=options["burst"], spread=options["spread"],
+        backend,
+        options["task_queues"],
+        concurrency=options["concurrency"],
+        lease=options["lease"],
+        burst=options["burst"],
+        spread=options["spread"],
     )
     return workers, ",".join(worker.queue for worker in workers.workers)
 

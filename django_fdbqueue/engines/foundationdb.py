@@ -66,8 +66,7 @@ def select_api_version(version: int) -> Any:
         problem = client_library_error()
         if problem is not None:
             raise ImproperlyConfigured(
-                f"The foundationdb engine cannot load the FoundationDB client library ({problem}). "
-                f"{INSTALL_HINT}"
+                f"The foundationdb engine cannot load the FoundationDB client library ({problem}). {INSTALL_HINT}"
             )
         try:
             fdb.api_version(version)
@@ -113,8 +112,10 @@ def _library_hint(settings: QueueSettings) -> str:
         return ""
     if clientlib.load_error:
         return f" FDBQUEUE['CLIENT_LIBRARY'] ({path}) could not be loaded: {clientlib.load_error}."
-    return (f" FDBQUEUE['CLIENT_LIBRARY'] ({path}) is loaded when django_fdbqueue is first imported: "
-            "set it in the settings module, not later, and restart the process.")
+    return (
+        f" FDBQUEUE['CLIENT_LIBRARY'] ({path}) is loaded when django_fdbqueue is first imported: "
+        "set it in the settings module, not later, and restart the process."
+    )
 
 
 def _own_database(fdb: Any, cluster_file: str | None) -> Any:

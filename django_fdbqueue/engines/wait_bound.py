@@ -97,11 +97,12 @@ def _report(seconds: float) -> None:
         return
     _last_report = now
     stacks = "\n".join(
-        f"Thread {ident}:\n{''.join(traceback.format_stack(frame))}"
-        for ident, frame in sys._current_frames().items()
+        f"Thread {ident}:\n{''.join(traceback.format_stack(frame))}" for ident, frame in sys._current_frames().items()
     )
     logger.error(
         "A FoundationDB future was not ready %.1f s into a wait, past TIMEOUT and its grace: the "
         "client library did not time the transaction out, so the wait was given up (error 1031). "
-        "Stacks of this process:\n%s", seconds, stacks,
+        "Stacks of this process:\n%s",
+        seconds,
+        stacks,
     )

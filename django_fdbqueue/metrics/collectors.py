@@ -59,9 +59,7 @@ def read_queues(
 class QueueCollector:
     """A ``prometheus_client`` collector of the per queue metrics (see the module docstring)."""
 
-    def __init__(
-        self, database: Callable[[], Any] = get_database, max_queues: int = DEFAULT_MAX_QUEUES
-    ) -> None:
+    def __init__(self, database: Callable[[], Any] = get_database, max_queues: int = DEFAULT_MAX_QUEUES) -> None:
         self.database = database
         self.max_queues = max_queues
 
@@ -84,8 +82,12 @@ class QueueCollector:
         if up:
             up = _key_limit_samples(self.database(), infos, by_key)
         for info in infos:
-            for state, value in (("ready", info.size), ("leased", info.leased), ("delayed", info.delayed),
-                                 ("dead", info.dead)):
+            for state, value in (
+                ("ready", info.size),
+                ("leased", info.leased),
+                ("delayed", info.delayed),
+                ("dead", info.dead),
+            ):
                 items.add_metric([info.name, state], value)
             oldest.add_metric([info.name], info.oldest_age_seconds or 0.0)
             pushed.add_metric([info.name], info.pushed)
@@ -111,8 +113,7 @@ class QueueCollector:
             ),
             CounterMetricFamily(
                 "fdbqueue_queue_pushed",
-                "Items ever pushed to the queue (kept in the store; starts again from 0 when the "
-                "queue is re-created).",
+                "Items ever pushed to the queue (kept in the store; starts again from 0 when the queue is re-created).",
                 labels=["queue"],
             ),
             CounterMetricFamily(

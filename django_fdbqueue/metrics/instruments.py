@@ -23,8 +23,20 @@ from django_fdbqueue import fdbapi
 from django_fdbqueue.access import events as access_events
 from django_fdbqueue.service import observe
 
-__all__ = ["OPERATIONS", "LATENCY", "RETRIES", "AUDIT_EVENTS", "REFUSALS", "LATENCY_BUCKETS", "error_name",
-           "record", "record_access", "sync_retries", "install", "uninstall"]
+__all__ = [
+    "OPERATIONS",
+    "LATENCY",
+    "RETRIES",
+    "AUDIT_EVENTS",
+    "REFUSALS",
+    "LATENCY_BUCKETS",
+    "error_name",
+    "record",
+    "record_access",
+    "sync_retries",
+    "install",
+    "uninstall",
+]
 
 #: Seconds. Embedded-store operations take well under a millisecond, cluster ones a few; the
 #: upper buckets catch retries, back-offs and the five-second transaction limit.
@@ -32,8 +44,7 @@ LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0
 
 OPERATIONS = Counter(
     "fdbqueue_operations",
-    "Queue service calls made by this process, by operation and outcome "
-    "(ok, empty, refused, fdb_error, error).",
+    "Queue service calls made by this process, by operation and outcome (ok, empty, refused, fdb_error, error).",
     ["operation", "outcome"],
 )
 LATENCY = Histogram(
@@ -64,9 +75,7 @@ REFUSALS = Counter(
 
 # The codes fdbapi names, plus the retryable ones it lists by number only.
 _NAMES = {
-    value: name.lower()
-    for name, value in vars(fdbapi.ErrorCode).items()
-    if name.isupper() and isinstance(value, int)
+    value: name.lower() for name, value in vars(fdbapi.ErrorCode).items() if name.isupper() and isinstance(value, int)
 }
 _NAMES.update(
     {

@@ -76,9 +76,7 @@ class MetricsView(APIView):
         return _text(body, content_type=content_type)
 
 
-def _text(
-    body: str | bytes, *, status: int = 200, content_type: str = "text/plain; charset=utf-8"
-) -> HttpResponse:
+def _text(body: str | bytes, *, status: int = 200, content_type: str = "text/plain; charset=utf-8") -> HttpResponse:
     response = HttpResponse(body, status=status, content_type=content_type)
     response["Cache-Control"] = "no-store"
     return response

@@ -18,8 +18,7 @@ class Migration(migrations.Migration):
         migrations.CreateModel(
             name=name,
             fields=[],
-            options={"verbose_name": plural, "verbose_name_plural": plural, "proxy": True,
-                     "default_permissions": ()},
+            options={"verbose_name": plural, "verbose_name_plural": plural, "proxy": True, "default_permissions": ()},
             bases=("fdbqueue.queue",),
         )
         for name, plural in ENTRIES

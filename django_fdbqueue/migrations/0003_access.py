@@ -35,22 +35,53 @@ class Migration(migrations.Migration):
             name="QueueGrant",
             fields=[
                 ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
-                ("pattern", models.CharField(
-                    help_text="A queue name, a prefix such as orders.* or * for every queue.", max_length=202,
-                    validators=[django_fdbqueue.models.validate_pattern])),
-                ("actions", models.CharField(
-                    help_text="Comma-separated: view, push, consume, manage, delete.", max_length=64,
-                    validators=[django_fdbqueue.models.validate_actions])),
+                (
+                    "pattern",
+                    models.CharField(
+                        help_text="A queue name, a prefix such as orders.* or * for every queue.",
+                        max_length=202,
+                        validators=[django_fdbqueue.models.validate_pattern],
+                    ),
+                ),
+                (
+                    "actions",
+                    models.CharField(
+                        help_text="Comma-separated: view, push, consume, manage, delete.",
+                        max_length=64,
+                        validators=[django_fdbqueue.models.validate_actions],
+                    ),
+                ),
                 ("created", models.DateTimeField(auto_now_add=True)),
-                ("created_by", models.ForeignKey(
-                    blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name="+",
-                    to=settings.AUTH_USER_MODEL)),
-                ("group", models.ForeignKey(
-                    blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name="queue_grants",
-                    to="auth.group")),
-                ("user", models.ForeignKey(
-                    blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name="queue_grants",
-                    to=settings.AUTH_USER_MODEL)),
+                (
+                    "created_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "group",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="queue_grants",
+                        to="auth.group",
+                    ),
+                ),
+                (
+                    "user",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="queue_grants",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
                 "verbose_name": "queue grant",
@@ -62,9 +93,14 @@ class Migration(migrations.Migration):
             name="TokenScope",
             fields=[
                 ("digest", models.CharField(max_length=128, primary_key=True, serialize=False)),
-                ("token_key", models.CharField(db_index=True, help_text="The token's prefix, for people.", max_length=25)),
-                ("rules", models.JSONField(
-                    default=list, help_text='Such as ["push:orders.*", "consume,view:orders.*"].')),
+                (
+                    "token_key",
+                    models.CharField(db_index=True, help_text="The token's prefix, for people.", max_length=25),
+                ),
+                (
+                    "rules",
+                    models.JSONField(default=list, help_text='Such as ["push:orders.*", "consume,view:orders.*"].'),
+                ),
                 ("created", models.DateTimeField(auto_now_add=True)),
             ],
             options={"verbose_name": "token scope", "verbose_name_plural": "token scopes"},

@@ -70,8 +70,9 @@ def dedup_key(name: str, occurrence_us: int) -> str:
 
 def _push(tr: Any, schedule: Schedule, occurrence_us: int) -> Any:
     target = schedule.target
-    return service.push(tr, target["queue"], target["value"], target["priority"],
-                        dedup_key=dedup_key(schedule.name, occurrence_us))
+    return service.push(
+        tr, target["queue"], target["value"], target["priority"], dedup_key=dedup_key(schedule.name, occurrence_us)
+    )
 
 
 def _task(tr: Any, schedule: Schedule, result_id: str | None) -> str:
@@ -98,8 +99,9 @@ def _fire_targets(
     except FDBError:
         raise
     except Exception as error:  # noqa: BLE001 - any reason the target cannot fire is the result
-        raise _TargetFailed({"status": "error", "detail": f"{type(error).__name__}: {error}", "item": None,
-                             "task_result": None}) from error
+        raise _TargetFailed(
+            {"status": "error", "detail": f"{type(error).__name__}: {error}", "item": None, "task_result": None}
+        ) from error
     detail = f"fired {len(occurrences)} occurrence(s)"
     return {"status": "ok", "detail": detail, "item": None, "task_result": task_ids[-1] if task_ids else None}, pending
 
@@ -121,14 +123,25 @@ def _fire(tr: Any, name: str, now_us: int, failed: dict[str, Any] | None = None)
     elif occurrences:
         base, pending = _fire_targets(tr, schedule, occurrences)
     else:
-        base, pending = {"status": "skipped", "detail": "missed occurrences skipped (catch_up=none)",
-                         "item": None, "task_result": None}, []
+        base, pending = (
+            {
+                "status": "skipped",
+                "detail": "missed occurrences skipped (catch_up=none)",
+                "item": None,
+                "task_result": None,
+            },
+            [],
+        )
     result = _result(base, now_us, len(occurrences) if base["status"] == "ok" else 0, skipped)
-    store.write(tr, schedule.replace(
-        next_run_us=model.next_after(schedule, now_us),
-        last_run_us=occurrences[-1] if occurrences else schedule.last_run_us,
-        last_result=result,
-    ), schedule)
+    store.write(
+        tr,
+        schedule.replace(
+            next_run_us=model.next_after(schedule, now_us),
+            last_run_us=occurrences[-1] if occurrences else schedule.last_run_us,
+            last_result=result,
+        ),
+        schedule,
+    )
     return Fired(name, occurrences, result, pending)
 
 

@@ -77,8 +77,13 @@ class Schedule:
 
     def definition(self) -> dict[str, Any]:
         """The fields its owner chose (what ``declare`` compares and ``update`` changes)."""
-        return {"target": self.target, "cron": self.cron, "interval": self.interval, "tz": self.tz,
-                "catch_up": self.catch_up}
+        return {
+            "target": self.target,
+            "cron": self.cron,
+            "interval": self.interval,
+            "tz": self.tz,
+            "catch_up": self.catch_up,
+        }
 
     def replace(self, **changes: Any) -> "Schedule":
         return dataclasses.replace(self, **changes)
@@ -95,8 +100,8 @@ def target_queue(target: dict[str, Any]) -> str | None:
 def check_name(name: object) -> str:
     if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
         raise InvalidSchedule(
-            f"Schedule names are 1 to {NAME_MAX_LENGTH} characters of letters, digits, '.', '_' and '-'.",
-            field="name")
+            f"Schedule names are 1 to {NAME_MAX_LENGTH} characters of letters, digits, '.', '_' and '-'.", field="name"
+        )
     return name
 
 
@@ -106,15 +111,17 @@ def check_tz(tz: object) -> str:
     try:
         zoneinfo.ZoneInfo(tz)
     except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-        raise InvalidSchedule(f"Unknown time zone {tz!r}: use an IANA name such as 'Europe/Paris'.",
-                              field="tz") from None
+        raise InvalidSchedule(
+            f"Unknown time zone {tz!r}: use an IANA name such as 'Europe/Paris'.", field="tz"
+        ) from None
     return tz
 
 
 def check_catch_up(catch_up: object) -> str:
     if catch_up not in CATCH_UP_POLICIES:
-        raise InvalidSchedule(f"catch_up must be one of {', '.join(CATCH_UP_POLICIES)}, not {catch_up!r}.",
-                              field="catch_up")
+        raise InvalidSchedule(
+            f"catch_up must be one of {', '.join(CATCH_UP_POLICIES)}, not {catch_up!r}.", field="catch_up"
+        )
     return catch_up
 
 
@@ -124,21 +131,29 @@ def check_trigger(cron: object, interval: object) -> tuple[str | None, float | N
         raise InvalidSchedule("Give a cron expression or an interval in seconds (exactly one).", field="cron")
     if cron is not None:
         if not isinstance(cron, str) or len(cron) > 200 or not croniter.is_valid(cron):
-            raise InvalidSchedule(f"{cron!r} is not a valid cron expression (five fields, e.g. '*/5 * * * *').",
-                                  field="cron")
+            raise InvalidSchedule(
+                f"{cron!r} is not a valid cron expression (five fields, e.g. '*/5 * * * *').", field="cron"
+            )
         return " ".join(cron.split()), None
-    if isinstance(interval, bool) or not isinstance(interval, (int, float)) or not math.isfinite(interval) \
-            or not MIN_INTERVAL <= interval <= MAX_INTERVAL:
-        raise InvalidSchedule(f"interval must be a number of seconds from {MIN_INTERVAL} to {MAX_INTERVAL}, "
-                              f"not {interval!r}.", field="interval")
+    if (
+        isinstance(interval, bool)
+        or not isinstance(interval, (int, float))
+        or not math.isfinite(interval)
+        or not MIN_INTERVAL <= interval <= MAX_INTERVAL
+    ):
+        raise InvalidSchedule(
+            f"interval must be a number of seconds from {MIN_INTERVAL} to {MAX_INTERVAL}, not {interval!r}.",
+            field="interval",
+        )
     return None, float(interval)
 
 
 def check_target(target: object) -> dict[str, Any]:
     """A push target (queue, JSON value, priority) or a task target (dotted path, backend, arguments)."""
     if not isinstance(target, dict) or target.get("kind") not in ("push", "task"):
-        raise InvalidSchedule("target must be {'kind': 'push', 'queue': ...} or {'kind': 'task', 'task': ...}.",
-                              field="target")
+        raise InvalidSchedule(
+            "target must be {'kind': 'push', 'queue': ...} or {'kind': 'task', 'task': ...}.", field="target"
+        )
     return _push_target(target) if target["kind"] == "push" else _task_target(target)
 
 
@@ -172,14 +187,33 @@ def _check_json(value: Any, field: str) -> None:
         raise InvalidSchedule(f"{field} must be JSON: {error}", field=field) from None
 
 
-def make(name: Any, target: Any, *, cron: Any = None, interval: Any = None, tz: Any = "UTC",
-         catch_up: Any = "last", paused: Any = False, anchor_us: int = 0, declared: bool = False) -> Schedule:
+def make(
+    name: Any,
+    target: Any,
+    *,
+    cron: Any = None,
+    interval: Any = None,
+    tz: Any = "UTC",
+    catch_up: Any = "last",
+    paused: Any = False,
+    anchor_us: int = 0,
+    declared: bool = False,
+) -> Schedule:
     """A checked Schedule without state (next_run is set when it is stored)."""
     cron, interval = check_trigger(cron, interval)
     if not isinstance(paused, bool):
         raise InvalidArgument("paused must be true or false.", field="paused")
-    return Schedule(check_name(name), check_target(target), cron, interval, check_tz(tz),
-                    check_catch_up(catch_up), anchor_us, declared, paused)
+    return Schedule(
+        check_name(name),
+        check_target(target),
+        cron,
+        interval,
+        check_tz(tz),
+        check_catch_up(catch_up),
+        anchor_us,
+        declared,
+        paused,
+    )
 
 
 # --- occurrences ---------------------------------------------------------------------------------
@@ -252,8 +286,15 @@ def as_data(schedule: Schedule) -> dict[str, Any]:
     if last is not None:
         last["at"] = iso(last.pop("at_us", None))
     return {
-        "name": schedule.name, "target": schedule.target, "cron": schedule.cron, "interval": schedule.interval,
-        "tz": schedule.tz, "catch_up": schedule.catch_up, "paused": schedule.paused, "declared": schedule.declared,
+        "name": schedule.name,
+        "target": schedule.target,
+        "cron": schedule.cron,
+        "interval": schedule.interval,
+        "tz": schedule.tz,
+        "catch_up": schedule.catch_up,
+        "paused": schedule.paused,
+        "declared": schedule.declared,
         "next_run": None if schedule.paused else iso(schedule.next_run_us),
-        "last_run": iso(schedule.last_run_us), "last_result": last,
+        "last_run": iso(schedule.last_run_us),
+        "last_result": last,
     }

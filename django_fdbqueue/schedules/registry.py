@@ -50,25 +50,47 @@ def discover() -> None:
             raise
 
 
-def declare(name: str, *, queue: str | None = None, value: Any = None, priority: int = 0,
-            task: str | None = None, backend: str = "default", args: list[Any] | None = None,
-            kwargs: dict[str, Any] | None = None, cron: str | None = None, interval: float | None = None,
-            tz: str = "UTC", catch_up: str = "last") -> Schedule:
+def declare(
+    name: str,
+    *,
+    queue: str | None = None,
+    value: Any = None,
+    priority: int = 0,
+    task: str | None = None,
+    backend: str = "default",
+    args: list[Any] | None = None,
+    kwargs: dict[str, Any] | None = None,
+    cron: str | None = None,
+    interval: float | None = None,
+    tz: str = "UTC",
+    catch_up: str = "last",
+) -> Schedule:
     """Declare a schedule that pushes ``value`` to ``queue``, or enqueues the task at ``task`` (a dotted path)."""
     if (queue is None) == (task is None):
         from django_fdbqueue.exceptions import InvalidSchedule
 
         raise InvalidSchedule("Declare a queue to push to, or a task to enqueue (exactly one).", field="target")
-    target = ({"kind": "push", "queue": queue, "value": value, "priority": priority} if queue is not None else
-              {"kind": "task", "task": task, "backend": backend, "args": args or [], "kwargs": kwargs or {}})
+    target = (
+        {"kind": "push", "queue": queue, "value": value, "priority": priority}
+        if queue is not None
+        else {"kind": "task", "task": task, "backend": backend, "args": args or [], "kwargs": kwargs or {}}
+    )
     schedule = model.make(name, target, cron=cron, interval=interval, tz=tz, catch_up=catch_up, declared=True)
     _registry[schedule.name] = schedule
     return schedule
 
 
-def periodic(cron: str | None = None, *, interval: float | None = None, name: str | None = None,
-             tz: str = "UTC", catch_up: str = "last", backend: str = "default",
-             args: list[Any] | None = None, kwargs: dict[str, Any] | None = None) -> Callable[[Any], Any]:
+def periodic(
+    cron: str | None = None,
+    *,
+    interval: float | None = None,
+    name: str | None = None,
+    tz: str = "UTC",
+    catch_up: str = "last",
+    backend: str = "default",
+    args: list[Any] | None = None,
+    kwargs: dict[str, Any] | None = None,
+) -> Callable[[Any], Any]:
     """Decorate a Django task (put it above ``@task``) to enqueue it on a schedule.
 
     The schedule's name defaults to the task's dotted path. Returns the task unchanged.
@@ -76,8 +98,17 @@ def periodic(cron: str | None = None, *, interval: float | None = None, name: st
 
     def decorate(task: Any) -> Any:
         path = getattr(task, "module_path", None) or f"{task.__module__}.{task.__qualname__}"
-        declare(name or path, task=path, backend=backend, args=args, kwargs=kwargs, cron=cron,
-                interval=interval, tz=tz, catch_up=catch_up)
+        declare(
+            name or path,
+            task=path,
+            backend=backend,
+            args=args,
+            kwargs=kwargs,
+            cron=cron,
+            interval=interval,
+            tz=tz,
+            catch_up=catch_up,
+        )
         return task
 
     return decorate

@@ -33,8 +33,15 @@ DEFAULT_MAX_WAIT = 5.0
 class Scheduler:
     """Fire the due schedules of ``db`` until ``stop`` is set (see the module docstring)."""
 
-    def __init__(self, db: Any, *, clock: Callable[[], int] = now_micros, max_wait: float = DEFAULT_MAX_WAIT,
-                 stop: threading.Event | None = None, sync: bool = True) -> None:
+    def __init__(
+        self,
+        db: Any,
+        *,
+        clock: Callable[[], int] = now_micros,
+        max_wait: float = DEFAULT_MAX_WAIT,
+        stop: threading.Event | None = None,
+        sync: bool = True,
+    ) -> None:
         self.db = db
         self.clock = clock
         self.max_wait = max_wait

@@ -83,8 +83,17 @@ def _scheduled(schedule: Schedule, now_us: int) -> Schedule:
 # --- the Python API ------------------------------------------------------------------------------
 
 
-def create(db_or_tr: DatabaseOrTransaction, name: str, target: dict[str, Any], *, cron: str | None = None, interval: float | None = None,
-           tz: str = "UTC", catch_up: str = "last", paused: bool = False) -> Schedule:
+def create(
+    db_or_tr: DatabaseOrTransaction,
+    name: str,
+    target: dict[str, Any],
+    *,
+    cron: str | None = None,
+    interval: float | None = None,
+    tz: str = "UTC",
+    catch_up: str = "last",
+    paused: bool = False,
+) -> Schedule:
     """Create a schedule that fires ``target`` on ``cron`` (in ``tz``) or every ``interval`` seconds.
 
     ``target`` is ``{"kind": "push", "queue": ..., "value": ..., "priority": 0}`` or ``{"kind":
@@ -120,8 +129,7 @@ def list_schedules(tr: Any, *, limit: int = LIST_LIMIT_MAX) -> list[Schedule]:
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= LIST_LIMIT_MAX:
         raise InvalidArgument(f"limit must be an integer from 1 to {LIST_LIMIT_MAX}.", field="limit")
     records = space(tr)[RECORDS]
-    return [Schedule.unpack(kv.value) for kv in tr.get_range(records.range().start, records.range().stop,
-                                                            limit=limit)]
+    return [Schedule.unpack(kv.value) for kv in tr.get_range(records.range().start, records.range().stop, limit=limit)]
 
 
 UPDATABLE = ("target", "cron", "interval", "tz", "catch_up")
@@ -148,8 +156,9 @@ def update(db_or_tr: DatabaseOrTransaction, name: str, **changes: Any) -> Schedu
 def _update(tr: Any, name: str, changes: dict[str, Any]) -> Schedule:
     old = require(tr, name)
     fields = {**old.definition(), **changes}
-    checked = model.make(name, fields.pop("target"), paused=old.paused, anchor_us=old.anchor_us,
-                         declared=old.declared, **fields)
+    checked = model.make(
+        name, fields.pop("target"), paused=old.paused, anchor_us=old.anchor_us, declared=old.declared, **fields
+    )
     new = old.replace(**{key: getattr(checked, key) for key in UPDATABLE})
     if (new.cron, new.interval, new.tz) != (old.cron, old.interval, old.tz):
         new = _scheduled(new, now_micros())

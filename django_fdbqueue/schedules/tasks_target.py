@@ -43,9 +43,15 @@ def enqueue_in(tr: Any, target: dict[str, Any], result_id: str | None = None) ->
         raise InvalidSchedule(f"{target['task']!r} is not a task (decorate it with @task).")
     backend.validate_task(task)
     record = results.Record(
-        id=result_id or results.new_id(), task_path=task.module_path, backend=backend.alias,
-        queue_name=task.queue_name, priority=task.priority, args=target["args"], kwargs=target["kwargs"],
-        takes_context=task.takes_context, enqueued_us=now_micros(),
+        id=result_id or results.new_id(),
+        task_path=task.module_path,
+        backend=backend.alias,
+        queue_name=task.queue_name,
+        priority=task.priority,
+        args=target["args"],
+        kwargs=target["kwargs"],
+        takes_context=task.takes_context,
+        enqueued_us=now_micros(),
     )
     limits.check_new(record)
     tasks_backend._enqueue(tr, record, backend.queue_for(task.queue_name), backend.max_attempts, None)

@@ -97,10 +97,7 @@ def _start_minute(tr: Any, qk: keys.QueueKeys, minute: int) -> dict[str, tuple[b
     act = space(qk)
     hour = minute // _MINUTES_PER_HOUR
     minutes, hours = act[MINUTES], act[HOURS]
-    built = {
-        which: (minutes.pack((minute, which)), hours.pack((hour, which)))
-        for which in COUNTERS + GAUGES
-    }
+    built = {which: (minutes.pack((minute, which)), hours.pack((hour, which))) for which in COUNTERS + GAUGES}
     tr.clear_range(minutes.range().start, minutes.pack((minute - MINUTES_KEPT,)))
     tr.clear_range(hours.range().start, hours.pack((hour - HOURS_KEPT,)))
     with _lock:

@@ -40,30 +40,66 @@ def _database(db: Database) -> Database:
 
 
 async def apush(
-    db: Database, name: str, value: Any, priority: int = 0, *, codec: Codec = None, delay: float | None = None,
-    not_before: dt.datetime | None = None, dedup_key: str | None = None, key: str | None = None,
+    db: Database,
+    name: str,
+    value: Any,
+    priority: int = 0,
+    *,
+    codec: Codec = None,
+    delay: float | None = None,
+    not_before: dt.datetime | None = None,
+    dedup_key: str | None = None,
+    key: str | None = None,
     tenant: str | None = None,
 ) -> Item | PendingItem:
     """``push``, awaited."""
     return await offload.run(
-        pushing.push, _database(db), name, value, priority, codec=codec, delay=delay, not_before=not_before,
-        dedup_key=dedup_key, key=key, tenant=tenant,
+        pushing.push,
+        _database(db),
+        name,
+        value,
+        priority,
+        codec=codec,
+        delay=delay,
+        not_before=not_before,
+        dedup_key=dedup_key,
+        key=key,
+        tenant=tenant,
     )
 
 
 async def apush_many(
-    db: Database, name: str, items: Iterable[Any], *, codec: Codec = None, delay: float | None = None,
-    not_before: dt.datetime | None = None, key: str | None = None, tenant: str | None = None,
+    db: Database,
+    name: str,
+    items: Iterable[Any],
+    *,
+    codec: Codec = None,
+    delay: float | None = None,
+    not_before: dt.datetime | None = None,
+    key: str | None = None,
+    tenant: str | None = None,
 ) -> list[Item | PendingItem]:
     """``push_many``, awaited."""
     return await offload.run(
-        pushing.push_many, _database(db), name, items, codec=codec, delay=delay, not_before=not_before,
-        key=key, tenant=tenant,
+        pushing.push_many,
+        _database(db),
+        name,
+        items,
+        codec=codec,
+        delay=delay,
+        not_before=not_before,
+        key=key,
+        tenant=tenant,
     )
 
 
 async def apop(
-    db: Database, name: str, end: str = "min", *, mode: PopMode = "plain", timeout: float | None = None,
+    db: Database,
+    name: str,
+    end: str = "min",
+    *,
+    mode: PopMode = "plain",
+    timeout: float | None = None,
     wait: float | None = None,
 ) -> Item | None:
     """``pop``, awaited; with ``wait`` it holds no thread while the queue is empty.
@@ -106,7 +142,12 @@ def _claim_once(db: Database, name: str, seconds: float, end: str, spreading: in
 
 
 async def aclaim(
-    db: Database, name: str, *, lease: float = DEFAULT_LEASE_SECONDS, end: str = "min", wait: float | None = None,
+    db: Database,
+    name: str,
+    *,
+    lease: float = DEFAULT_LEASE_SECONDS,
+    end: str = "min",
+    wait: float | None = None,
     spread: int | None = None,
 ) -> Lease | None:
     """``claim``, awaited; with ``wait`` it holds no thread while nothing is visible.
@@ -125,7 +166,10 @@ async def aclaim(
         if isinstance(got, Lease):
             giveback.unclaim(db, got)
 
-    return cast("Lease | None", await awaiting.blocking(db, name, wait, lambda: _claim_once(db, name, seconds, end, spreading), undo))
+    return cast(
+        "Lease | None",
+        await awaiting.blocking(db, name, wait, lambda: _claim_once(db, name, seconds, end, spreading), undo),
+    )
 
 
 async def aack(db: Database, receipt: str, *, name: str | None = None) -> None:

@@ -196,14 +196,16 @@ def guess(tr: Any, name: str, *, fifo_ok: bool = True) -> Guess | None:
     return Guess(tr, root_space, name, *cached)
 
 
-def require_with(tr: Any, name: str, send: Callable[[keys.QueueKeys], R], *,
-                 fifo_ok: bool = True) -> tuple[Entry, keys.QueueKeys, R]:
+def require_with(
+    tr: Any, name: str, send: Callable[[keys.QueueKeys], R], *, fifo_ok: bool = True
+) -> tuple[Entry, keys.QueueKeys, R]:
     """:func:`require_with_entry` for reads that depend only on the queue's keys."""
     return require_with_entry(tr, name, lambda _entry, qk: send(qk), fifo_ok=fifo_ok)
 
 
-def require_with_entry(tr: Any, name: str, send: Callable[[Entry, keys.QueueKeys], R], *,
-                       fifo_ok: bool = True) -> tuple[Entry, keys.QueueKeys, R]:
+def require_with_entry(
+    tr: Any, name: str, send: Callable[[Entry, keys.QueueKeys], R], *, fifo_ok: bool = True
+) -> tuple[Entry, keys.QueueKeys, R]:
     """:func:`require`, with the caller's first reads (``send(qk)``, not waited for) sent alongside.
 
     With the entry cached, ``send`` runs at once, so its reads travel with the metadata version
@@ -228,9 +230,7 @@ def require(tr: Any, name: str, *, fifo_ok: bool = True) -> tuple[Entry, keys.Qu
     if entry is None:
         raise QueueNotFound(f"No queue is named {name!r}.", name=name)
     if not fifo_ok and entry.kind == "fifo":
-        raise WrongQueueKind(
-            f"{name!r} is a FIFO queue: it has one end (use dequeue/peek or end='min').", name=name
-        )
+        raise WrongQueueKind(f"{name!r} is a FIFO queue: it has one end (use dequeue/peek or end='min').", name=name)
     return entry, keys.queue_keys(root_space, entry.queue_id)
 
 
@@ -274,9 +274,15 @@ def info(tr: Any, entry: Entry, qk: keys.QueueKeys) -> QueueInfo:
 # --- public operations (wrapped by the package) ------------------------------------------------
 
 
-def create_queue(db_or_tr: Any, name: str, kind: str, max_attempts: int | None = None,
-                 key_concurrency: int | None = None, key_rate: float | None = None,
-                 tenants: bool = False) -> QueueInfo:
+def create_queue(
+    db_or_tr: Any,
+    name: str,
+    kind: str,
+    max_attempts: int | None = None,
+    key_concurrency: int | None = None,
+    key_rate: float | None = None,
+    tenants: bool = False,
+) -> QueueInfo:
     """Create the queue, choosing its id once for every attempt.
 
     A fresh random id per queue means its data never meets the data of an earlier queue of this
@@ -284,8 +290,9 @@ def create_queue(db_or_tr: Any, name: str, kind: str, max_attempts: int | None =
     (1021) that finds an entry with *this* id knows that its own earlier attempt committed, and
     reports success instead of QueueAlreadyExists.
     """
-    entry = Entry(name, kind, now_micros(), os.urandom(QUEUE_ID_BYTES), max_attempts, key_concurrency, key_rate,
-                  tenants)
+    entry = Entry(
+        name, kind, now_micros(), os.urandom(QUEUE_ID_BYTES), max_attempts, key_concurrency, key_rate, tenants
+    )
     return _create(db_or_tr, entry)
 
 
@@ -299,8 +306,18 @@ def _create(tr: Any, entry: Entry) -> QueueInfo:
         tr[keys.catalog_key(root_space, entry.name)] = entry.pack()
         _catalog_changed(tr)
     return QueueInfo(
-        entry.name, entry.kind, 0, 0, 0, None, None, None, to_datetime(entry.created_us),
-        max_attempts=entry.max_attempts, key_concurrency=entry.key_concurrency, key_rate=entry.key_rate,
+        entry.name,
+        entry.kind,
+        0,
+        0,
+        0,
+        None,
+        None,
+        None,
+        to_datetime(entry.created_us),
+        max_attempts=entry.max_attempts,
+        key_concurrency=entry.key_concurrency,
+        key_rate=entry.key_rate,
         tenants=0 if entry.tenants else None,
     )
 
@@ -320,7 +337,9 @@ def set_max_attempts(tr: Any, name: str, max_attempts: int | None) -> QueueInfo:
 
 
 @transactional
-def set_options(tr: Any, name: str, changes: dict[str, Any], on_change: Callable[[Any, keys.QueueKeys], None]) -> QueueInfo:
+def set_options(
+    tr: Any, name: str, changes: dict[str, Any], on_change: Callable[[Any, keys.QueueKeys], None]
+) -> QueueInfo:
     """Rewrite the entry with ``changes`` (checked by the caller), and bump the metadata version;
     ``on_change(tr, qk)`` runs when anything changed (say, to reset state kept under old options)."""
     entry, qk = require(tr, name)
@@ -390,4 +409,3 @@ def list_queues(tr: Any, prefix: str, after: str | None, limit: int) -> Page[Que
         infos.append(info(tr, entry, keys.queue_keys(root_space, entry.queue_id)))
     next_cursor = keys.list_cursor(infos[-1].name) if len(rows) > limit else None
     return Page(infos, next_cursor)
-

@@ -101,7 +101,12 @@ def release(db_or_tr: DatabaseOrTransaction, receipt: str, *, delay: float = 0, 
 
 @observed
 def extend(
-    db_or_tr: DatabaseOrTransaction, receipt: str, lease: float | None = None, *, name: str | None = None, seconds: float | None = None
+    db_or_tr: DatabaseOrTransaction,
+    receipt: str,
+    lease: float | None = None,
+    *,
+    name: str | None = None,
+    seconds: float | None = None,
 ) -> Lease:
     """Make the lease end ``lease`` seconds from now (the receipt stays the same).
 

@@ -265,7 +265,6 @@ def _find_request(tr: Any, p: _Pop, qk: keys.QueueKeys) -> bool:
     return False
 
 
-
 def _register(tr: Any, p: _Pop, qk: keys.QueueKeys, requests: Any, lead: Any) -> tuple[Any, bool]:
     """Write our request, keyed by this commit's versionstamp, and watch our bells.
 

@@ -64,8 +64,14 @@ def _token(priority: int, stamp: Any) -> tuple[Any, ...]:
     return ("dead", priority, stamp)
 
 
-def _settle(db_or_tr: DatabaseOrTransaction, name: str, priority: int, stamp: Any,
-            body: Callable[[Any, keys.QueueKeys, Any], Any], answer: Callable[[bytes, bytes | None], Any]) -> Any:
+def _settle(
+    db_or_tr: DatabaseOrTransaction,
+    name: str,
+    priority: int,
+    stamp: Any,
+    body: Callable[[Any, keys.QueueKeys, Any], Any],
+    answer: Callable[[bytes, bytes | None], Any],
+) -> Any:
     """``body(tr, qk, kv)`` on the dead letter; when it is gone, ``answer(outcome, payload)`` from
     its settled marker if a call that owns its transaction finds one, else DeadLetterNotFound."""
 
@@ -131,7 +137,9 @@ def delete(db_or_tr: DatabaseOrTransaction, name: str, priority: int, stamp: Any
 
 
 @observed
-def dead_letters(db_or_tr: DatabaseOrTransaction, name: str, *, cursor: str | None = None, limit: int = 50) -> Page[DeadLetter]:
+def dead_letters(
+    db_or_tr: DatabaseOrTransaction, name: str, *, cursor: str | None = None, limit: int = 50
+) -> Page[DeadLetter]:
     """The queue's dead letters, in queue order."""
     keys.check_name(name)
     limit = keys.check_count(limit, "limit", minimum=1, maximum=LIMIT_MAX)

@@ -87,8 +87,9 @@ def consumed_all(tr: Any, qk: keys.QueueKeys, gone: list[tuple[int, Any, keys.It
     window passes). A forgotten record stays forgotten. Ordinary reads, issued together: a push
     of the key at the same moment conflicts, and its retry sees the outcome.
     """
-    pending = [(priority, stamp, meta, read(tr, qk, meta.dedup)) for priority, stamp, meta in gone
-               if meta.dedup is not None]
+    pending = [
+        (priority, stamp, meta, read(tr, qk, meta.dedup)) for priority, stamp, meta in gone if meta.dedup is not None
+    ]
     if not pending:
         return
     kept_until_us = now_micros() + DEDUP_WINDOW_SECONDS * 1_000_000

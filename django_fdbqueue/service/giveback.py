@@ -34,8 +34,12 @@ logger = logging.getLogger("django_fdbqueue.service")
 def put_back(db: Any, name: str, what: Taken) -> None:
     """Write a popped item back at its place, once (a marker makes a retry a no-op)."""
     if not what.elements:
-        logger.error("Item %s of queue %r was popped for a caller that went away, and its stored "
-                     "form was not kept: it cannot be put back.", what.item.id, name)
+        logger.error(
+            "Item %s of queue %r was popped for a caller that went away, and its stored "
+            "form was not kept: it cannot be put back.",
+            what.item.id,
+            name,
+        )
         return
     _put_back(db, name, what)
 

@@ -44,7 +44,9 @@ def _scheduled(tr: Any, name: str, after: tuple[Any, ...] | None, limit: int) ->
 
 
 @observed
-def scheduled(db_or_tr: DatabaseOrTransaction, name: str, *, cursor: str | None = None, limit: int = 50) -> Page[ScheduledItem]:
+def scheduled(
+    db_or_tr: DatabaseOrTransaction, name: str, *, cursor: str | None = None, limit: int = 50
+) -> Page[ScheduledItem]:
     """Leased and delayed items, in the order they become visible."""
     keys.check_name(name)
     limit = keys.check_count(limit, "limit", minimum=1, maximum=LIMIT_MAX)

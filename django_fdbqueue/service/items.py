@@ -10,7 +10,19 @@ from django_fdbqueue import codecs
 from django_fdbqueue.exceptions import InvalidArgument, ValueTooLarge, WrongQueueKind
 from django_fdbqueue.fdbapi import ErrorCode, fdb, is_transaction, make_error, transactional
 
-from . import activity, attempts, catalog, deadletters, dedup, keylimits, keys, kept, tenantkeys, tenantturns, visibility
+from . import (
+    activity,
+    attempts,
+    catalog,
+    deadletters,
+    dedup,
+    keylimits,
+    keys,
+    kept,
+    tenantkeys,
+    tenantturns,
+    visibility,
+)
 from .attempts import Attempt
 from .catalog import QUEUE_ID_BYTES, Entry, counter_bytes, first, read_counter, require, require_with
 from .records import Item, Page, PendingItem, now_micros, to_datetime
@@ -29,14 +41,13 @@ _SAMPLE_STAMP = Versionstamp(b"\x00" * 10, 0)
 
 # --- user versions: distinct, increasing stamps for several pushes in one transaction -----------
 
+
 def _take_user_versions(attempt: Attempt, count: int) -> int:
     """Reserve `count` consecutive user versions of the attempt; the first one is returned."""
     with attempts.lock:
         first = attempt.next_user_version
         if first + count > MAX_PUSHES_PER_TRANSACTION:
-            raise InvalidArgument(
-                f"At most {MAX_PUSHES_PER_TRANSACTION} items can be pushed in one transaction."
-            )
+            raise InvalidArgument(f"At most {MAX_PUSHES_PER_TRANSACTION} items can be pushed in one transaction.")
         attempt.next_user_version = first + count
     return first
 
@@ -80,8 +91,13 @@ class Prepared:
 
 
 def prepare(
-    value: Any, priority: Any, codec: codecs.Codec | str | None, *,
-    visible_us: int | None = None, dedup_key: str | None = None, key: str | None = None,
+    value: Any,
+    priority: Any,
+    codec: codecs.Codec | str | None,
+    *,
+    visible_us: int | None = None,
+    dedup_key: str | None = None,
+    key: str | None = None,
     tenant: str | None = None,
 ) -> Prepared:
     priority = keys.check_priority(priority)
@@ -125,7 +141,9 @@ class DuplicatePending:
         return dataclasses.replace(self.first.result(wait=wait), duplicate=True)
 
 
-def push_prepared(db_or_tr: Any, name: str, batch: list[Prepared]) -> list[PendingItem | DuplicatePending | dedup.Known]:
+def push_prepared(
+    db_or_tr: Any, name: str, batch: list[Prepared]
+) -> list[PendingItem | DuplicatePending | dedup.Known]:
     """Write a batch of items. Reads only the catalog entry (and dedup records), never the items.
 
     Pushes never conflict with each other or with pops; a push with a dedup key conflicts only
@@ -145,9 +163,7 @@ def _push(tr: Any, name: str, batch: list[Prepared]) -> list[PendingItem | Dupli
     if entry.kind == "fifo":
         for p in batch:
             if p.priority != 0:
-                raise WrongQueueKind(
-                    f"{name!r} is a FIFO queue: its items all have priority 0.", name=name
-                )
+                raise WrongQueueKind(f"{name!r} is a FIFO queue: its items all have priority 0.", name=name)
     for p in batch:
         tenantkeys.check_fits(name, entry.tenants, p.tenant)
     return _write(tr, qk, batch)
@@ -182,9 +198,7 @@ def _write(tr: Any, qk: keys.QueueKeys, batch: list[Prepared]) -> list[PendingIt
     # (1036): those are answered from the attempt's own memory instead.
     pending_here = {key for (queue_id, key) in attempt.dedup_pending if queue_id == qk.queue_id}
     records = {
-        p.dedup: dedup.read(tr, qk, p.dedup)
-        for p in batch
-        if p.dedup is not None and p.dedup not in pending_here
+        p.dedup: dedup.read(tr, qk, p.dedup) for p in batch if p.dedup is not None and p.dedup not in pending_here
     }
     if records:
         dedup.prune(tr, qk, now_us, skip=pending_here)
@@ -241,9 +255,7 @@ def _write_one(tr: Any, qk: keys.QueueKeys, p: Prepared, stamp: Any, now_us: int
         )
         return True
     tr.set_versionstamped_key(qk.items.pack_with_versionstamp((p.priority, stamp, *tail)), p.payload)
-    tr.set_versionstamped_key(
-        qk.order.pack_with_versionstamp((stamp,)), fdb.tuple.pack((p.priority, p.enqueued_us))
-    )
+    tr.set_versionstamped_key(qk.order.pack_with_versionstamp((stamp,)), fdb.tuple.pack((p.priority, p.enqueued_us)))
     if p.tenant is not None:
         tenantkeys.pushed(tr, qk, p.priority, stamp, p.meta)
     return False
@@ -306,8 +318,15 @@ def push_batches(prepared: list[Prepared], root_space: Any) -> Iterable[list[Pre
 # --- reading from either end -------------------------------------------------------------------
 
 
-def walk_min(tr: Any, qk: keys.QueueKeys, limit: int, *, after: tuple[Any, ...] | None = None,
-             max_bytes: int | None = None, head: Any = None) -> tuple[list[Any], bool]:
+def walk_min(
+    tr: Any,
+    qk: keys.QueueKeys,
+    limit: int,
+    *,
+    after: tuple[Any, ...] | None = None,
+    max_bytes: int | None = None,
+    head: Any = None,
+) -> tuple[list[Any], bool]:
     """Up to `limit` items from the min end: priority ascending, push order ascending.
 
     Returns (key-values, cut) where `cut` says the byte budget, not the queue, ended the walk.
@@ -326,8 +345,15 @@ def walk_min(tr: Any, qk: keys.QueueKeys, limit: int, *, after: tuple[Any, ...] 
     return out, False
 
 
-def walk_max(tr: Any, qk: keys.QueueKeys, limit: int, *, after: tuple[Any, ...] | None = None,
-             max_bytes: int | None = None, head: Any = None) -> tuple[list[Any], bool]:
+def walk_max(
+    tr: Any,
+    qk: keys.QueueKeys,
+    limit: int,
+    *,
+    after: tuple[Any, ...] | None = None,
+    max_bytes: int | None = None,
+    head: Any = None,
+) -> tuple[list[Any], bool]:
     """Up to `limit` items from the max end: priority descending, push order *ascending*.
 
     The recipe's reverse scan would return the newest item of the top priority; we want the
@@ -396,8 +422,15 @@ def first_reads(tr: Any, qk: keys.QueueKeys, end: str, n: int) -> FirstReads:
     return now_us, visibility.due(tr, qk, now_us), head_read(tr, qk, end, n)
 
 
-def promote_and_walk(tr: Any, entry: Entry, qk: keys.QueueKeys, end: str, n: int,
-                     max_bytes: int | None = None, sent: FirstReads | None = None) -> tuple[list[Any], bool]:
+def promote_and_walk(
+    tr: Any,
+    entry: Entry,
+    qk: keys.QueueKeys,
+    end: str,
+    n: int,
+    max_bytes: int | None = None,
+    sent: FirstReads | None = None,
+) -> tuple[list[Any], bool]:
     """Move what is due into the ready items, then walk `end`, from :func:`first_reads` (``sent``,
     or sent now); only when items were moved in is the walk's first read made again."""
     now_us, due, head = sent if sent is not None else first_reads(tr, qk, end, n)
@@ -406,8 +439,15 @@ def promote_and_walk(tr: Any, entry: Entry, qk: keys.QueueKeys, end: str, n: int
     return walk(tr, qk, end, n, max_bytes=max_bytes, head=head)
 
 
-def take(tr: Any, entry: Entry, qk: keys.QueueKeys, end: str, n: int,
-         max_bytes: int | None = None, sent: FirstReads | None = None) -> tuple[list[Item], bool]:
+def take(
+    tr: Any,
+    entry: Entry,
+    qk: keys.QueueKeys,
+    end: str,
+    n: int,
+    max_bytes: int | None = None,
+    sent: FirstReads | None = None,
+) -> tuple[list[Item], bool]:
     """Remove up to n items from `end` (both keys of each) and update the counters atomically.
 
     What is due among the hidden items is moved in first, so it is taken in its turn.

@@ -77,8 +77,9 @@ def check_concurrency(value: object) -> int | None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= CONCURRENCY_MAX:
         raise InvalidArgument(
-            f"key_concurrency must be an integer from 1 to {CONCURRENCY_MAX:,} (or null for no "
-            f"limit); got {value!r}."[:300],
+            f"key_concurrency must be an integer from 1 to {CONCURRENCY_MAX:,} (or null for no limit); got {value!r}."[
+                :300
+            ],
             field="key_concurrency",
         )
     return value

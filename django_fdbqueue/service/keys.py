@@ -183,22 +183,16 @@ def check_name(name: object) -> str:
 def check_prefix(prefix: object) -> str:
     """A listing prefix is the start of a possible name (or empty for all names)."""
     if not isinstance(prefix, str) or (prefix and not _NAME_RE.fullmatch(prefix)):
-        raise InvalidQueueName(
-            "prefix must be empty or the start of a queue name (letters, digits, '.', '_', '-')."
-        )
+        raise InvalidQueueName("prefix must be empty or the start of a queue name (letters, digits, '.', '_', '-').")
     return prefix
 
 
 def check_priority(priority: object) -> int:
     """A signed 64-bit integer: what FoundationDB's other bindings can read back without loss."""
     if isinstance(priority, bool) or not isinstance(priority, int):
-        raise InvalidPriority(
-            f"A priority must be an integer, not {type(priority).__name__}.", priority=None
-        )
+        raise InvalidPriority(f"A priority must be an integer, not {type(priority).__name__}.", priority=None)
     if not PRIORITY_MIN <= priority <= PRIORITY_MAX:
-        raise InvalidPriority(
-            "A priority must be between -2**63 and 2**63 - 1.", priority=str(priority)
-        )
+        raise InvalidPriority("A priority must be between -2**63 and 2**63 - 1.", priority=str(priority))
     return int(priority)
 
 
@@ -503,7 +497,6 @@ def parse_list_cursor(token: object) -> str:
     return parts[1]
 
 
-
 @dataclass(frozen=True)
 class Receipt:
     """What a claim hands out: where the leased item is, and the lease's secret token."""
@@ -552,7 +545,12 @@ def parse_position_cursor(token: object, tag: str, length: int) -> tuple[Any, ..
         raise InvalidCursor()
     position = tuple(parts[1:])
     if tag == _SCHEDULE_TAG:
-        ok = _is_priority(position[0]) and _is_priority(position[1]) and _is_stamp(position[2]) and isinstance(position[3], bytes)
+        ok = (
+            _is_priority(position[0])
+            and _is_priority(position[1])
+            and _is_stamp(position[2])
+            and isinstance(position[3], bytes)
+        )
     else:
         ok = _is_priority(position[0]) and _is_stamp(position[1])
     if not ok:

@@ -51,7 +51,11 @@ def _micros(seconds: float) -> int:
 
 
 def _claim(
-    tr: Any, name: str, lease: float, end: str, step: Callable[[Any, Lease], Any] | None = None,
+    tr: Any,
+    name: str,
+    lease: float,
+    end: str,
+    step: Callable[[Any, Lease], Any] | None = None,
     spreading: int | None = None,
 ) -> Lease | keyclaims.Blocked | None:
     """Take the next ready item under a lease of ``lease`` seconds; None when none is ready.
@@ -84,13 +88,16 @@ def _claim(
     return _lease(tr, name, qk, kv, now_us, lease, step)
 
 
-def _lease(tr: Any, name: str, qk: keys.QueueKeys, kv: Any, now_us: int, lease: float,
-           step: Callable[[Any, Lease], Any] | None) -> Lease:
+def _lease(
+    tr: Any, name: str, qk: keys.QueueKeys, kv: Any, now_us: int, lease: float, step: Callable[[Any, Lease], Any] | None
+) -> Lease:
     """Hide the chosen ready item under a new lease; run ``step`` (see ``_claim``)."""
     priority, stamp, meta = visibility.take_ready(tr, qk, bytes(kv.key))
     keylimits.taken(tr, qk, meta)
     tr.add(qk.counter(keys.SIZE), counter_bytes(-1))
-    hidden = visibility.Hidden(now_us + _micros(lease), priority, stamp, os.urandom(keys.LEASE_TOKEN_BYTES), meta.claimed())
+    hidden = visibility.Hidden(
+        now_us + _micros(lease), priority, stamp, os.urandom(keys.LEASE_TOKEN_BYTES), meta.claimed()
+    )
     visibility.hide(tr, qk, hidden, bytes(kv.value))
     activity.count(tr, qk, now_us, activity.CLAIMED)
     receipt = keys.Receipt(name, qk.queue_id, priority, stamp, hidden.token).encode()
@@ -118,9 +125,7 @@ def parse(receipt: object, name: str | None) -> keys.Receipt:
         keys.check_name(name)
     parsed = keys.parse_receipt(receipt)
     if name is not None and parsed.name != name:
-        raise InvalidReceipt(
-            f"This receipt belongs to queue {parsed.name!r}, not {name!r}.", name=name
-        )
+        raise InvalidReceipt(f"This receipt belongs to queue {parsed.name!r}, not {name!r}.", name=name)
     return parsed
 
 
@@ -139,9 +144,7 @@ class Held:
 def _held(tr: Any, r: keys.Receipt) -> Held:
     entry, qk = require(tr, r.name)
     if entry.queue_id != r.queue_id:
-        raise LeaseNotFound(
-            f"Queue {r.name!r} was deleted and created again since this claim.", name=r.name
-        )
+        raise LeaseNotFound(f"Queue {r.name!r} was deleted and created again since this claim.", name=r.name)
     raw = tr[qk.hidden_index.pack((r.priority, r.stamp))]
     now_us = now_micros()
     if not raw.present():

@@ -101,9 +101,7 @@ def observed(func: F) -> F: ...
 def observed(func: None = None, *, name: str | None = None, none_is_empty: bool = False) -> Callable[[F], F]: ...
 
 
-def observed(
-    func: F | None = None, *, name: str | None = None, none_is_empty: bool = False
-) -> F | Callable[[F], F]:
+def observed(func: F | None = None, *, name: str | None = None, none_is_empty: bool = False) -> F | Callable[[F], F]:
     """Decorate a service function so each call reports ``(operation, outcome, seconds)``.
 
     Use bare (``@observed``) or with options (``@observed(none_is_empty=True)`` for functions

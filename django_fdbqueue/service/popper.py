@@ -95,7 +95,9 @@ class Pop:
         if entry.tenants:  # its staged requests are served in queue order, not by turns
             raise InvalidArgument(
                 f"The queue {self.name!r} is split by tenant, and a high-contention pop does not take "
-                "turns between tenants: pop it with mode='plain', or claim.", name=self.name)
+                "turns between tenants: pop it with mode='plain', or claim.",
+                name=self.name,
+            )
         self.entry = entry
         if self.qk is None:
             self.qk = qk

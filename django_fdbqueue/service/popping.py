@@ -49,9 +49,7 @@ def pop(
     if mode == HIGH_CONTENTION:
         return blocking(db_or_tr, name, end, wait, lambda: contention.pop(db_or_tr, name, end, timeout=timeout))
     if mode != PLAIN:
-        raise InvalidArgument(
-            f"mode must be {PLAIN!r} or {HIGH_CONTENTION!r}, not {mode!r}.", mode=str(mode)
-        )
+        raise InvalidArgument(f"mode must be {PLAIN!r} or {HIGH_CONTENTION!r}, not {mode!r}.", mode=str(mode))
     if timeout is not None:
         raise InvalidArgument(
             "timeout applies to mode='high-contention'; a plain pop is bounded by FDBQUEUE['TIMEOUT']."
@@ -64,20 +62,38 @@ def pop(
     return blocking(db_or_tr, name, end, wait, once)
 
 
-def pop_min(db_or_tr: DatabaseOrTransaction, name: str, *, mode: PopMode = "plain", timeout: float | None = None,
-            wait: float | None = None) -> Item | None:
+def pop_min(
+    db_or_tr: DatabaseOrTransaction,
+    name: str,
+    *,
+    mode: PopMode = "plain",
+    timeout: float | None = None,
+    wait: float | None = None,
+) -> Item | None:
     """The earliest-pushed item of the lowest priority."""
     return pop(db_or_tr, name, "min", mode=mode, timeout=timeout, wait=wait)
 
 
-def pop_max(db_or_tr: DatabaseOrTransaction, name: str, *, mode: PopMode = "plain", timeout: float | None = None,
-            wait: float | None = None) -> Item | None:
+def pop_max(
+    db_or_tr: DatabaseOrTransaction,
+    name: str,
+    *,
+    mode: PopMode = "plain",
+    timeout: float | None = None,
+    wait: float | None = None,
+) -> Item | None:
     """The earliest-pushed item of the highest priority (the recipe would give the latest)."""
     return pop(db_or_tr, name, "max", mode=mode, timeout=timeout, wait=wait)
 
 
-def dequeue(db_or_tr: DatabaseOrTransaction, name: str, *, mode: PopMode = "plain", timeout: float | None = None,
-            wait: float | None = None) -> Item | None:
+def dequeue(
+    db_or_tr: DatabaseOrTransaction,
+    name: str,
+    *,
+    mode: PopMode = "plain",
+    timeout: float | None = None,
+    wait: float | None = None,
+) -> Item | None:
     """FIFO spelling of ``pop_min``."""
     return pop(db_or_tr, name, "min", mode=mode, timeout=timeout, wait=wait)
 

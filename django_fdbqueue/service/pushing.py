@@ -72,7 +72,12 @@ def push(
     key = None if key is None else keylimits.check_key(key)
     tenant = None if tenant is None else tenantkeys.check_tenant(tenant)
     prepared = _items.prepare(
-        value, priority, codec, visible_us=_visible_at(delay, not_before), dedup_key=dedup_key, key=key,
+        value,
+        priority,
+        codec,
+        visible_us=_visible_at(delay, not_before),
+        dedup_key=dedup_key,
+        key=key,
         tenant=tenant,
     )
     (pending,) = _items.push_prepared(db_or_tr, name, [prepared])
@@ -80,7 +85,9 @@ def push(
     return cast("Item | PendingItem", pending if is_transaction(db_or_tr) else pending.result(wait=True))
 
 
-def enqueue(db_or_tr: DatabaseOrTransaction, name: str, value: Any, *, codec: Codec = None, **options: Any) -> Item | PendingItem:
+def enqueue(
+    db_or_tr: DatabaseOrTransaction, name: str, value: Any, *, codec: Codec = None, **options: Any
+) -> Item | PendingItem:
     """FIFO spelling of ``push(..., priority=0)`` (same ``delay``, ``not_before``, ``dedup_key``, ``key``)."""
     return push(db_or_tr, name, value, 0, codec=codec, **options)
 
@@ -119,8 +126,9 @@ def push_many(
     if isinstance(items, (str, bytes, dict)):
         raise InvalidArgument("items must be an iterable of values or (value, priority) pairs.")
     visible_us = _visible_at(delay, not_before)
-    prepared = [_items.prepare(*_split_pair(entry), codec, visible_us=visible_us, key=key, tenant=tenant)
-                for entry in items]
+    prepared = [
+        _items.prepare(*_split_pair(entry), codec, visible_us=visible_us, key=key, tenant=tenant) for entry in items
+    ]
     if is_transaction(db_or_tr):
         if len(prepared) > MAX_PUSHES_PER_TRANSACTION:
             raise InvalidArgument(

@@ -27,8 +27,14 @@ def _check_max_attempts(max_attempts: object) -> int | None:
 
 @observed
 def create_queue(
-    db_or_tr: DatabaseOrTransaction, name: str, kind: str = "fifo", *, max_attempts: int | None = None,
-    key_concurrency: int | None = None, key_rate: float | None = None, tenants: bool = False,
+    db_or_tr: DatabaseOrTransaction,
+    name: str,
+    kind: str = "fifo",
+    *,
+    max_attempts: int | None = None,
+    key_concurrency: int | None = None,
+    key_rate: float | None = None,
+    tenants: bool = False,
 ) -> QueueInfo:
     """Create an empty queue; an existing name raises QueueAlreadyExists (never an overwrite).
 
@@ -43,8 +49,13 @@ def create_queue(
         raise InvalidArgument("tenants must be true or false.", field="tenants")
     keylimits.check_not_split(tenants, key_concurrency, key_rate)
     return catalog.create_queue(
-        db_or_tr, name, kind, _check_max_attempts(max_attempts),
-        keylimits.check_concurrency(key_concurrency), keylimits.check_rate(key_rate), tenants,
+        db_or_tr,
+        name,
+        kind,
+        _check_max_attempts(max_attempts),
+        keylimits.check_concurrency(key_concurrency),
+        keylimits.check_rate(key_rate),
+        tenants,
     )
 
 
@@ -53,7 +64,10 @@ _UNCHANGED: Any = object()
 
 @observed
 def set_key_limits(
-    db_or_tr: DatabaseOrTransaction, name: str, *, concurrency: int | None = _UNCHANGED,
+    db_or_tr: DatabaseOrTransaction,
+    name: str,
+    *,
+    concurrency: int | None = _UNCHANGED,
     rate: float | None = _UNCHANGED,
 ) -> QueueInfo:
     """Change the queue's per-key limits; an argument left out stays as it is, None removes it.

@@ -63,9 +63,7 @@ class Lease:
     @property
     def expires_at(self) -> dt.datetime:
         """Deprecated spelling of ``lease_expires_at``, still readable (see docs/reference/names.md)."""
-        warnings.warn(
-            "Lease.expires_at is deprecated: read Lease.lease_expires_at.", DeprecationWarning, stacklevel=2
-        )
+        warnings.warn("Lease.expires_at is deprecated: read Lease.lease_expires_at.", DeprecationWarning, stacklevel=2)
         return self.lease_expires_at
 
 
@@ -145,8 +143,7 @@ class PendingItem:
                 raw = bytes(future.wait())
             except Exception as exc:  # the transaction was reset, retried or abandoned
                 raise ItemNotCommitted(
-                    "The transaction this item was pushed in did not commit, so the item does "
-                    "not exist."
+                    "The transaction this item was pushed in did not commit, so the item does not exist."
                 ) from exc
             stamp = fdb.tuple.Versionstamp(raw, self._user_version)
             self._item = Item(keys.item_id(self.priority, stamp), self.priority, self.value, self.enqueued_at)

@@ -23,7 +23,14 @@ from .items import BATCH_BYTES, decode_item, head_read, walk
 from .popper import EMPTY, Outcome, Pop
 from .records import Item
 from .recovery import (
-    GRACE_SECONDS, RECOVER_BATCH, RESULT_BELL, RESULT_EMPTY, RESULT_ITEM, RESULT_LEAD_BELL, expire_receipts, micros,
+    GRACE_SECONDS,
+    RECOVER_BATCH,
+    RESULT_BELL,
+    RESULT_EMPTY,
+    RESULT_ITEM,
+    RESULT_LEAD_BELL,
+    expire_receipts,
+    micros,
     recover,
 )
 
@@ -75,8 +82,9 @@ class Round:
     led_elsewhere: bool = False
 
 
-def fulfil_in(tr: Any, entry: Entry, qk: keys.QueueKeys, end: str, p: Pop | None, now_us: int, *,
-              lead: bool = False) -> Round:
+def fulfil_in(
+    tr: Any, entry: Entry, qk: keys.QueueKeys, end: str, p: Pop | None, now_us: int, *, lead: bool = False
+) -> Round:
     """The body of a round at ``now_us`` (see the module docstring); ``committed`` is left to the caller.
 
     Its reads (the ``lead`` key, what is due, the requests, the first items) are sent together:
@@ -115,7 +123,7 @@ def fulfil_in(tr: Any, entry: Entry, qk: keys.QueueKeys, end: str, p: Pop | None
         done.more = done.more or cut
     _serve(tr, qk, list(zip(live, kvs)), p, done)
     if len(kvs) < len(live) and not cut:
-        _answer_empty(tr, qk, live[len(kvs):], p, done)
+        _answer_empty(tr, qk, live[len(kvs) :], p, done)
     if lead:
         _hand_on(tr, qk, end, _heir(live, p), now_us)
     done.restored = recover(tr, qk, cutoff_us)

@@ -39,8 +39,15 @@ def _epoch(micros: int) -> int:
     return micros // (EPOCH_SECONDS * 1_000_000)
 
 
-def mark(tr: Any, qk: keys.QueueKeys, token: tuple[Any, ...], outcome: bytes, *,
-         now_us: int | None = None, payload: bytes | None = None) -> None:
+def mark(
+    tr: Any,
+    qk: keys.QueueKeys,
+    token: tuple[Any, ...],
+    outcome: bytes,
+    *,
+    now_us: int | None = None,
+    payload: bytes | None = None,
+) -> None:
     """Record that the call named ``token`` settled with ``outcome`` (and ``payload``, if any)."""
     now_us = now_micros() if now_us is None else now_us
     key = qk.settled.pack((_epoch(now_us), *token))
@@ -51,7 +58,9 @@ def mark(tr: Any, qk: keys.QueueKeys, token: tuple[Any, ...], outcome: bytes, *,
         tr.clear_range(qk.settled.range().start, qk.settled.pack((_epoch(now_us) - 1,)))
 
 
-def recorded(tr: Any, qk: keys.QueueKeys, token: tuple[Any, ...], payload: bool = False) -> tuple[bytes, bytes | None] | None:
+def recorded(
+    tr: Any, qk: keys.QueueKeys, token: tuple[Any, ...], payload: bool = False
+) -> tuple[bytes, bytes | None] | None:
     """The outcome (and payload) a call named ``token`` recorded, if it settled within the lifetime.
 
     The hour before, this one and the next: a writer whose clock was a little ahead still counts.

@@ -37,6 +37,7 @@ from . import keys
 from .catalog import counter_bytes
 
 from .catalog import TENANTS
+
 #: Longest tenant name, in bytes of UTF-8 (the tenant is in every key of its sub-queue).
 TENANT_MAX_BYTES = 100
 _ONE = counter_bytes(1)
@@ -56,8 +57,9 @@ def check_fits(name: str, split: bool, tenant: str | None) -> None:
         )
     if not split and tenant is not None:
         raise InvalidArgument(
-            f"Queue {name!r} is not split by tenant: push without tenant= (or create the queue "
-            "with tenants=True).", field="tenant", name=name,
+            f"Queue {name!r} is not split by tenant: push without tenant= (or create the queue with tenants=True).",
+            field="tenant",
+            name=name,
         )
 
 

@@ -107,8 +107,9 @@ def next_item(tr: Any, qk: keys.QueueKeys, end: str, *, choices: int | None = No
             return item
 
 
-def promote_and_walk(tr: Any, entry: Entry, qk: keys.QueueKeys, end: str, n: int,
-                     max_bytes: int | None = None, sent: Any = None) -> tuple[list[Any], bool]:
+def promote_and_walk(
+    tr: Any, entry: Entry, qk: keys.QueueKeys, end: str, n: int, max_bytes: int | None = None, sent: Any = None
+) -> tuple[list[Any], bool]:
     """What ``items.promote_and_walk`` is for other queues: up to ``n`` items, tenants in turn."""
     if sent is not None:
         now_us, due = sent[0], sent[1]
@@ -155,7 +156,9 @@ def sizes(tr: Any, qk: keys.QueueKeys, top: int, scan: int = 10_000) -> Page[tup
     tenants' counters: an overview for the admin, not a transactional count)."""
     tk = tenantkeys.of(qk)
     r = tk.sizes.range()
-    rows = [(tk.sizes.unpack(bytes(kv.key))[0], _COUNTER.unpack(bytes(kv.value))[0])
-            for kv in tr.snapshot.get_range(r.start, r.stop, limit=scan)]
+    rows = [
+        (tk.sizes.unpack(bytes(kv.key))[0], _COUNTER.unpack(bytes(kv.value))[0])
+        for kv in tr.snapshot.get_range(r.start, r.stop, limit=scan)
+    ]
     rows = sorted((row for row in rows if row[1] > 0), key=lambda row: (-row[1], row[0]))
     return Page(rows[:top], None)

@@ -120,7 +120,9 @@ def ready_again(tr: Any, qk: keys.QueueKeys, hidden: Hidden, payload: bytes) -> 
     tr.add(qk.counter(keys.SIZE), _ONE)
 
 
-def bury(tr: Any, qk: keys.QueueKeys, priority: int, stamp: Any, meta: keys.ItemMeta, payload: bytes, now_us: int) -> None:
+def bury(
+    tr: Any, qk: keys.QueueKeys, priority: int, stamp: Any, meta: keys.ItemMeta, payload: bytes, now_us: int
+) -> None:
     """Put an item (already taken from where it was) among the dead letters, and count it."""
     tr[qk.dead.pack((priority, stamp, now_us, *meta.elements()))] = payload
     tr.add(qk.counter(keys.DEAD_COUNT), _ONE)
@@ -187,7 +189,9 @@ def next_visible_us(tr: Any, qk: keys.QueueKeys) -> int | None:
 # --- listing ---------------------------------------------------------------------------------------
 
 
-def scheduled_page(tr: Any, qk: keys.QueueKeys, after: tuple[Any, ...] | None, limit: int) -> tuple[list[ScheduledItem], tuple[Any, ...] | None]:
+def scheduled_page(
+    tr: Any, qk: keys.QueueKeys, after: tuple[Any, ...] | None, limit: int
+) -> tuple[list[ScheduledItem], tuple[Any, ...] | None]:
     """Hidden items by the time they become visible; the position of the last when more follow."""
     r = qk.hidden.range()
     begin = r.start if after is None else qk.hidden.pack(after) + b"\xff"

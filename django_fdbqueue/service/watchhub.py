@@ -159,7 +159,9 @@ class Channel:
                 self._stir.clear()
                 self.checking = True
                 try:
-                    seen = await offload.run(look, self.db, self.name, min(len(self.parked) + self.outstanding, WAKE_BATCH))
+                    seen = await offload.run(
+                        look, self.db, self.name, min(len(self.parked) + self.outstanding, WAKE_BATCH)
+                    )
                 except Exception as error:  # noqa: BLE001 - QueueNotFound, or what the waiters must see
                     self._fail(error)
                     return

@@ -115,12 +115,15 @@ class FDBQueueBackend(BaseTaskBackend):
         if self.retention is not None and not _positive_number(self.retention):
             self.option_errors.append("RESULT_RETENTION must be a positive number of seconds or None")
         if self.max_attempts is not None and (
-            isinstance(self.max_attempts, bool) or not isinstance(self.max_attempts, int)
+            isinstance(self.max_attempts, bool)
+            or not isinstance(self.max_attempts, int)
             or not 1 <= self.max_attempts <= service.MAX_ATTEMPTS_LIMIT
         ):
             self.option_errors.append(f"MAX_ATTEMPTS must be None or an integer from 1 to {service.MAX_ATTEMPTS_LIMIT}")
         if not _positive_number(self.lease) or self.lease > service.MAX_LEASE_SECONDS:
-            self.option_errors.append(f"LEASE must be a number of seconds above 0 and at most {service.MAX_LEASE_SECONDS:g}")
+            self.option_errors.append(
+                f"LEASE must be a number of seconds above 0 and at most {service.MAX_LEASE_SECONDS:g}"
+            )
         if self.limit_key_arg is not None and not (
             isinstance(self.limit_key_arg, str) and self.limit_key_arg.isidentifier()
         ):
@@ -284,8 +287,14 @@ def _json_arguments(args: Any, kwargs: Any) -> tuple[list[Any], dict[str, Any]]:
 
 
 @transactional
-def _enqueue(tr: Any, record: results.Record, queue: str, max_attempts: int | None,
-             run_after: dt.datetime | None, key: str | None = None) -> None:
+def _enqueue(
+    tr: Any,
+    record: results.Record,
+    queue: str,
+    max_attempts: int | None,
+    run_after: dt.datetime | None,
+    key: str | None = None,
+) -> None:
     """The record and the queue item, together; the queue is created on first use."""
     previous = results.read(tr, record.id)
     if previous is not None:
@@ -314,8 +323,17 @@ def _retry(tr: Any, result_id: str, backend: FDBQueueBackend, enqueued_us: int) 
             f"Queue {record.queue_name!r} is no longer one of TASKS[{backend.alias!r}]['QUEUES']: no worker would run it."
         )
     # A new run: new enqueue time, no start or finish yet; errors and worker ids (the attempts) are kept.
-    again = results.Record(**{**record.__dict__, "status": results.READY, "started_us": None, "finished_us": None,
-                              "expires_us": None, "run_after_us": None, "enqueued_us": enqueued_us})
+    again = results.Record(
+        **{
+            **record.__dict__,
+            "status": results.READY,
+            "started_us": None,
+            "finished_us": None,
+            "expires_us": None,
+            "run_after_us": None,
+            "enqueued_us": enqueued_us,
+        }
+    )
     results.write(tr, again, record)
     queue = backend.queue_for(record.queue_name)
     key = backend.limit_key(record.kwargs)  # the same limit key as its first run

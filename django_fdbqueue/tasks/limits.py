@@ -101,4 +101,4 @@ def _shortened(text: str, keep: int) -> str:
     head = keep // 3
     tail = keep - head
     marker = _CUT.format(cut=len(text) - keep, limit=MAX_RECORD_BYTES)
-    return text[:head] + marker + text[len(text) - tail:]
+    return text[:head] + marker + text[len(text) - tail :]

@@ -63,7 +63,7 @@ def task_queue_names(db: Any, backend: FDBQueueBackend) -> list[str]:
     if not backend.queue_prefix:
         return []  # every queue of the store would match: nothing tells task queues apart
     page = service.list_queues(db, prefix=backend.queue_prefix, limit=DISCOVERY_LIMIT)
-    return [info.name[len(backend.queue_prefix):] for info in page.items]
+    return [info.name[len(backend.queue_prefix) :] for info in page.items]
 
 
 def accepts_queue(backend: FDBQueueBackend, queue_name: str) -> bool:
@@ -84,6 +84,6 @@ def task_queue_of(queue: str) -> tuple[str, str] | None:
     """
     for alias, backend in configured_backends().ours.items():
         prefix = backend.queue_prefix
-        if prefix and queue.startswith(prefix) and accepts_queue(backend, queue[len(prefix):]):
-            return alias, queue[len(prefix):]
+        if prefix and queue.startswith(prefix) and accepts_queue(backend, queue[len(prefix) :]):
+            return alias, queue[len(prefix) :]
     return None

@@ -139,8 +139,9 @@ def get(tr: Any, result_id: str) -> Record | None:
 
 
 @transactional
-def page(tr: Any, backend: str, queue_name: str, status: str, after: tuple[Any, ...] | None,
-         limit: int) -> tuple[list[Record], tuple[Any, ...] | None]:
+def page(
+    tr: Any, backend: str, queue_name: str, status: str, after: tuple[Any, ...] | None, limit: int
+) -> tuple[list[Record], tuple[Any, ...] | None]:
     """Records of one queue in one status, oldest enqueued first; the position of the last when more follow."""
     index = _spaces(root_subspace())[2]
     begin, end = _bounds(backend, queue_name, status)

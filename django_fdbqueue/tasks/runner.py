@@ -74,7 +74,11 @@ def _mark_running(tr: Any, result_id: str, worker_id: str, now_us: int) -> tuple
     record = results.read(tr, result_id)
     if record is None or record.finished:
         return None
-    if record.status == results.RUNNING and record.last_attempted_us == now_us and record.worker_ids[-1:] == [worker_id]:
+    if (
+        record.status == results.RUNNING
+        and record.last_attempted_us == now_us
+        and record.worker_ids[-1:] == [worker_id]
+    ):
         return record, record
     running = results.Record(**{**record.__dict__, "worker_ids": [*record.worker_ids, worker_id]})
     running.status = results.RUNNING
@@ -86,8 +90,9 @@ def _mark_running(tr: Any, result_id: str, worker_id: str, now_us: int) -> tuple
 
 
 @transactional
-def _finish(tr: Any, result_id: str, outcome: dict[str, Any],
-            retention_end: int | None) -> tuple[results.Record, Exception | None] | None:
+def _finish(
+    tr: Any, result_id: str, outcome: dict[str, Any], retention_end: int | None
+) -> tuple[results.Record, Exception | None] | None:
     """Store the outcome; one too large for the record is stored as a ResultTooLarge failure,
     which is returned beside the record (None otherwise)."""
     record = results.read(tr, result_id)
@@ -221,8 +226,14 @@ class TaskRunner:
         writes = AckWith(step, after, failed=outcome["status"] == results.FAILED)  # the worker counts it
         return writes
 
-    def _announce(self, done: results.Record, outcome: dict[str, Any], record: results.Record, result: Any,
-                  failure: BaseException | None) -> None:
+    def _announce(
+        self,
+        done: results.Record,
+        outcome: dict[str, Any],
+        record: results.Record,
+        result: Any,
+        failure: BaseException | None,
+    ) -> None:
         """After the result is stored: a warning if it is not what the task gave, and the signal."""
         if done.status != outcome["status"]:
             logger.warning("Task %s (%s) failed: %s", done.id, record.task_path, done.errors[-1]["traceback"].strip())
@@ -272,9 +283,16 @@ class TaskWorkers:
     none is running.
     """
 
-    def __init__(self, backend: FDBQueueBackend, queue_names: Iterable[str] | None = None, *,
-                 concurrency: int = 1, lease: float | None = None, burst: bool = False,
-                 spread: int | None = None) -> None:
+    def __init__(
+        self,
+        backend: FDBQueueBackend,
+        queue_names: Iterable[str] | None = None,
+        *,
+        concurrency: int = 1,
+        lease: float | None = None,
+        burst: bool = False,
+        spread: int | None = None,
+    ) -> None:
         names = sorted(queue_names or backend.queues)
         if not names:
             raise QueueError("No task queue to work on: give queue names, or list them in TASKS[...]['QUEUES'].")
@@ -286,9 +304,17 @@ class TaskWorkers:
         db = get_database()
         shared = Burst() if burst else False
         self.workers = [
-            Worker(db, backend.queue_for(name), self.runner.handle, concurrency=concurrency,
-                   lease=lease or backend.lease, end="max", burst=shared, on_claim=self.runner.claimed,
-                   spread=backend.claim_spread if spread is None else spread)
+            Worker(
+                db,
+                backend.queue_for(name),
+                self.runner.handle,
+                concurrency=concurrency,
+                lease=lease or backend.lease,
+                end="max",
+                burst=shared,
+                on_claim=self.runner.claimed,
+                spread=backend.claim_spread if spread is None else spread,
+            )
             for name in names
         ]
 

@@ -75,8 +75,10 @@ def find(home: str | None = None, *, need_library: bool = False) -> Binaries:
     if need_library and library is None:
         missing.append(LIBRARY_NAME)
     if missing:
-        looked = "; ".join(f"{name}: {', '.join(places[key])}" for name, key in
-                           (("fdbserver", "fdbserver"), ("fdbcli", "fdbcli"), (LIBRARY_NAME, "library")))
+        looked = "; ".join(
+            f"{name}: {', '.join(places[key])}"
+            for name, key in (("fdbserver", "fdbserver"), ("fdbcli", "fdbcli"), (LIBRARY_NAME, "library"))
+        )
         raise BinariesNotFound(
             f"FoundationDB's {' and '.join(missing)} not found. Looked at {looked}. Install "
             f"FoundationDB's packages (foundationdb-server and foundationdb-clients), or set "

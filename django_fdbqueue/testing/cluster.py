@@ -170,9 +170,19 @@ class LocalCluster:
         (here / "data").mkdir(parents=True, exist_ok=True)
         (here / "logs").mkdir(exist_ok=True)
         return [
-            self.binaries.fdbserver, "-p", f"127.0.0.1:{self.ports[index]}", "-C", self.cluster_file,
-            "-d", str(here / "data"), "-L", str(here / "logs"),
-            "--locality-zoneid", f"z{index}", "--locality-machineid", f"m{index}",
+            self.binaries.fdbserver,
+            "-p",
+            f"127.0.0.1:{self.ports[index]}",
+            "-C",
+            self.cluster_file,
+            "-d",
+            str(here / "data"),
+            "-L",
+            str(here / "logs"),
+            "--locality-zoneid",
+            f"z{index}",
+            "--locality-machineid",
+            f"m{index}",
             *(f"--knob_{name}={value}" for name, value in self.server_knobs.items()),
         ]
 
@@ -191,8 +201,13 @@ class LocalCluster:
         assert self.directory is not None
         out = open(self.directory / f"p{index}.out", "ab")
         try:
-            process = subprocess.Popen(self._command(index), stdout=out, stderr=subprocess.STDOUT,
-                                       stdin=subprocess.DEVNULL, start_new_session=True)
+            process = subprocess.Popen(
+                self._command(index),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         finally:
             out.close()
         self.pids[index] = process.pid
@@ -232,7 +247,10 @@ class LocalCluster:
         try:
             return subprocess.run(
                 [self.binaries.fdbcli, "-C", self.cluster_file, "--exec", command, "--timeout", str(seconds)],
-                capture_output=True, text=True, timeout=seconds + 10, stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=seconds + 10,
+                stdin=subprocess.DEVNULL,
             )
         except subprocess.TimeoutExpired as error:
             return subprocess.CompletedProcess(error.cmd, 124, "", f"fdbcli did not answer in {seconds} s")
@@ -283,10 +301,15 @@ class LocalCluster:
     # -- state shared with the command-line interface ---------------------------------------------
     def _save(self) -> None:
         assert self.directory is not None and self.binaries is not None
-        state = {"processes": self.processes, "storage": self.storage, "ports": self.ports,
-                 "pids": self.pids, "binaries": [self.binaries.fdbserver, self.binaries.fdbcli,
-                                                 self.binaries.library],
-                 "commit_latency": self.commit_latency, "knobs": self.knobs}
+        state = {
+            "processes": self.processes,
+            "storage": self.storage,
+            "ports": self.ports,
+            "pids": self.pids,
+            "binaries": [self.binaries.fdbserver, self.binaries.fdbcli, self.binaries.library],
+            "commit_latency": self.commit_latency,
+            "knobs": self.knobs,
+        }
         (self.directory / STATE_FILE).write_text(json.dumps(state))
 
     @classmethod
@@ -297,9 +320,16 @@ class LocalCluster:
             state = json.loads((directory / STATE_FILE).read_text())
         except (OSError, ValueError) as error:
             raise ClusterError(f"{directory} is not a folder made by this script ({error}).") from None
-        return cls(processes=state["processes"], storage=state["storage"], binaries=Binaries(*state["binaries"]),
-                   directory=directory, ports=state["ports"], pids=state["pids"],
-                   commit_latency=state.get("commit_latency"), knobs=state.get("knobs") or {})
+        return cls(
+            processes=state["processes"],
+            storage=state["storage"],
+            binaries=Binaries(*state["binaries"]),
+            directory=directory,
+            ports=state["ports"],
+            pids=state["pids"],
+            commit_latency=state.get("commit_latency"),
+            knobs=state.get("knobs") or {},
+        )
 
 
 def _ours(pid: int, directory: Path | None) -> bool:
@@ -361,26 +391,48 @@ def _argument(parse: Callable[[str], Any]) -> Callable[[str], Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="fdb-cluster", description="Start, inspect or stop a throwaway local FoundationDB cluster.")
+        prog="fdb-cluster", description="Start, inspect or stop a throwaway local FoundationDB cluster."
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     start = commands.add_parser("start", help="start a cluster; prints its cluster file's path")
-    start.add_argument("--processes", type=int, choices=(1, 3), default=1,
-                       help="1 (single redundancy) or 3 (double redundancy, for fault tests)")
+    start.add_argument(
+        "--processes",
+        type=int,
+        choices=(1, 3),
+        default=1,
+        help="1 (single redundancy) or 3 (double redundancy, for fault tests)",
+    )
     start.add_argument("--storage", choices=("memory", "ssd-2", "ssd"), default="memory")
     start.add_argument("--timeout", type=float, default=START_TIMEOUT, help="seconds to become available")
-    start.add_argument("--commit-latency", type=_argument(parse_latency), metavar="TIME",
-                       help="make every commit take about TIME (5ms, 0.005s), as on a real cluster")
-    start.add_argument("--knob", type=_argument(parse_knob), action="append", default=[], metavar="NAME=VALUE",
-                       help="pass an fdbserver knob (--knob_NAME=VALUE) to every process; repeatable")
-    for name, text in (("stop", "stop the cluster's processes and remove its folder"),
-                       ("status", "print fdbcli's 'status minimal' for the cluster")):
+    start.add_argument(
+        "--commit-latency",
+        type=_argument(parse_latency),
+        metavar="TIME",
+        help="make every commit take about TIME (5ms, 0.005s), as on a real cluster",
+    )
+    start.add_argument(
+        "--knob",
+        type=_argument(parse_knob),
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="pass an fdbserver knob (--knob_NAME=VALUE) to every process; repeatable",
+    )
+    for name, text in (
+        ("stop", "stop the cluster's processes and remove its folder"),
+        ("status", "print fdbcli's 'status minimal' for the cluster"),
+    ):
         sub = commands.add_parser(name, help=text)
         sub.add_argument("cluster_file", help="the path 'start' printed")
     args = parser.parse_args(argv)
     try:
         if args.command == "start":
-            cluster = LocalCluster(processes=args.processes, storage=args.storage, commit_latency=args.commit_latency,
-                                   knobs=dict(args.knob)).start(args.timeout)
+            cluster = LocalCluster(
+                processes=args.processes,
+                storage=args.storage,
+                commit_latency=args.commit_latency,
+                knobs=dict(args.knob),
+            ).start(args.timeout)
             print(cluster.cluster_file)
         elif args.command == "stop":
             LocalCluster.load(args.cluster_file).stop()

@@ -55,15 +55,26 @@ _state = _State()
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("fdbqueue", "django-fdbqueue stores")
-    group.addoption("--fdbqueue-cluster", choices=MODES, default=None,
-                    help="auto: use a cluster when one is configured or can be started (default); "
-                         "require: fail the cluster runs without one; off: skip them "
-                         f"(default from ${ENV_MODE}).")
-    group.addoption("--fdbqueue-engines", default=None,
-                    help="comma-separated engines fdbqueue_engine runs on (default: embedded,foundationdb)")
-    group.addoption("--fdbqueue-commit-latency", default=None, metavar="TIME",
-                    help="give the local cluster the plugin starts this commit latency, e.g. 5ms "
-                         f"(default from ${ENV_COMMIT_LATENCY}; a cluster named by its file keeps its own)")
+    group.addoption(
+        "--fdbqueue-cluster",
+        choices=MODES,
+        default=None,
+        help="auto: use a cluster when one is configured or can be started (default); "
+        "require: fail the cluster runs without one; off: skip them "
+        f"(default from ${ENV_MODE}).",
+    )
+    group.addoption(
+        "--fdbqueue-engines",
+        default=None,
+        help="comma-separated engines fdbqueue_engine runs on (default: embedded,foundationdb)",
+    )
+    group.addoption(
+        "--fdbqueue-commit-latency",
+        default=None,
+        metavar="TIME",
+        help="give the local cluster the plugin starts this commit latency, e.g. 5ms "
+        f"(default from ${ENV_COMMIT_LATENCY}; a cluster named by its file keeps its own)",
+    )
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -116,8 +127,11 @@ def _engine_of(report: pytest.TestReport) -> str:
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     """Tally outcomes per engine: the cluster runs carry the ``cluster`` marker."""
-    if report.when == "call" or (report.when == "setup" and report.outcome != "passed") or (
-            report.when == "teardown" and report.outcome == "failed"):
+    if (
+        report.when == "call"
+        or (report.when == "setup" and report.outcome != "passed")
+        or (report.when == "teardown" and report.outcome == "failed")
+    ):
         outcome = "error" if report.when != "call" and report.outcome == "failed" else report.outcome
         tally = _state.tally.setdefault(_engine_of(report), {})
         tally[outcome] = tally.get(outcome, 0) + 1

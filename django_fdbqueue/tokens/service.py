@@ -180,7 +180,7 @@ def _database() -> Iterator[None]:
     except DatabaseError as error:
         reason = " ".join(str(error).split()) or type(error).__name__
         raise TokenStoreError(
-            f"The tokens' database table cannot be used ({reason}). If \"knox\" was just added to "
+            f'The tokens\' database table cannot be used ({reason}). If "knox" was just added to '
             "INSTALLED_APPS, run manage.py migrate."
         ) from error
 
@@ -355,9 +355,11 @@ def _matching(prefix: str, user: Any) -> list[Any]:
 def _one(prefix: str, user: Any) -> Any:
     rows = _matching(prefix, user)
     if not rows:
-        raise TokenNotFound(f"No token's prefix starts with {prefix.strip()[:_key_length()]!r}.")
+        raise TokenNotFound(f"No token's prefix starts with {prefix.strip()[: _key_length()]!r}.")
     if len(rows) > 1:
-        raise AmbiguousPrefix(f"{len(rows)} tokens have a prefix starting with {prefix.strip()!r}: give more characters.")
+        raise AmbiguousPrefix(
+            f"{len(rows)} tokens have a prefix starting with {prefix.strip()!r}: give more characters."
+        )
     return rows[0]
 
 

@@ -25,6 +25,13 @@ from .runner import DEFAULT_LEASE, Handler, Worker, WorkerStats
 from .signals import run_until_signalled
 
 __all__ = [
-    "Worker", "WorkerStats", "Handler", "AckWith", "Burst", "DEFAULT_LEASE", "Backoff", "retry_delay",
+    "Worker",
+    "WorkerStats",
+    "Handler",
+    "AckWith",
+    "Burst",
+    "DEFAULT_LEASE",
+    "Backoff",
+    "retry_delay",
     "run_until_signalled",
 ]

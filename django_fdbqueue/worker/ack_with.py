@@ -38,8 +38,9 @@ class AckWith:
 
     __slots__ = ("step", "after", "failed")
 
-    def __init__(self, step: Callable[[Any], Any], after: Callable[[bool], None] | None = None,
-                 failed: bool = False) -> None:
+    def __init__(
+        self, step: Callable[[Any], Any], after: Callable[[bool], None] | None = None, failed: bool = False
+    ) -> None:
         if not callable(step):
             raise TypeError(f"AckWith needs a callable step(tr), not {type(step).__name__}.")
         self.step = step

@@ -363,7 +363,12 @@ class Worker:
             # In a burst, a claim that finds nothing answers at once: not waiting is the point.
             wait = None if self.burst else self.poll_wait
             lease = service.claim(
-                self.db, self.queue, lease=self.lease, end=self.end, wait=wait, step=self.on_claim,
+                self.db,
+                self.queue,
+                lease=self.lease,
+                end=self.end,
+                wait=wait,
+                step=self.on_claim,
                 spread=self.spread,
             )
         except FDBError as error:
@@ -430,7 +435,9 @@ class Worker:
         with held.lock:
             if held.settled:  # abort() released it meanwhile
                 logger.info(
-                    "Item %s of queue %r finished after it was released; %s.", item.id, self.queue,
+                    "Item %s of queue %r finished after it was released; %s.",
+                    item.id,
+                    self.queue,
                     "not acknowledged, its writes commit alone" if writes else "result ignored",
                 )
                 self._writes_alone(writes, item)

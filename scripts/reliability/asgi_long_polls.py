@@ -46,6 +46,8 @@ from harness import Children, OpFigures, RunEnv, RunFailed, log  # noqa: E402
 from long_polls import OTHERS_QUEUE, WAITS_QUEUE  # noqa: E402
 
 GOALS = {"others_p99_ms": 100.0, "last_delivery_s": 2.0, "wake_up_p99_ms": 100.0, "rss_per_waiter_kb": 50.0}
+
+
 def pool_threads() -> int:
     """Threads one worker may start as it gets busy, whatever the waiters: its ASGI lanes and the
     async service's pool (both bounded, started lazily). More than that would be a thread a waiter."""
@@ -53,6 +55,7 @@ def pool_threads() -> int:
     from django_fdbqueue.service.offload import POOL_THREADS
 
     return LANES + POOL_THREADS
+
 
 #: The disconnect mode's claims: short leases, so a lease held by nobody ends within the run (a
 #: waiter that got its item extends its lease at once).
@@ -62,8 +65,13 @@ DISCONNECT_LEASE = 10.0
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     long_polls.add_load_arguments(parser, waiters=1000, workers=2)
-    parser.add_argument("--disconnect", type=int, default=0, metavar="N",
-                        help="Instead: N waiters that drop their connection at random moments.")
+    parser.add_argument(
+        "--disconnect",
+        type=int,
+        default=0,
+        metavar="N",
+        help="Instead: N waiters that drop their connection at random moments.",
+    )
     parser.add_argument("--seed", type=int, default=30, help="Random seed of --disconnect (default 30).")
     parser.add_argument("--json", action="store_true", help="Print the report as one JSON document.")
     parser.add_argument("--keep", action="store_true", help="Keep the run's directory.")
@@ -124,8 +132,11 @@ class Waiter:
         while self.item is None and not stop.is_set():
             self.sent = True
             try:
-                response = await client.post(f"/api/queues/{WAITS_QUEUE}/claim/", headers=self.header,
-                                             json={"wait": self.wait, "lease": self.lease})
+                response = await client.post(
+                    f"/api/queues/{WAITS_QUEUE}/claim/",
+                    headers=self.header,
+                    json={"wait": self.wait, "lease": self.lease},
+                )
             except httpx.HTTPError as error:
                 self._count(type(error).__name__)
                 await asyncio.sleep(1.0)
@@ -135,8 +146,11 @@ class Waiter:
                 body = response.json()
                 self.item, self.received_at = body["item"]["value"]["uid"], time.monotonic()
                 if self.drop_after is not None:  # a live client: it keeps its item past the short lease
-                    await client.post(f"/api/queues/{WAITS_QUEUE}/extend/", headers=self.header,
-                                      json={"receipt": body["receipt"], "lease": long_polls.LEASE})
+                    await client.post(
+                        f"/api/queues/{WAITS_QUEUE}/extend/",
+                        headers=self.header,
+                        json={"receipt": body["receipt"], "lease": long_polls.LEASE},
+                    )
             elif response.status_code != 204:
                 await asyncio.sleep(1.0)
 
@@ -163,8 +177,10 @@ class WaiterLoop:
         self.stop_event = asyncio.Event()
         # A client (so a connection pool) per waiter: one pool of 1,000 busy connections costs
         # httpx time in proportion to their number at every answer, and the driver falls behind.
-        self.clients = [httpx.AsyncClient(base_url=self.base_url, timeout=httpx.Timeout(self.wait + 30, connect=30.0))
-                        for _ in self.waiters]
+        self.clients = [
+            httpx.AsyncClient(base_url=self.base_url, timeout=httpx.Timeout(self.wait + 30, connect=30.0))
+            for _ in self.waiters
+        ]
         self.tasks = [asyncio.ensure_future(self._one(w, c)) for w, c in zip(self.waiters, self.clients)]
 
     async def _one(self, waiter: Waiter, client: httpx.AsyncClient) -> None:
@@ -179,6 +195,7 @@ class WaiterLoop:
 
     def finish(self, seconds: float) -> None:
         """Cancel whoever still waits (a disconnect each), close the client, stop the loop."""
+
         async def _finish() -> None:
             self.stop_event.set()
             for task in self.tasks:
@@ -191,8 +208,12 @@ class WaiterLoop:
         self.thread.join(seconds)
 
 
-def push_timed(base_url: str, header: dict[str, str], uids: list[str], gaps: list[float] | None = None,
-               ) -> tuple[OpFigures, dict[str, float]]:
+def push_timed(
+    base_url: str,
+    header: dict[str, str],
+    uids: list[str],
+    gaps: list[float] | None = None,
+) -> tuple[OpFigures, dict[str, float]]:
     """Push one item per uid, one by one (after ``gaps`` seconds each, if given); each 201's answer time."""
     figures, answered = OpFigures(), {}
     pause = threading.Event()
@@ -214,16 +235,27 @@ def push_timed(base_url: str, header: dict[str, str], uids: list[str], gaps: lis
 # -- the two runs --------------------------------------------------------------------------------
 
 
-def warm_pools(server: harness.Server, headers: list[dict[str, str]], rounds: int = 3, at_once: int = 100,
-               queue: str = OTHERS_QUEUE) -> None:
+def warm_pools(
+    server: harness.Server,
+    headers: list[dict[str, str]],
+    rounds: int = 3,
+    at_once: int = 100,
+    queue: str = OTHERS_QUEUE,
+) -> None:
     """Bursts of claims that do not wait, so each worker's bounded pools (its ASGI lanes, the async
     service's threads) have started all their threads before the count the waiters are held to."""
+
     async def burst() -> None:
-        async with httpx.AsyncClient(base_url=server.base_url, timeout=60.0,
-                                     limits=httpx.Limits(max_connections=None)) as client:
+        async with httpx.AsyncClient(
+            base_url=server.base_url, timeout=60.0, limits=httpx.Limits(max_connections=None)
+        ) as client:
             for _ in range(rounds):
-                await asyncio.gather(*(client.post(f"/api/queues/{queue}/claim/", json={"wait": 0},
-                                                   headers=headers[i % len(headers)]) for i in range(at_once)))
+                await asyncio.gather(
+                    *(
+                        client.post(f"/api/queues/{queue}/claim/", json={"wait": 0}, headers=headers[i % len(headers)])
+                        for i in range(at_once)
+                    )
+                )
 
     asyncio.run(burst())
     wait_idle(server)
@@ -240,45 +272,64 @@ def exercise(args: argparse.Namespace, server: harness.Server, headers: list[dic
         wait_idle(server)
         parked = server_stats(server)
         log(f"{args.waiters} waiters parked; {args.others} other clients for {args.seconds:g} s")
-        others = long_polls.run_others(server.base_url, headers[args.waiters:], args.seconds)
+        others = long_polls.run_others(server.base_url, headers[args.waiters :], args.seconds)
         during = server_stats(server)
         log(f"pushing {args.waiters} items one by one")
         pushes, answered = push_timed(server.base_url, headers[-1], [f"item-{i}" for i in range(args.waiters)])
-        harness.wait_until(lambda: sum(w.item is not None for w in waiters) >= len(answered), args.wait + 15.0,
-                           "every pushed item to reach a waiter")
+        harness.wait_until(
+            lambda: sum(w.item is not None for w in waiters) >= len(answered),
+            args.wait + 15.0,
+            "every pushed item to reach a waiter",
+        )
     finally:
         loop.finish(args.wait + 40.0)
-    return {"waiters": waiters, "others": others, "pushes": pushes, "answered": answered,
-            "server": {"before": before, "parked": parked, "during_others": during}}
+    return {
+        "waiters": waiters,
+        "others": others,
+        "pushes": pushes,
+        "answered": answered,
+        "server": {"before": before, "parked": parked, "during_others": during},
+    }
 
 
-def exercise_disconnects(args: argparse.Namespace, server: harness.Server,
-                         headers: list[dict[str, str]]) -> dict[str, Any]:
+def exercise_disconnects(
+    args: argparse.Namespace, server: harness.Server, headers: list[dict[str, str]]
+) -> dict[str, Any]:
     """Waiters that drop at random moments while items arrive at random moments."""
     rng = random.Random(args.seed)
     count = args.disconnect
     warm_pools(server, headers)
     before = server_stats(server)
-    waiters = [Waiter(headers[i % len(headers)], args.wait, DISCONNECT_LEASE, rng.uniform(0.05, 2.0))
-               for i in range(count)]
+    waiters = [
+        Waiter(headers[i % len(headers)], args.wait, DISCONNECT_LEASE, rng.uniform(0.05, 2.0)) for i in range(count)
+    ]
     items = max(1, count // 2)
     gaps = [rng.uniform(0.0, 2.0 / items) for _ in range(items)]
     loop = WaiterLoop(server.base_url, waiters, args.wait)
     loop.start()
     try:
         pushes, answered = push_timed(server.base_url, headers[-1], [f"item-{i}" for i in range(items)], gaps)
-        harness.wait_until(lambda: all(w.dropped or w.item is not None for w in waiters), 30.0,
-                           "every waiter to drop or get an item")
+        harness.wait_until(
+            lambda: all(w.dropped or w.item is not None for w in waiters), 30.0, "every waiter to drop or get an item"
+        )
     finally:
         loop.finish(args.wait + 40.0)
     wait_idle(server)
     first = long_polls.account(list(answered), waiters)
     started = time.monotonic()
-    harness.wait_until(lambda: _settled(list(answered), waiters), DISCONNECT_LEASE + 15.0,
-                       "the store to hold only the live waiters' leases")
-    return {"waiters": waiters, "pushes": pushes, "answered": answered, "first_look": first,
-            "settled_after_s": round(time.monotonic() - started, 2),
-            "server": {"before": before, "parked": server_stats(server), "during_others": server_stats(server)}}
+    harness.wait_until(
+        lambda: _settled(list(answered), waiters),
+        DISCONNECT_LEASE + 15.0,
+        "the store to hold only the live waiters' leases",
+    )
+    return {
+        "waiters": waiters,
+        "pushes": pushes,
+        "answered": answered,
+        "first_look": first,
+        "settled_after_s": round(time.monotonic() - started, 2),
+        "server": {"before": before, "parked": server_stats(server), "during_others": server_stats(server)},
+    }
 
 
 def _settled(uids: list[str], waiters: list[Waiter]) -> bool:
@@ -320,7 +371,8 @@ def figures_of(args: argparse.Namespace, result: dict[str, Any]) -> dict[str, An
     grown_kb = server["parked"]["rss_kb"] - server["before"]["rss_kb"]
     return {
         "last_delivery_after_last_push_s": None if last is None else round(max(0.0, last), 3),
-        "wake_up_p50_ms": _round(harness.percentile(wake_ms, 0.5)), "wake_up_p99_ms": _round(harness.percentile(wake_ms, 0.99)),
+        "wake_up_p50_ms": _round(harness.percentile(wake_ms, 0.5)),
+        "wake_up_p99_ms": _round(harness.percentile(wake_ms, 0.99)),
         "server_threads": {key: server[key]["threads"] for key in ("before", "parked", "during_others")},
         "server_rss_kb": {key: server[key]["rss_kb"] for key in ("before", "parked", "during_others")},
         "rss_per_waiter_kb": round(grown_kb / max(1, len(waiters)), 2),
@@ -331,8 +383,13 @@ def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 2)
 
 
-def report_of(args: argparse.Namespace, result: dict[str, Any], accounting: dict[str, Any],
-              stop_code: int | None) -> dict[str, Any]:
+def report_of(
+    args: argparse.Namespace, result: dict[str, Any], accounting: dict[str, Any], stop_code: int | None
+) -> dict[str, Any]:
+    """The run's report: its figures against their goals, and its checks.
+
+    Long: one flat list of checks, each a few lines, read top to bottom as the report prints them.
+    """
     waiters: list[Waiter] = result["waiters"]
     others = OpFigures()
     for figures in result.get("others", {}).values():
@@ -345,61 +402,106 @@ def report_of(args: argparse.Namespace, result: dict[str, Any], accounting: dict
     threads = figures["server_threads"]
     checks = [
         {"name": "no 5xx, every request answered", "ok": not bad, "detail": f"{bad}" if bad else "none"},
-        {"name": "every pushed item with exactly one live waiter or still queued",
-         "ok": not (accounting["twice"] or accounting["lost"] or accounting["unknown"])
-         and accounting["leased"] == accounting["delivered"] == live,
-         "detail": f"pushed {accounting['pushed']}, delivered {accounting['delivered']} (leased "
-         f"{accounting['leased']}), still queued {accounting['still_queued']}, lost {len(accounting['lost'])}, "
-         f"twice {len(accounting['twice'])}"},
-        {"name": "the server's threads did not grow with the waiters",
-         "ok": threads["parked"] - threads["before"] <= args.workers * pool_threads(),
-         "detail": f"{threads['before']} before, {threads['parked']} with {len(waiters)} waiters parked (bounded "
-         f"pools: at most {pool_threads()} more a worker)"},
+        {
+            "name": "every pushed item with exactly one live waiter or still queued",
+            "ok": not (accounting["twice"] or accounting["lost"] or accounting["unknown"])
+            and accounting["leased"] == accounting["delivered"] == live,
+            "detail": f"pushed {accounting['pushed']}, delivered {accounting['delivered']} (leased "
+            f"{accounting['leased']}), still queued {accounting['still_queued']}, lost {len(accounting['lost'])}, "
+            f"twice {len(accounting['twice'])}",
+        },
+        {
+            "name": "the server's threads did not grow with the waiters",
+            "ok": threads["parked"] - threads["before"] <= args.workers * pool_threads(),
+            "detail": f"{threads['before']} before, {threads['parked']} with {len(waiters)} waiters parked (bounded "
+            f"pools: at most {pool_threads()} more a worker)",
+        },
         {"name": "gunicorn stopped gracefully", "ok": stop_code == 0, "detail": f"exit {stop_code}"},
     ]
     report: dict[str, Any] = {
-        "config": {"waiters": len(waiters), "others": args.others, "wait_s": args.wait, "seconds": args.seconds,
-                   "workers": args.workers, "disconnect": args.disconnect, "seed": args.seed},
-        "others": {"all": others.summary(args.seconds),
-                   **{op: f.summary(args.seconds) for op, f in result.get("others", {}).items()}},
-        "figures": figures, "goals": GOALS, "item_pushes": result["pushes"].summary(1.0),
-        "waiters": {"answers": long_polls.merged([w.statuses for w in waiters]), "got_an_item": live,
-                    "dropped": sum(w.dropped for w in waiters)},
-        "accounting": accounting, "checks": checks, "ok": all(check["ok"] for check in checks),
+        "config": {
+            "waiters": len(waiters),
+            "others": args.others,
+            "wait_s": args.wait,
+            "seconds": args.seconds,
+            "workers": args.workers,
+            "disconnect": args.disconnect,
+            "seed": args.seed,
+        },
+        "others": {
+            "all": others.summary(args.seconds),
+            **{op: f.summary(args.seconds) for op, f in result.get("others", {}).items()},
+        },
+        "figures": figures,
+        "goals": GOALS,
+        "item_pushes": result["pushes"].summary(1.0),
+        "waiters": {
+            "answers": long_polls.merged([w.statuses for w in waiters]),
+            "got_an_item": live,
+            "dropped": sum(w.dropped for w in waiters),
+        },
+        "accounting": accounting,
+        "checks": checks,
+        "ok": all(check["ok"] for check in checks),
     }
     if args.disconnect:
         first = result["first_look"]
-        report["disconnects"] = {"leases_held_by_gone_clients_at_first_look": first["leased"] - first["delivered"],
-                                 "settled_after_s": result["settled_after_s"]}
+        report["disconnects"] = {
+            "leases_held_by_gone_clients_at_first_look": first["leased"] - first["delivered"],
+            "settled_after_s": result["settled_after_s"],
+        }
     return report
 
 
 def render(report: dict[str, Any]) -> str:
     config, figures, goals = report["config"], report["figures"], report["goals"]
-    lines = [f"Long polls under ASGI: {config['waiters']} waiters (claim wait={config['wait_s']:g}), "
-             f"gunicorn + uvicorn worker x {config['workers']}"
-             + (f", {config['disconnect']} dropping at random (seed {config['seed']})" if config["disconnect"]
-                else f", {config['others']} other clients for {config['seconds']:g} s"), ""]
+    lines = [
+        f"Long polls under ASGI: {config['waiters']} waiters (claim wait={config['wait_s']:g}), "
+        f"gunicorn + uvicorn worker x {config['workers']}"
+        + (
+            f", {config['disconnect']} dropping at random (seed {config['seed']})"
+            if config["disconnect"]
+            else f", {config['others']} other clients for {config['seconds']:g} s"
+        ),
+        "",
+    ]
     if not config["disconnect"]:
-        rows = [(op, f["requests"], f["requests_per_s"], f["p50_ms"], f["p99_ms"],
-                 ", ".join(f"{s}: {n}" for s, n in f["statuses"].items())) for op, f in report["others"].items()]
-        lines += [harness.table(rows, ("others", "requests", "req/s", "p50 ms", "p99 ms", "statuses")), "",
-                  f"others' p99: {report['others']['all']['p99_ms']} ms (goal < {goals['others_p99_ms']:g})",
-                  f"last delivery {figures['last_delivery_after_last_push_s']} s after the last push's answer "
-                  f"(goal < {goals['last_delivery_s']:g})",
-                  f"wake-up p50 {figures['wake_up_p50_ms']} ms, p99 {figures['wake_up_p99_ms']} ms "
-                  f"(goal p99 < {goals['wake_up_p99_ms']:g})"]
+        rows = [
+            (
+                op,
+                f["requests"],
+                f["requests_per_s"],
+                f["p50_ms"],
+                f["p99_ms"],
+                ", ".join(f"{s}: {n}" for s, n in f["statuses"].items()),
+            )
+            for op, f in report["others"].items()
+        ]
+        lines += [
+            harness.table(rows, ("others", "requests", "req/s", "p50 ms", "p99 ms", "statuses")),
+            "",
+            f"others' p99: {report['others']['all']['p99_ms']} ms (goal < {goals['others_p99_ms']:g})",
+            f"last delivery {figures['last_delivery_after_last_push_s']} s after the last push's answer "
+            f"(goal < {goals['last_delivery_s']:g})",
+            f"wake-up p50 {figures['wake_up_p50_ms']} ms, p99 {figures['wake_up_p99_ms']} ms "
+            f"(goal p99 < {goals['wake_up_p99_ms']:g})",
+        ]
     else:
         dis = report["disconnects"]
-        lines += [f"waiters dropped: {report['waiters']['dropped']}; got an item: {report['waiters']['got_an_item']}",
-                  f"leases held by gone clients at the first look: {dis['leases_held_by_gone_clients_at_first_look']}; "
-                  f"settled after {dis['settled_after_s']} s (claims' lease {DISCONNECT_LEASE:g} s)"]
+        lines += [
+            f"waiters dropped: {report['waiters']['dropped']}; got an item: {report['waiters']['got_an_item']}",
+            f"leases held by gone clients at the first look: {dis['leases_held_by_gone_clients_at_first_look']}; "
+            f"settled after {dis['settled_after_s']} s (claims' lease {DISCONNECT_LEASE:g} s)",
+        ]
     threads, rss = figures["server_threads"], figures["server_rss_kb"]
-    lines += [f"server threads: {threads['before']} before, {threads['parked']} with the waiters parked, "
-              f"{threads['during_others']} while the others ran",
-              f"server RSS: {rss['before']} kB before, {rss['parked']} kB parked: {figures['rss_per_waiter_kb']} kB "
-              f"per waiter (goal < {goals['rss_per_waiter_kb']:g})",
-              f"item pushes: p50 {report['item_pushes']['p50_ms']} ms, p99 {report['item_pushes']['p99_ms']} ms", ""]
+    lines += [
+        f"server threads: {threads['before']} before, {threads['parked']} with the waiters parked, "
+        f"{threads['during_others']} while the others ran",
+        f"server RSS: {rss['before']} kB before, {rss['parked']} kB parked: {figures['rss_per_waiter_kb']} kB "
+        f"per waiter (goal < {goals['rss_per_waiter_kb']:g})",
+        f"item pushes: p50 {report['item_pushes']['p50_ms']} ms, p99 {report['item_pushes']['p99_ms']} ms",
+        "",
+    ]
     return "\n".join(lines + harness.verdicts(report))
 
 

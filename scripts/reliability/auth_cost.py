@@ -54,8 +54,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--workers", type=int, default=4, help="gunicorn worker processes (default 4).")
     parser.add_argument("--threads", type=int, default=4, help="Threads per gunicorn worker (default 4).")
     parser.add_argument("--methods", default=",".join(METHODS), help=f"Which, in order (default {','.join(METHODS)}).")
-    parser.add_argument("--rounds", type=int, default=0,
-                        help="Alternating token/grants rounds after the methods, for the grants check's cost (default 0).")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=0,
+        help="Alternating token/grants rounds after the methods, for the grants check's cost (default 0).",
+    )
     parser.add_argument("--json", action="store_true", help="Print the report as one JSON document.")
     parser.add_argument("--keep", action="store_true", help="Keep the run's directory.")
     args = parser.parse_args(argv)
@@ -74,10 +78,15 @@ def session_cookie(base_url: str) -> str:
         match = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text)
         if page.status_code != 200 or match is None:
             raise RunFailed(f"the admin's login page answered {page.status_code} without a CSRF token")
-        answer = client.post("/admin/login/?next=/admin/", data={
-            "csrfmiddlewaretoken": match.group(1), "username": harness.LOAD_USER,
-            "password": harness.LOAD_PASSWORD, "next": "/admin/",
-        })
+        answer = client.post(
+            "/admin/login/?next=/admin/",
+            data={
+                "csrfmiddlewaretoken": match.group(1),
+                "username": harness.LOAD_USER,
+                "password": harness.LOAD_PASSWORD,
+                "next": "/admin/",
+            },
+        )
         session = client.cookies.get("sessionid")
         if answer.status_code != 302 or not session:
             raise RunFailed(f"logging in answered {answer.status_code} without a session cookie")
@@ -131,6 +140,15 @@ def measure(base_url: str, setups: list[dict[str, Any]], seconds: float) -> dict
     return figures.summary(max(finished) - started)
 
 
+def clients_of(method: str, prefix: str, tokens: list[str], session: str, clients: int) -> list[dict[str, Any]]:
+    """How each client of ``method`` authenticates: a token each, the shared session, or basic."""
+    if method in ("token", "grants"):
+        return [{"headers": {"Authorization": f"{prefix} {token}"}} for token in tokens]
+    if method == "session":
+        return [{"cookies": {"sessionid": session}} for _ in range(clients)]
+    return [{"auth": (harness.LOAD_USER, harness.LOAD_PASSWORD)} for _ in range(clients)]
+
+
 def run(args: argparse.Namespace, directory: Path) -> dict[str, Any]:
     env = RunEnv(directory)
     harness.setup_django(env)
@@ -148,16 +166,13 @@ def run(args: argparse.Namespace, directory: Path) -> dict[str, Any]:
         session = session_cookie(server.base_url)
         # Unmeasured: the first requests of each worker process import and connect what the rest
         # reuse, which would otherwise count against whichever method comes first.
-        measure(server.base_url, [{"headers": {"Authorization": f"{prefix} {token}"}} for token in tokens],
-                min(1.5, args.seconds))
+        measure(
+            server.base_url,
+            [{"headers": {"Authorization": f"{prefix} {token}"}} for token in tokens],
+            min(1.5, args.seconds),
+        )
         for method in args.methods:
-            if method in ("token", "grants"):
-                chosen = tokens if method == "token" else granted
-                setups = [{"headers": {"Authorization": f"{prefix} {token}"}} for token in chosen]
-            elif method == "session":
-                setups = [{"cookies": {"sessionid": session}} for _ in range(args.clients)]
-            else:
-                setups = [{"auth": (harness.LOAD_USER, harness.LOAD_PASSWORD)} for _ in range(args.clients)]
+            setups = clients_of(method, prefix, tokens if method == "token" else granted, session, args.clients)
             log(f"{method}: {args.clients} clients for {args.seconds:g} s")
             results[method] = measure(server.base_url, setups, args.seconds)
         rounds = alternate(server.base_url, prefix, tokens, granted, args) if args.rounds else None
@@ -166,19 +181,32 @@ def run(args: argparse.Namespace, directory: Path) -> dict[str, Any]:
     for figures in results.values():
         rate = figures["requests_per_s"]
         figures["token_rate_divided_by_this"] = round(base / rate, 1) if base and rate else None
-    bad = {method: {status: count for status, count in figures["statuses"].items() if status != "200"}
-           for method, figures in results.items()}
+    bad = {
+        method: {status: count for status, count in figures["statuses"].items() if status != "200"}
+        for method, figures in results.items()
+    }
     bad = {method: statuses for method, statuses in bad.items() if statuses}
     checks = [
         {"name": "every request answered 200", "ok": not bad, "detail": json.dumps(bad) if bad else "all 200"},
-        {"name": "every method measured", "ok": all(figures["requests"] > 0 for figures in results.values()),
-         "detail": ", ".join(f"{method}: {figures['requests']}" for method, figures in results.items())},
+        {
+            "name": "every method measured",
+            "ok": all(figures["requests"] > 0 for figures in results.values()),
+            "detail": ", ".join(f"{method}: {figures['requests']}" for method, figures in results.items()),
+        },
         {"name": "gunicorn stopped gracefully", "ok": code == 0, "detail": f"exit {code}"},
     ]
     return {
-        "config": {"seconds": args.seconds, "clients": args.clients, "gunicorn_workers": args.workers,
-                   "gunicorn_threads": args.threads, "request": f"GET /api/queues/{QUEUE}/"},
-        "methods": results, "grants_rounds": rounds, "checks": checks, "ok": all(check["ok"] for check in checks),
+        "config": {
+            "seconds": args.seconds,
+            "clients": args.clients,
+            "gunicorn_workers": args.workers,
+            "gunicorn_threads": args.threads,
+            "request": f"GET /api/queues/{QUEUE}/",
+        },
+        "methods": results,
+        "grants_rounds": rounds,
+        "checks": checks,
+        "ok": all(check["ok"] for check in checks),
     }
 
 
@@ -202,17 +230,31 @@ def alternate(base_url: str, prefix: str, tokens: list[str], granted: list[str],
 
 def render(report: dict[str, Any]) -> str:
     config = report["config"]
-    lines = [f"Authentication cost: {config['clients']} clients, {config['seconds']:g} s per method, "
-             f"gunicorn {config['gunicorn_workers']} workers x {config['gunicorn_threads']} threads, "
-             f"{config['request']}", ""]
-    rows = [(method, figures["requests"], figures["requests_per_s"], figures["p50_ms"], figures["p99_ms"],
-             figures["token_rate_divided_by_this"]) for method, figures in report["methods"].items()]
+    lines = [
+        f"Authentication cost: {config['clients']} clients, {config['seconds']:g} s per method, "
+        f"gunicorn {config['gunicorn_workers']} workers x {config['gunicorn_threads']} threads, "
+        f"{config['request']}",
+        "",
+    ]
+    rows = [
+        (
+            method,
+            figures["requests"],
+            figures["requests_per_s"],
+            figures["p50_ms"],
+            figures["p99_ms"],
+            figures["token_rate_divided_by_this"],
+        )
+        for method, figures in report["methods"].items()
+    ]
     lines.append(harness.table(rows, ("method", "requests", "req/s", "p50 ms", "p99 ms", "x slower than token")))
     lines.append("")
     rounds = report.get("grants_rounds")
     if rounds:
-        lines.append(f"Grants check: grants rate / token rate over {rounds['rounds']} alternating rounds: median "
-                     f"{rounds['median']} (rounds: {', '.join(str(r) for r in rounds['grants_over_token'])})")
+        lines.append(
+            f"Grants check: grants rate / token rate over {rounds['rounds']} alternating rounds: median "
+            f"{rounds['median']} (rounds: {', '.join(str(r) for r in rounds['grants_over_token'])})"
+        )
         lines.append("")
     lines += [f"{'PASS' if check['ok'] else 'FAIL'}  {check['name']}: {check['detail']}" for check in report["checks"]]
     return "\n".join(lines)

@@ -189,8 +189,17 @@ class LoadThread:
         lease_body = info["body"]
         item = lease_body["item"]
         uid = item["value"]["uid"]
-        self.record("claim", status, info, uid=uid, id=item["id"], att=item["attempts"], abandon=abandon,
-                    until=lease_end(lease_body), **fields)
+        self.record(
+            "claim",
+            status,
+            info,
+            uid=uid,
+            id=item["id"],
+            att=item["attempts"],
+            abandon=abandon,
+            until=lease_end(lease_body),
+            **fields,
+        )
         if abandon:
             return  # never acked: the lease runs out and the item comes back
         receipt = lease_body["receipt"]
@@ -212,8 +221,17 @@ class LoadThread:
             status, info = self.request("POST", f"/api/queues/{queue['name']}/ack/", json={"receipt": receipt})
             code = info["body"].get("code") if status == 409 and info.get("body") else None
             # A 409 after a lost answer may be this very ack, committed the first time.
-            self.record("ack", status, info, uid=uid, id=item["id"], q=queue["name"], code=code,
-                        try_=attempt, doubt=lost_answer and status == 409)
+            self.record(
+                "ack",
+                status,
+                info,
+                uid=uid,
+                id=item["id"],
+                q=queue["name"],
+                code=code,
+                try_=attempt,
+                doubt=lost_answer and status == 409,
+            )
             if status != "err":
                 return
             lost_answer = True

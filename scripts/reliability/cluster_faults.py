@@ -61,23 +61,32 @@ STUCK_SECONDS = 10.0
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--duration", type=float, default=40.0, help="Seconds of load (default 40).")
     parser.add_argument("--kill-at", type=float, default=12.0, help="Seconds into the load of the kill (default 12).")
-    parser.add_argument("--kill-index", type=int, choices=(0, 1, 2), default=0,
-                        help="Which fdbserver process to kill (default 0).")
+    parser.add_argument(
+        "--kill-index", type=int, choices=(0, 1, 2), default=0, help="Which fdbserver process to kill (default 0)."
+    )
     parser.add_argument("--pushers", type=int, default=2, help="Pusher processes (default 2).")
     parser.add_argument("--claimers", type=int, default=3, help="Claimer processes (default 3).")
-    parser.add_argument("--push-rate", type=float, default=20.0,
-                        help="Pushes per second per pusher (default 20, fewer than the claimers can take; "
-                             "0: as fast as they go).")
+    parser.add_argument(
+        "--push-rate",
+        type=float,
+        default=20.0,
+        help="Pushes per second per pusher (default 20, fewer than the claimers can take; 0: as fast as they go).",
+    )
     parser.add_argument("--wait", type=float, default=1.0, help="Claims' wait= seconds (default 1, as in issue 18).")
     parser.add_argument("--lease", type=float, default=10.0, help="Claims' lease in seconds (default 10).")
     parser.add_argument("--timeout", type=float, default=5.0, help="FDBQUEUE['TIMEOUT'] in seconds (default 5).")
     parser.add_argument("--task-rate", type=float, default=5.0, help="Tasks enqueued per second (default 5).")
-    parser.add_argument("--storage", choices=("memory", "ssd-2"), default="memory",
-                        help="The cluster's storage engine, when this run starts it (default memory).")
+    parser.add_argument(
+        "--storage",
+        choices=("memory", "ssd-2"),
+        default="memory",
+        help="The cluster's storage engine, when this run starts it (default memory).",
+    )
     parser.add_argument("--cluster-file", help="A three-process cluster started by scripts/fdb-cluster.")
     parser.add_argument("--json", action="store_true", help="Print the report as one JSON document.")
     parser.add_argument("--keep", action="store_true", help="Keep the run's directory (journals, logs).")
@@ -322,8 +331,13 @@ def run(args: argparse.Namespace, directory: Path) -> dict[str, Any]:
     journal_dir = directory / "journals"
     journal_dir.mkdir()
     with cluster_for(args) as cluster:
-        fdbqueue = {"ENGINE": "foundationdb", "CLUSTER_FILE": cluster.cluster_file, "CLIENT_LIBRARY": library,
-                    "ROOT": ("fdbqueue-cluster-faults", uuid.uuid4().hex), "TIMEOUT": args.timeout}
+        fdbqueue = {
+            "ENGINE": "foundationdb",
+            "CLUSTER_FILE": cluster.cluster_file,
+            "CLIENT_LIBRARY": library,
+            "ROOT": ("fdbqueue-cluster-faults", uuid.uuid4().hex),
+            "TIMEOUT": args.timeout,
+        }
         write_settings(directory, fdbqueue)
         env = run_environ(RunEnv(directory, task_lease=max(3.0, 2 * args.timeout)))
         setup_django(env)
@@ -337,20 +351,35 @@ def run(args: argparse.Namespace, directory: Path) -> dict[str, Any]:
                 report = load_and_kill(args, cluster, children, probe, env, journal_dir)
             report["drain"] = drain(db, args.lease + 2 * args.timeout + 10)
         clear_root(db)
-    report["config"] = {"duration_s": args.duration, "kill_at_s": args.kill_at, "kill_index": args.kill_index,
-                        "pushers": args.pushers, "claimers": args.claimers, "push_rate": args.push_rate,
-                        "wait_s": args.wait, "lease_s": args.lease, "timeout_s": args.timeout,
-                        "storage": args.storage if not args.cluster_file else "given", "cpus": os.cpu_count()}
+    report["config"] = {
+        "duration_s": args.duration,
+        "kill_at_s": args.kill_at,
+        "kill_index": args.kill_index,
+        "pushers": args.pushers,
+        "claimers": args.claimers,
+        "push_rate": args.push_rate,
+        "wait_s": args.wait,
+        "lease_s": args.lease,
+        "timeout_s": args.timeout,
+        "storage": args.storage if not args.cluster_file else "given",
+        "cpus": os.cpu_count(),
+    }
     checks = harness_checks(report, args)
     report["checks"] = checks
     report["ok"] = all(check["ok"] for check in checks)
     return report
 
 
-def start_clients(args: argparse.Namespace, children: Children, env: dict[str, str], journal_dir: Path,
-                  end_at: float) -> dict[str, list[harness.Child]]:
-    config = {"journal_dir": str(journal_dir), "end_at": end_at, "push_rate": args.push_rate,
-              "lease": args.lease, "wait": args.wait}
+def start_clients(
+    args: argparse.Namespace, children: Children, env: dict[str, str], journal_dir: Path, end_at: float
+) -> dict[str, list[harness.Child]]:
+    config = {
+        "journal_dir": str(journal_dir),
+        "end_at": end_at,
+        "push_rate": args.push_rate,
+        "lease": args.lease,
+        "wait": args.wait,
+    }
     config_path = journal_dir.parent / "clients.json"
     config_path.write_text(json.dumps(config), encoding="utf-8")
     script = str(Path(__file__).resolve())
@@ -359,16 +388,28 @@ def start_clients(args: argparse.Namespace, children: Children, env: dict[str, s
         for index in range(count):
             command = [harness.PYTHON, script, "child", role, str(config_path), str(index)]
             started[role].append(children.start(f"{role}-{index}", command, env))
-    started["task-worker"] = [children.start(
-        "task-worker", harness.manage("fdbqueue", "worker", "--tasks", "--concurrency", "2"), env)]
-    started["task-producer"] = [children.start(
-        "task-producer", [harness.PYTHON, str(harness.SCRIPTS_DIR / "task_producer.py"),
-                          str(journal_dir / "tasks.jsonl"), str(args.task_rate), str(end_at)], env)]
+    started["task-worker"] = [
+        children.start("task-worker", harness.manage("fdbqueue", "worker", "--tasks", "--concurrency", "2"), env)
+    ]
+    started["task-producer"] = [
+        children.start(
+            "task-producer",
+            [
+                harness.PYTHON,
+                str(harness.SCRIPTS_DIR / "task_producer.py"),
+                str(journal_dir / "tasks.jsonl"),
+                str(args.task_rate),
+                str(end_at),
+            ],
+            env,
+        )
+    ]
     return started
 
 
-def load_and_kill(args: argparse.Namespace, cluster: Any, children: Children, probe: Probe,
-                  env: dict[str, str], journal_dir: Path) -> dict[str, Any]:
+def load_and_kill(
+    args: argparse.Namespace, cluster: Any, children: Children, probe: Probe, env: dict[str, str], journal_dir: Path
+) -> dict[str, Any]:
     """Clients run, one fdbserver dies at ``--kill-at``; what the journals and the probe say."""
     warm_up = 60.0
     # Only a bound: the driver stops the clients (SIGTERM) when the load's time is up.
@@ -391,9 +432,13 @@ def load_and_kill(args: argparse.Namespace, cluster: Any, children: Children, pr
         child.stop(grace=30.0)
     return {
         "tasks": tasks,
-        "killed_at": killed_at, "load_from": load_from, "end": time.time(),
-        "recovered_at": probe.recovered_at(killed_at), "probe_longest_failure_s": round(probe.longest_failure(), 2),
-        "stacks": stacks, "journals": read_journals(journal_dir),
+        "killed_at": killed_at,
+        "load_from": load_from,
+        "end": time.time(),
+        "recovered_at": probe.recovered_at(killed_at),
+        "probe_longest_failure_s": round(probe.longest_failure(), 2),
+        "stacks": stacks,
+        "journals": read_journals(journal_dir),
     }
 
 
@@ -410,8 +455,12 @@ def dump_stuck(journal_dir: Path, clients: dict[str, list[harness.Child]]) -> di
     """Stacks of the clients that answered nothing lately (faulthandler, on SIGUSR1), by name."""
     journals = read_journals(journal_dir)
     now = time.time()
-    stuck = [child for role in ROLES for child in clients[role]
-             if child.alive() and now - last_success(journals.get(child.name, [])) > STUCK_SECONDS]
+    stuck = [
+        child
+        for role in ROLES
+        for child in clients[role]
+        if child.alive() and now - last_success(journals.get(child.name, [])) > STUCK_SECONDS
+    ]
     for child in stuck:
         with contextlib.suppress(ProcessLookupError):
             os.kill(child.pid, signal.SIGUSR1)
@@ -492,8 +541,16 @@ def drain(db: Any, seconds: float) -> dict[str, Any]:
             errors[error.code] += 1
             time.sleep(RETRY_PAUSE)
     info = service.get_queue(db, QUEUE)
-    return {"items": drained, "errors": dict(errors), "size": info.size, "leased": info.leased,
-            "delayed": info.delayed, "dead": info.dead, "pushed": info.pushed, "popped": info.popped}
+    return {
+        "items": drained,
+        "errors": dict(errors),
+        "size": info.size,
+        "leased": info.leased,
+        "delayed": info.delayed,
+        "dead": info.dead,
+        "pushed": info.pushed,
+        "popped": info.popped,
+    }
 
 
 def tasks_of(journal_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
@@ -514,7 +571,7 @@ def clear_root(db: Any) -> None:
 
     space = root_subspace().range()
     with contextlib.suppress(Exception):
-        del db[space.start:space.stop]
+        del db[space.start : space.stop]
 
 
 # -- checks -------------------------------------------------------------------------------------
@@ -608,6 +665,10 @@ def stalls(journals: dict[str, list[dict[str, Any]]], killed_at: float) -> dict[
 
 
 def harness_checks(report: dict[str, Any], args: argparse.Namespace) -> list[dict[str, Any]]:
+    """What the fault run must show: every acknowledged push delivered, none twice, and the rest.
+
+    Long: one flat list of checks, each a few lines, read top to bottom as the report prints them.
+    """
     from load_checks import Checks
 
     checks = Checks()
@@ -618,44 +679,68 @@ def harness_checks(report: dict[str, Any], args: argparse.Namespace) -> list[dic
     delivered |= {item["uid"] for item in drained["items"]}
     in_doubt = {claim["uid"] for item_id in ledger.acks_in_doubt for claim in ledger.claims.get(item_id, [])}
     lost = sorted(set(ledger.pushed) - delivered - in_doubt)
-    checks.add("every acknowledged push delivered", not lost and bool(ledger.pushed),
-               f"{len(ledger.pushed)} pushes acknowledged, {len(lost)} never delivered {lost[:5]}"
-               f"{f', {len(in_doubt)} acked by an attempt in doubt' if in_doubt else ''}")
+    checks.add(
+        "every acknowledged push delivered",
+        not lost and bool(ledger.pushed),
+        f"{len(ledger.pushed)} pushes acknowledged, {len(lost)} never delivered {lost[:5]}"
+        f"{f', {len(in_doubt)} acked by an attempt in doubt' if in_doubt else ''}",
+    )
     twice = {uid: ids for uid, ids in ledger.pushed.items() if len(ids) > 1}
-    checks.add("each dedup key stored one item", not twice,
-               f"{len(twice)} keys with several items {list(twice.items())[:3]}")
+    checks.add(
+        "each dedup key stored one item", not twice, f"{len(twice)} keys with several items {list(twice.items())[:3]}"
+    )
     double = held_twice(ledger)
-    checks.add("no item held by two consumers at once", not double,
-               f"{sum(len(claims) for claims in ledger.claims.values())} claims of {len(ledger.claims)} items; "
-               f"overlapping: {double[:5]}")
+    checks.add(
+        "no item held by two consumers at once",
+        not double,
+        f"{sum(len(claims) for claims in ledger.claims.values())} claims of {len(ledger.claims)} items; "
+        f"overlapping: {double[:5]}",
+    )
     recovered_at = report["recovered_at"]
-    checks.add("the cluster recovered", recovered_at is not None,
-               "never" if recovered_at is None else f"{recovered_at - report['killed_at']:.2f} s after the kill")
+    checks.add(
+        "the cluster recovered",
+        recovered_at is not None,
+        "never" if recovered_at is None else f"{recovered_at - report['killed_at']:.2f} s after the kill",
+    )
     bound = 2 * args.timeout + args.wait + 5.0
     lags = resume_lags(journals, recovered_at or report["end"])
     late = {name: lag for name, lag in lags.items() if lag is None or lag > bound}
-    checks.add("every client carried on after the recovery", not late and recovered_at is not None,
-               f"within {max((lag for lag in lags.values() if lag is not None), default=0):.2f} s "
-               f"(bound {bound:g} s); late or never: {late}")
-    checks.add("no client blocked at the end", not report["stacks"],
-               "all answered in their last " f"{STUCK_SECONDS:g} s" if not report["stacks"]
-               else "blocked: " + "; ".join(f"{name}:\n{stack}" for name, stack in report["stacks"].items()))
+    checks.add(
+        "every client carried on after the recovery",
+        not late and recovered_at is not None,
+        f"within {max((lag for lag in lags.values() if lag is not None), default=0):.2f} s "
+        f"(bound {bound:g} s); late or never: {late}",
+    )
+    checks.add(
+        "no client blocked at the end",
+        not report["stacks"],
+        f"all answered in their last {STUCK_SECONDS:g} s"
+        if not report["stacks"]
+        else "blocked: " + "; ".join(f"{name}:\n{stack}" for name, stack in report["stacks"].items()),
+    )
     leftover = {key: drained[key] for key in ("size", "leased", "delayed", "dead") if drained[key]}
-    checks.add("the queue's counters balance after the drain", not leftover and drained["pushed"] == drained["popped"],
-               f"pushed {drained['pushed']}, consumed {drained['popped']}, left {leftover or 'nothing'}")
+    checks.add(
+        "the queue's counters balance after the drain",
+        not leftover and drained["pushed"] == drained["popped"],
+        f"pushed {drained['pushed']}, consumed {drained['popped']}, left {leftover or 'nothing'}",
+    )
     tasks = report["tasks"]
     bad = {status: count for status, count in tasks["statuses"].items() if status != "SUCCESSFUL"}
     # An enqueue that raised (a timeout during the recovery) was refused or is in doubt: the
     # producer does not retry it, so only the tasks it was told were enqueued are accounted.
-    checks.add("every enqueued task ran", not bad and tasks["enqueued"] > 0,
-               f"{tasks['enqueued']} tasks: {tasks['statuses']}; {len(tasks['enqueue_errors'])} enqueues raised "
-               f"{sorted(set(tasks['enqueue_errors']))[:2]}")
+    checks.add(
+        "every enqueued task ran",
+        not bad and tasks["enqueued"] > 0,
+        f"{tasks['enqueued']} tasks: {tasks['statuses']}; {len(tasks['enqueue_errors'])} enqueues raised "
+        f"{sorted(set(tasks['enqueue_errors']))[:2]}",
+    )
     report["figures"] = figures(report, ledger, lags, journals)
     return checks.items
 
 
-def figures(report: dict[str, Any], ledger: Ledger, lags: dict[str, float | None],
-            journals: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+def figures(
+    report: dict[str, Any], ledger: Ledger, lags: dict[str, float | None], journals: dict[str, list[dict[str, Any]]]
+) -> dict[str, Any]:
     recovered_at = report["recovered_at"]
     return {
         "pushes_acknowledged": len(ledger.pushed),

@@ -222,8 +222,13 @@ class Children:
         err = self.directory / f"{index:02d}-{name}.err"
         with open(out, "wb") as stdout, open(err, "wb") as stderr:
             process = subprocess.Popen(
-                list(command), stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr,
-                env=env, cwd=str(cwd), start_new_session=True,
+                list(command),
+                stdin=subprocess.DEVNULL,
+                stdout=stdout,
+                stderr=stderr,
+                env=env,
+                cwd=str(cwd),
+                start_new_session=True,
             )
         child = Child(name, process, out, err)
         self.started.append(child)
@@ -268,8 +273,15 @@ SERVERS = {
 }
 
 
-def start_server(children: Children, run: RunEnv, *, workers: int = 4, threads: int = 4,
-                 ready_seconds: float = 60.0, kind: str = "gthread") -> Server:
+def start_server(
+    children: Children,
+    run: RunEnv,
+    *,
+    workers: int = 4,
+    threads: int = 4,
+    ready_seconds: float = 60.0,
+    kind: str = "gthread",
+) -> Server:
     """Start gunicorn with ``workers`` processes of ``threads`` threads; return once it answers.
 
     gthread workers, so a request that waits (long polling) does not hold a whole process; or,
@@ -278,11 +290,28 @@ def start_server(children: Children, run: RunEnv, *, workers: int = 4, threads: 
     port = free_port()
     app, worker_class = SERVERS[kind]
     command = [
-        PYTHON, "-m", "gunicorn", app,
-        "--bind", f"127.0.0.1:{port}",
-        "--workers", str(workers), "--threads", str(threads), "--worker-class", worker_class,
-        "--timeout", "60", "--graceful-timeout", "10", "--keep-alive", "30",
-        "--backlog", "256", "--log-level", "warning",
+        PYTHON,
+        "-m",
+        "gunicorn",
+        app,
+        "--bind",
+        f"127.0.0.1:{port}",
+        "--workers",
+        str(workers),
+        "--threads",
+        str(threads),
+        "--worker-class",
+        worker_class,
+        "--timeout",
+        "60",
+        "--graceful-timeout",
+        "10",
+        "--keep-alive",
+        "30",
+        "--backlog",
+        "256",
+        "--log-level",
+        "warning",
     ]
     child = children.start("gunicorn", command, run.environ(), cwd=DEMO_DIR)
     server = Server(child, port, workers, threads)
@@ -359,8 +388,12 @@ def table(rows: Sequence[Sequence[Any]], header: Sequence[str]) -> str:
     widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
     lines = []
     for index, row in enumerate(cells):
-        lines.append("  ".join(cell.ljust(widths[i]) if i == 0 or i == len(row) - 1 else cell.rjust(widths[i])
-                               for i, cell in enumerate(row)).rstrip())
+        lines.append(
+            "  ".join(
+                cell.ljust(widths[i]) if i == 0 or i == len(row) - 1 else cell.rjust(widths[i])
+                for i, cell in enumerate(row)
+            ).rstrip()
+        )
         if index == 0:
             lines.append("  ".join("-" * width for width in widths))
     return "\n".join(lines)
@@ -372,8 +405,12 @@ def verdicts(report: dict[str, Any]) -> list[str]:
     return lines + ["", "ALL CHECKS PASSED" if report["ok"] else "SOME CHECKS FAILED"]
 
 
-def main(argv: list[str] | None, parse_args: Callable[[list[str] | None], Any],
-         run: Callable[[Any, Path], dict[str, Any]], render: Callable[[dict[str, Any]], str]) -> int:
+def main(
+    argv: list[str] | None,
+    parse_args: Callable[[list[str] | None], Any],
+    run: Callable[[Any, Path], dict[str, Any]],
+    render: Callable[[dict[str, Any]], str],
+) -> int:
     """What every proof script's command line does: run in a temp directory, print, exit 0/1/2.
 
     0 when every check passed, 1 when one failed, 2 when the run itself could not finish.

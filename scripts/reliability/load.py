@@ -72,7 +72,9 @@ FAULT_KINDS = ("not_committed", "unknown_applied", "unknown_not_applied")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--duration", type=float, default=60.0, help="Seconds of load (default 60).")
     parser.add_argument("--clients", type=int, default=16, help="Concurrent HTTP clients, threads (default 16).")
     parser.add_argument("--processes", type=int, default=4, help="Client processes sharing them (default 4).")
@@ -80,14 +82,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=4, help="Threads per gunicorn worker (default 4).")
     parser.add_argument("--lease", type=float, default=10.0, help="Clients' claim lease in seconds (default 10).")
     parser.add_argument("--task-rate", type=float, default=10.0, help="Tasks enqueued per second (default 10).")
-    parser.add_argument("--task-lease", type=float, default=5.0,
-                        help="The tasks backend's LEASE in seconds (default 5: a lease a fault or a kill leaves behind ends soon).")
-    parser.add_argument("--faults", type=float, default=0.0,
-                        help="Fraction of commits that fail, split over --fault-kinds (default 0: none).")
-    parser.add_argument("--fault-kinds", default=",".join(FAULT_KINDS),
-                        help=f"Which faults, comma-separated (default: all of {', '.join(FAULT_KINDS)}).")
-    parser.add_argument("--kill", action="store_true",
-                        help="SIGKILL a gunicorn worker, the task worker and a client process mid-run.")
+    parser.add_argument(
+        "--task-lease",
+        type=float,
+        default=5.0,
+        help="The tasks backend's LEASE in seconds (default 5: a lease a fault or a kill leaves behind ends soon).",
+    )
+    parser.add_argument(
+        "--faults",
+        type=float,
+        default=0.0,
+        help="Fraction of commits that fail, split over --fault-kinds (default 0: none).",
+    )
+    parser.add_argument(
+        "--fault-kinds",
+        default=",".join(FAULT_KINDS),
+        help=f"Which faults, comma-separated (default: all of {', '.join(FAULT_KINDS)}).",
+    )
+    parser.add_argument(
+        "--kill", action="store_true", help="SIGKILL a gunicorn worker, the task worker and a client process mid-run."
+    )
     parser.add_argument("--seed", default="1", help="Seed of the clients' random choices.")
     parser.add_argument("--json", action="store_true", help="Print the report as one JSON document.")
     parser.add_argument("--keep", action="store_true", help="Keep the run's directory (store, journals, logs).")
@@ -162,13 +176,17 @@ class LoadRun:
             backup_checks(self.backup, self.checks)
         faults = self.env.fault_counts()
         if self.env.faults:
-            self.checks.add("faults were injected", sum(faults.get(kind, 0) for kind in self.env.faults) > 0,
-                            f"injected (processes that exited cleanly): {faults}")
+            self.checks.add(
+                "faults were injected",
+                sum(faults.get(kind, 0) for kind in self.env.faults) > 0,
+                f"injected (processes that exited cleanly): {faults}",
+            )
         return self._report(*results, faults)
 
     def _start_task_worker(self) -> harness.Child:
-        return self.children.start("task-worker", harness.manage("fdbqueue", "worker", "--tasks", "--concurrency", "2"),
-                                   self.env.environ())
+        return self.children.start(
+            "task-worker", harness.manage("fdbqueue", "worker", "--tasks", "--concurrency", "2"), self.env.environ()
+        )
 
     def _start_clients(self, prefix: str, tokens: list[str]) -> tuple[float, float]:
         """Start the client processes and the task producer; when their load starts and ends."""
@@ -179,9 +197,16 @@ class LoadRun:
         start_at = time.time() + 1.0  # every client process is up by then
         end_at = start_at + args.duration
         config = {
-            "base_url": self.server.base_url, "auth_prefix": prefix, "tokens": tokens, "queues": QUEUES,
-            "safe": self.safe, "lease": args.lease, "seed": args.seed, "journal_dir": str(self.journal_dir),
-            "end_at": end_at, "start_at": start_at,
+            "base_url": self.server.base_url,
+            "auth_prefix": prefix,
+            "tokens": tokens,
+            "queues": QUEUES,
+            "safe": self.safe,
+            "lease": args.lease,
+            "seed": args.seed,
+            "journal_dir": str(self.journal_dir),
+            "end_at": end_at,
+            "start_at": start_at,
         }
         config_path = directory / "clients.json"
         self.clients = []
@@ -191,17 +216,30 @@ class LoadRun:
                 client_config["work"] = [0.2, 1.0]  # the consumer to kill: it holds leases while it works
             path = directory / f"client-{index}.json"
             path.write_text(json.dumps(client_config), encoding="utf-8")
-            self.clients.append(children.start(f"client-{index}", [harness.PYTHON, str(harness.SCRIPTS_DIR / "client.py"),
-                                                                   str(path), str(index)], env.environ()))
+            self.clients.append(
+                children.start(
+                    f"client-{index}",
+                    [harness.PYTHON, str(harness.SCRIPTS_DIR / "client.py"), str(path), str(index)],
+                    env.environ(),
+                )
+            )
         config_path.write_text(json.dumps({**config, "tokens": len(tokens)}), encoding="utf-8")
         self.producer = children.start(
             "task-producer",
-            [harness.PYTHON, str(harness.SCRIPTS_DIR / "task_producer.py"), str(self.journal_dir / "tasks.jsonl"),
-             str(args.task_rate), str(end_at)],
+            [
+                harness.PYTHON,
+                str(harness.SCRIPTS_DIR / "task_producer.py"),
+                str(self.journal_dir / "tasks.jsonl"),
+                str(args.task_rate),
+                str(end_at),
+            ],
             env.environ(),
         )
-        log(f"load: {args.clients} clients in {processes} processes for {args.duration:g} s"
-            + (f", faults {env.faults}" if env.faults else "") + (", with kills" if args.kill else ""))
+        log(
+            f"load: {args.clients} clients in {processes} processes for {args.duration:g} s"
+            + (f", faults {env.faults}" if env.faults else "")
+            + (", with kills" if args.kill else "")
+        )
         return start_at, end_at
 
     def _drive(self, start_at: float, end_at: float) -> None:
@@ -216,8 +254,9 @@ class LoadRun:
                 if target == "backup":
                     self.backup = online_backup(self.env.store_path, self.directory / "backup.sqlite3")
                 else:
-                    self.kills.append(kill(target, self.server, self.task_workers, self.clients, self.children,
-                                           self.env))
+                    self.kills.append(
+                        kill(target, self.server, self.task_workers, self.clients, self.children, self.env)
+                    )
             if not self.server.child.alive():
                 raise RunFailed(f"gunicorn died:\n{self.server.child.tail()}")
             time.sleep(0.05)
@@ -231,12 +270,18 @@ class LoadRun:
             except Exception:  # noqa: BLE001 - subprocess.TimeoutExpired: killed, and reported below
                 child.kill()
         killed_clients = {event["pid"] for event in self.kills if event["target"] == "client"}
-        bad_exits = [f"{child.name} exited with {child.process.returncode}" for child in clients + [producer]
-                     if child.pid not in killed_clients and child.process.returncode != 0]
-        self.checks.add("client processes ended cleanly", not bad_exits, "; ".join(bad_exits) or
-                        f"{len(clients)} client processes and the task producer exited with 0"
-                        + (f" (client pid {', '.join(map(str, killed_clients))} was killed on purpose)"
-                           if killed_clients else ""))
+        bad_exits = [
+            f"{child.name} exited with {child.process.returncode}"
+            for child in clients + [producer]
+            if child.pid not in killed_clients and child.process.returncode != 0
+        ]
+        self.checks.add(
+            "client processes ended cleanly",
+            not bad_exits,
+            "; ".join(bad_exits)
+            or f"{len(clients)} client processes and the task producer exited with 0"
+            + (f" (client pid {', '.join(map(str, killed_clients))} was killed on purpose)" if killed_clients else ""),
+        )
 
     def _check_store(self, service: Any, db: Any) -> tuple[dict[str, Any], ...]:
         """The journals against the store, the drain, the tasks: (journal, snapshot, drained, tasks)."""
@@ -257,19 +302,36 @@ class LoadRun:
         log("stopping the task worker and gunicorn")
         codes = {child.name: child.stop() for child in self.task_workers if child.alive()}
         codes["gunicorn"] = self.server.child.stop(30.0)
-        self.checks.add("servers stopped gracefully", all(code == 0 for code in codes.values()),
-                        ", ".join(f"{name} exit {code}" for name, code in codes.items()))
+        self.checks.add(
+            "servers stopped gracefully",
+            all(code == 0 for code in codes.values()),
+            ", ".join(f"{name} exit {code}" for name, code in codes.items()),
+        )
 
-    def _report(self, journal: dict[str, Any], snapshot: dict[str, Any], drained: dict[str, Any],
-                tasks: dict[str, Any], faults: dict[str, Any]) -> dict[str, Any]:
+    def _report(
+        self,
+        journal: dict[str, Any],
+        snapshot: dict[str, Any],
+        drained: dict[str, Any],
+        tasks: dict[str, Any],
+        faults: dict[str, Any],
+    ) -> dict[str, Any]:
         args = self.args
         operations, total = operation_figures(journal["figures"], args.duration)
         return {
             "config": {
-                "duration_s": args.duration, "clients": args.clients, "client_processes": len(self.clients),
-                "gunicorn_workers": args.workers, "gunicorn_threads": args.threads, "lease_s": args.lease,
-                "task_rate": args.task_rate, "task_lease_s": args.task_lease, "faults": self.env.faults,
-                "kill": args.kill, "safe_mode": self.safe, "queues": [queue["name"] for queue in QUEUES],
+                "duration_s": args.duration,
+                "clients": args.clients,
+                "client_processes": len(self.clients),
+                "gunicorn_workers": args.workers,
+                "gunicorn_threads": args.threads,
+                "lease_s": args.lease,
+                "task_rate": args.task_rate,
+                "task_lease_s": args.task_lease,
+                "faults": self.env.faults,
+                "kill": args.kill,
+                "safe_mode": self.safe,
+                "queues": [queue["name"] for queue in QUEUES],
                 "cpus": os.cpu_count(),
             },
             "operations": operations,
@@ -286,8 +348,14 @@ class LoadRun:
         }
 
 
-def kill(target: str, server: harness.Server, task_workers: list[harness.Child], clients: list[harness.Child],
-         children: Children, env: RunEnv) -> dict[str, Any]:
+def kill(
+    target: str,
+    server: harness.Server,
+    task_workers: list[harness.Child],
+    clients: list[harness.Child],
+    children: Children,
+    env: RunEnv,
+) -> dict[str, Any]:
     """SIGKILL one process of ``target``'s kind; a killed task worker is replaced at once."""
     at = time.time()
     if target == "gunicorn-worker":
@@ -297,8 +365,11 @@ def kill(target: str, server: harness.Server, task_workers: list[harness.Child],
         pid = pids[0]
         os.kill(pid, signal.SIGKILL)
         # gunicorn's master starts a new worker in its place.
-        harness.wait_until(lambda: pid not in server.worker_pids() and len(server.worker_pids()) >= server.workers,
-                           30.0, "gunicorn to replace its killed worker")
+        harness.wait_until(
+            lambda: pid not in server.worker_pids() and len(server.worker_pids()) >= server.workers,
+            30.0,
+            "gunicorn to replace its killed worker",
+        )
         event = {"target": target, "pid": pid, "replaced_after_s": round(time.time() - at, 2)}
     elif target == "task-worker":
         # A task that sleeps, so the kill catches it RUNNING: it must come back after its lease.
@@ -307,13 +378,19 @@ def kill(target: str, server: harness.Server, task_workers: list[harness.Child],
         from django_fdbqueue.tasks import results
 
         held = reliability_tasks.hold.enqueue(3.0).id
-        harness.wait_until(lambda: results.get(get_database(), held).status == "RUNNING", 20.0,
-                           "the task worker to start the task it is killed in")
+        harness.wait_until(
+            lambda: results.get(get_database(), held).status == "RUNNING",
+            20.0,
+            "the task worker to start the task it is killed in",
+        )
         victim = task_workers[-1]
         victim.process.send_signal(signal.SIGKILL)
         victim.process.wait(10)
-        task_workers.append(children.start("task-worker", harness.manage("fdbqueue", "worker", "--tasks", "--concurrency", "2"),
-                                           env.environ()))
+        task_workers.append(
+            children.start(
+                "task-worker", harness.manage("fdbqueue", "worker", "--tasks", "--concurrency", "2"), env.environ()
+            )
+        )
         event = {"target": target, "pid": victim.pid, "replaced_by": task_workers[-1].pid, "running_task": held}
     else:
         victim = clients[0]

@@ -81,12 +81,12 @@ class _Fold:
 
     def __init__(self) -> None:
         self.figures: dict[str, OpFigures] = collections.defaultdict(OpFigures)
-        self.intents: dict[str, str] = {}              # uid -> queue, every push attempted
-        self.confirmed: dict[str, str] = {}            # uid -> item id of a push that answered 200/201
-        self.in_doubt: set[str] = set()                # pushes whose answer never came
+        self.intents: dict[str, str] = {}  # uid -> queue, every push attempted
+        self.confirmed: dict[str, str] = {}  # uid -> item id of a push that answered 200/201
+        self.in_doubt: set[str] = set()  # pushes whose answer never came
         self.consumed: list[tuple[str, str, str]] = []  # (uid, how, item id): pops and acks answered
         self.acked_ids: list[str] = []
-        self.ack_doubt: set[str] = set()               # acks whose answer was lost: the item may be gone
+        self.ack_doubt: set[str] = set()  # acks whose answer was lost: the item may be gone
         # uid -> (t, journal, abandon)
         self.claims: dict[str, list[tuple[float, str, bool]]] = collections.defaultdict(list)
         self.settled_claims: dict[str, set[tuple[str, float]]] = collections.defaultdict(set)
@@ -147,13 +147,24 @@ class _Fold:
             self._pushed(event, status)
         elif op == "pop" and status == 200:
             self.consumed.append((event["uid"], "pop", event["id"]))
-            self.timeline[event["uid"]].append(Take(event["t"], event["ms"] / 1000, 0.0, source, "pop", seq,
-                                                    sent=event.get("t0")))
+            self.timeline[event["uid"]].append(
+                Take(event["t"], event["ms"] / 1000, 0.0, source, "pop", seq, sent=event.get("t0"))
+            )
         elif op == "claim" and status == 200:
             self.claims[event["uid"]].append((event["t"], source, bool(event.get("abandon"))))
             self.last_claim[event["uid"]] = event["t"]
-            self.timeline[event["uid"]].append(Take(event["t"], event["ms"] / 1000, event["lease"], source, "claim",
-                                                    seq, sent=event.get("t0"), until=event.get("until")))
+            self.timeline[event["uid"]].append(
+                Take(
+                    event["t"],
+                    event["ms"] / 1000,
+                    event["lease"],
+                    source,
+                    "claim",
+                    seq,
+                    sent=event.get("t0"),
+                    until=event.get("until"),
+                )
+            )
         elif op == "ack":
             self._acked(source, seq, event, status)
         elif op == "release" and status != "err" and event["uid"] in self.last_claim:
@@ -179,8 +190,9 @@ class _Fold:
             self.consumed.append((uid, "ack", event["id"]))
             self.acked_ids.append(event["id"])
             self.pending_ack = None
-            self.timeline[uid].append(Take(event["t"], event["ms"] / 1000, 0.0, source, "ack", seq,
-                                           sent=event.get("t0")))
+            self.timeline[uid].append(
+                Take(event["t"], event["ms"] / 1000, 0.0, source, "ack", seq, sent=event.get("t0"))
+            )
         elif status == 409 and event.get("doubt"):
             self.ack_doubt.add(uid)
             self.pending_ack = None
@@ -200,11 +212,22 @@ class _Fold:
 
     def result(self) -> dict[str, Any]:
         return {
-            "figures": dict(self.figures), "intents": self.intents, "confirmed": self.confirmed,
-            "in_doubt": self.in_doubt - set(self.confirmed), "consumed": self.consumed, "acked_ids": self.acked_ids,
-            "ack_doubt": self.ack_doubt, "claims": self.claims, "settled_claims": self.settled_claims,
-            "timeline": self.timeline, "unexpected": self.unexpected, "server_errors": self.server_errors,
-            "transport_errors": self.transport_errors, "transport_error_times": self.transport_error_times,
+            "figures": dict(self.figures),
+            "intents": self.intents,
+            "confirmed": self.confirmed,
+            "in_doubt": self.in_doubt - set(self.confirmed),
+            "consumed": self.consumed,
+            "acked_ids": self.acked_ids,
+            "ack_doubt": self.ack_doubt,
+            "claims": self.claims,
+            "settled_claims": self.settled_claims,
+            "timeline": self.timeline,
+            "unexpected": self.unexpected,
+            "server_errors": self.server_errors,
+            "transport_errors": self.transport_errors,
+            "transport_error_times": self.transport_error_times,
             "duplicates_answered": self.duplicates_answered,
-            "task_ids": self.task_ids, "enqueue_errors": self.enqueue_errors, "accounting": {},
+            "task_ids": self.task_ids,
+            "enqueue_errors": self.enqueue_errors,
+            "accounting": {},
         }

@@ -28,20 +28,35 @@ def render(report: dict[str, Any]) -> str:
     lines = [
         f"Load run: {config['clients']} clients in {config['client_processes']} processes, {config['duration_s']:g} s, "
         f"gunicorn {config['gunicorn_workers']} workers x {config['gunicorn_threads']} threads, embedded engine, "
-        f"{config['cpus']} CPUs" + (f", faults {config['faults']}" if config["faults"] else "")
+        f"{config['cpus']} CPUs"
+        + (f", faults {config['faults']}" if config["faults"] else "")
         + (", kills" if config["kill"] else ""),
         "",
     ]
-    order = [op for op in OPERATION_ORDER if op in report["operations"]] + \
-        [op for op in report["operations"] if op not in OPERATION_ORDER]
-    rows = [(op, figures["requests"], figures["requests_per_s"], figures["p50_ms"], figures["p99_ms"],
-             " ".join(f"{status}:{count}" for status, count in figures["statuses"].items()))
-            for op, figures in ((op, report["operations"][op]) for op in order)]
+    order = [op for op in OPERATION_ORDER if op in report["operations"]] + [
+        op for op in report["operations"] if op not in OPERATION_ORDER
+    ]
+    rows = [
+        (
+            op,
+            figures["requests"],
+            figures["requests_per_s"],
+            figures["p50_ms"],
+            figures["p99_ms"],
+            " ".join(f"{status}:{count}" for status, count in figures["statuses"].items()),
+        )
+        for op, figures in ((op, report["operations"][op]) for op in order)
+    ]
     total = report["total"]
     rows.append(("all", total["requests"], total["requests_per_s"], total["p50_ms"], total["p99_ms"], ""))
     lines.append(harness.table(rows, ("operation", "requests", "req/s", "p50 ms", "p99 ms", "statuses")))
-    lines += ["", "Accounting: " + json.dumps(report["accounting"]), "Queues at the end: " + json.dumps(report["snapshot"]),
-              "Drain: " + json.dumps(report["drain"]), "Tasks: " + json.dumps(report["tasks"])]
+    lines += [
+        "",
+        "Accounting: " + json.dumps(report["accounting"]),
+        "Queues at the end: " + json.dumps(report["snapshot"]),
+        "Drain: " + json.dumps(report["drain"]),
+        "Tasks: " + json.dumps(report["tasks"]),
+    ]
     if any(report["faults_injected"].values()):
         lines.append("Faults injected: " + json.dumps(report["faults_injected"]))
     for event in report["kills"]:

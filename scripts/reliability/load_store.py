@@ -40,8 +40,14 @@ def take_snapshot(service: Any, db: Any) -> dict[str, Any]:
     for queue in QUEUES:
         name = queue["name"]
         info = service.get_queue(db, name)
-        counts[name] = {"pushed": info.pushed, "popped": info.popped, "ready": info.size, "leased": info.leased,
-                        "delayed": info.delayed, "dead": info.dead}
+        counts[name] = {
+            "pushed": info.pushed,
+            "popped": info.popped,
+            "ready": info.size,
+            "leased": info.leased,
+            "delayed": info.delayed,
+            "dead": info.dead,
+        }
         ready = pages(service.browse, db, name)
         scheduled = pages(service.scheduled, db, name)
         dead = pages(service.dead_letters, db, name)
@@ -73,8 +79,15 @@ def drain(service: Any, db: Any, seconds: float) -> dict[str, Any]:
                     break
                 answered_at = time.time()
                 taken.append((lease.item.value["uid"], lease.item.attempts))
-                take = Take(answered_at, answered_at - asked_at, 60.0, "drain", "drain", sent=asked_at,
-                            until=lease.lease_expires_at.timestamp())
+                take = Take(
+                    answered_at,
+                    answered_at - asked_at,
+                    60.0,
+                    "drain",
+                    "drain",
+                    sent=asked_at,
+                    until=lease.lease_expires_at.timestamp(),
+                )
                 takes.append((lease.item.value["uid"], take))
                 service.ack(db, lease.receipt)
         infos = [service.get_queue(db, queue["name"]) for queue in QUEUES]
@@ -91,9 +104,16 @@ def drain(service: Any, db: Any, seconds: float) -> dict[str, Any]:
     left = {queue["name"]: service.get_queue(db, queue["name"]) for queue in QUEUES}
     empty = all(info.size == info.leased == info.delayed == info.dead == 0 for info in left.values())
     return {
-        "taken": taken, "takes": takes, "dead": dead, "empty": empty,
-        "summary": {"claimed_and_acked": len(taken), "dead_letters_deleted": len(dead),
-                    "seconds": round(time.monotonic() - started, 2), "store_empty_after": empty},
+        "taken": taken,
+        "takes": takes,
+        "dead": dead,
+        "empty": empty,
+        "summary": {
+            "claimed_and_acked": len(taken),
+            "dead_letters_deleted": len(dead),
+            "seconds": round(time.monotonic() - started, 2),
+            "store_empty_after": empty,
+        },
     }
 
 
@@ -140,13 +160,17 @@ def wait_for_tasks(task_ids: list[str], seconds: float) -> dict[str, Any]:
             break
         time.sleep(0.2)
     statuses = collections.Counter("MISSING" if record is None else record.status for record in records.values())
-    lags = [(record.finished_us - record.enqueued_us) / 1000 for record in records.values()
-            if record is not None and record.finished and getattr(record, "finished_us", None)]
+    lags = [
+        (record.finished_us - record.enqueued_us) / 1000
+        for record in records.values()
+        if record is not None and record.finished and getattr(record, "finished_us", None)
+    ]
     attempts = collections.Counter(len(record.worker_ids) for record in records.values() if record is not None)
     return {
         "records": records,
         "summary": {
-            "enqueued": len(task_ids), "statuses": dict(statuses),
+            "enqueued": len(task_ids),
+            "statuses": dict(statuses),
             "attempts": {str(key): value for key, value in sorted(attempts.items())},
             "enqueue_to_finish_p50_ms": _round(harness.percentile(lags, 0.5)),
             "enqueue_to_finish_p99_ms": _round(harness.percentile(lags, 0.99)),

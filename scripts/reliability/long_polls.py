@@ -48,8 +48,9 @@ def add_load_arguments(parser: argparse.ArgumentParser, *, waiters: int, workers
     parser.add_argument("--waiters", type=int, default=waiters, help=f"Long-polling claimers (default {waiters}).")
     parser.add_argument("--others", type=int, default=8, help="Clients that push and GET (default 8).")
     parser.add_argument("--wait", type=float, default=20.0, help="Each claim's wait in seconds (default 20).")
-    parser.add_argument("--seconds", type=float, default=10.0,
-                        help="Seconds the others run while the waiters wait (default 10).")
+    parser.add_argument(
+        "--seconds", type=float, default=10.0, help="Seconds the others run while the waiters wait (default 10)."
+    )
     parser.add_argument("--workers", type=int, default=workers, help=f"gunicorn worker processes (default {workers}).")
 
 
@@ -57,8 +58,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_load_arguments(parser, waiters=64, workers=4)
     parser.add_argument("--threads", type=int, default=4, help="Threads per gunicorn worker (default 4).")
-    parser.add_argument("--budget", default=None,
-                        help="FDBQUEUE['WAIT_BUDGET'] per process, or 'none' for no limit (default: the app's).")
+    parser.add_argument(
+        "--budget",
+        default=None,
+        help="FDBQUEUE['WAIT_BUDGET'] per process, or 'none' for no limit (default: the app's).",
+    )
     parser.add_argument("--json", action="store_true", help="Print the report as one JSON document.")
     parser.add_argument("--keep", action="store_true", help="Keep the run's directory.")
     args = parser.parse_args(argv)
@@ -164,8 +168,9 @@ def push_items(base_url: str, header: dict[str, str], count: int, seconds: float
     return figures, uids
 
 
-def start_waiters(args: argparse.Namespace, base_url: str, headers: list[dict[str, str]],
-                  stop: threading.Event) -> tuple[list[Waiter], list[threading.Thread]]:
+def start_waiters(
+    args: argparse.Namespace, base_url: str, headers: list[dict[str, str]], stop: threading.Event
+) -> tuple[list[Waiter], list[threading.Thread]]:
     waiters = [Waiter(base_url, header, args.wait, stop) for header in headers]
     threads = [threading.Thread(target=waiter.run, daemon=True) for waiter in waiters]
     for thread in threads:
@@ -193,7 +198,7 @@ def exercise(args: argparse.Namespace, server: Any, prefix: str, tokens: list[st
     waiters, threads = start_waiters(args, server.base_url, headers[: args.waiters], stop)
     try:
         log(f"{args.waiters} waiters parked; {args.others} other clients for {args.seconds:g} s")
-        others = run_others(server.base_url, headers[args.waiters:], args.seconds)
+        others = run_others(server.base_url, headers[args.waiters :], args.seconds)
         parked = {status: sum(w.statuses.get(status, 0) for w in waiters) for status in ("204+Retry-After", "204")}
         log(f"pushing {args.waiters} items one by one")
         pushes, uids = push_items(server.base_url, headers[-1], args.waiters, 3 * args.wait)
@@ -204,8 +209,14 @@ def exercise(args: argparse.Namespace, server: Any, prefix: str, tokens: list[st
             thread.join(args.wait + 40.0)  # a claim in flight ends within its wait and its timeout
     if any(thread.is_alive() for thread in threads):
         raise RunFailed("a waiter still ran long after the run told it to stop")
-    return {"waiters": waiters, "others": others, "pushes": pushes, "uids": uids,
-            "during_others": parked, "delivered_after_last_push_s": after_last_push}
+    return {
+        "waiters": waiters,
+        "others": others,
+        "pushes": pushes,
+        "uids": uids,
+        "during_others": parked,
+        "delivered_after_last_push_s": after_last_push,
+    }
 
 
 def account(uids: list[str], waiters: list[Waiter]) -> dict[str, Any]:
@@ -225,30 +236,41 @@ def account(uids: list[str], waiters: list[Waiter]) -> dict[str, Any]:
     info = service.get_queue(db, WAITS_QUEUE)
     seen = delivered + ready
     return {
-        "pushed": len(uids), "delivered": len(delivered), "still_queued": len(ready), "leased": info.leased,
+        "pushed": len(uids),
+        "delivered": len(delivered),
+        "still_queued": len(ready),
+        "leased": info.leased,
         "twice": sorted({uid for uid in seen if seen.count(uid) > 1}),
-        "lost": sorted(set(uids) - set(seen)), "unknown": sorted(set(seen) - set(uids)),
+        "lost": sorted(set(uids) - set(seen)),
+        "unknown": sorted(set(seen) - set(uids)),
     }
 
 
 def checks_of(result: dict[str, Any], accounting: dict[str, Any], stop_code: int | None) -> list[dict[str, Any]]:
     waiters: list[Waiter] = result["waiters"]
-    statuses = merged([w.statuses for w in waiters] + [f.statuses for f in result["others"].values()]
-                      + [result["pushes"].statuses])
+    statuses = merged(
+        [w.statuses for w in waiters] + [f.statuses for f in result["others"].values()] + [result["pushes"].statuses]
+    )
     answered = ("200", "201", "204", "204+Retry-After")
     bad = {status: count for status, count in statuses.items() if status not in answered}
     retry_afters = [value for w in waiters for value in w.retry_afters]
     bad_retry = [value for value in retry_afters if not (value or "").isdigit()]
     return [
         {"name": "no 5xx, every request answered", "ok": not bad, "detail": f"{bad}" if bad else "none"},
-        {"name": "every refused wait says when to retry", "ok": not bad_retry,
-         "detail": f"{len(retry_afters)} 204 with Retry-After" + (f", bad: {bad_retry[:5]}" if bad_retry else "")},
-        {"name": "every pushed item with exactly one waiter or still queued",
-         "ok": not (accounting["twice"] or accounting["lost"] or accounting["unknown"])
-         and accounting["leased"] == accounting["delivered"] and accounting["pushed"] == len(waiters),
-         "detail": f"pushed {accounting['pushed']}, delivered {accounting['delivered']} (leased "
-         f"{accounting['leased']}), still queued {accounting['still_queued']}, lost {len(accounting['lost'])}, "
-         f"twice {len(accounting['twice'])}"},
+        {
+            "name": "every refused wait says when to retry",
+            "ok": not bad_retry,
+            "detail": f"{len(retry_afters)} 204 with Retry-After" + (f", bad: {bad_retry[:5]}" if bad_retry else ""),
+        },
+        {
+            "name": "every pushed item with exactly one waiter or still queued",
+            "ok": not (accounting["twice"] or accounting["lost"] or accounting["unknown"])
+            and accounting["leased"] == accounting["delivered"]
+            and accounting["pushed"] == len(waiters),
+            "detail": f"pushed {accounting['pushed']}, delivered {accounting['delivered']} (leased "
+            f"{accounting['leased']}), still queued {accounting['still_queued']}, lost {len(accounting['lost'])}, "
+            f"twice {len(accounting['twice'])}",
+        },
         {"name": "gunicorn stopped gracefully", "ok": stop_code == 0, "detail": f"exit {stop_code}"},
     ]
 
@@ -283,8 +305,13 @@ def run(args: argparse.Namespace, directory: Path) -> dict[str, Any]:
     return report_of(args, budget, result, account(result["uids"], result["waiters"]), stop_code)
 
 
-def report_of(args: argparse.Namespace, budget: int | None, result: dict[str, Any], accounting: dict[str, Any],
-              stop_code: int | None) -> dict[str, Any]:
+def report_of(
+    args: argparse.Namespace,
+    budget: int | None,
+    result: dict[str, Any],
+    accounting: dict[str, Any],
+    stop_code: int | None,
+) -> dict[str, Any]:
     others = OpFigures()
     for figures in result["others"].values():
         others.latencies_ms += figures.latencies_ms
@@ -293,39 +320,69 @@ def report_of(args: argparse.Namespace, budget: int | None, result: dict[str, An
     summary = others.summary(args.seconds)
     checks = checks_of(result, accounting, stop_code)
     return {
-        "config": {"waiters": args.waiters, "others": args.others, "wait_s": args.wait, "seconds": args.seconds,
-                   "gunicorn_workers": args.workers, "gunicorn_threads": args.threads, "wait_budget": budget},
+        "config": {
+            "waiters": args.waiters,
+            "others": args.others,
+            "wait_s": args.wait,
+            "seconds": args.seconds,
+            "gunicorn_workers": args.workers,
+            "gunicorn_threads": args.threads,
+            "wait_budget": budget,
+        },
         "others": {"all": summary, **{op: f.summary(args.seconds) for op, f in result["others"].items()}},
-        "goal": {"others_p99_ms_below": GOAL_P99_MS,
-                 "met": summary["p99_ms"] is not None and summary["p99_ms"] < GOAL_P99_MS},
-        "waiters": {"answers_while_others_ran": result["during_others"],
-                    "answers": merged([w.statuses for w in waiters]),
-                    "ever_refused": sum(bool(w.retry_afters) for w in waiters),
-                    "got_an_item": sum(w.item is not None for w in waiters)},
+        "goal": {
+            "others_p99_ms_below": GOAL_P99_MS,
+            "met": summary["p99_ms"] is not None and summary["p99_ms"] < GOAL_P99_MS,
+        },
+        "waiters": {
+            "answers_while_others_ran": result["during_others"],
+            "answers": merged([w.statuses for w in waiters]),
+            "ever_refused": sum(bool(w.retry_afters) for w in waiters),
+            "got_an_item": sum(w.item is not None for w in waiters),
+        },
         "item_pushes": result["pushes"].summary(1.0),
-        "all_delivered_s_after_pushes": None if result["delivered_after_last_push_s"] is None
+        "all_delivered_s_after_pushes": None
+        if result["delivered_after_last_push_s"] is None
         else round(result["delivered_after_last_push_s"], 2),
-        "accounting": accounting, "checks": checks, "ok": all(check["ok"] for check in checks),
+        "accounting": accounting,
+        "checks": checks,
+        "ok": all(check["ok"] for check in checks),
     }
 
 
 def render(report: dict[str, Any]) -> str:
     config, waiters = report["config"], report["waiters"]
-    lines = [f"Long polls under WSGI: {config['waiters']} waiters (claim wait={config['wait_s']:g}), "
-             f"{config['others']} other clients for {config['seconds']:g} s, gunicorn gthread "
-             f"{config['gunicorn_workers']}x{config['gunicorn_threads']}, wait budget {config['wait_budget']} "
-             "per process", ""]
-    rows = [(op, f["requests"], f["requests_per_s"], f["p50_ms"], f["p99_ms"], ", ".join(
-        f"{status}: {count}" for status, count in f["statuses"].items())) for op, f in report["others"].items()]
+    lines = [
+        f"Long polls under WSGI: {config['waiters']} waiters (claim wait={config['wait_s']:g}), "
+        f"{config['others']} other clients for {config['seconds']:g} s, gunicorn gthread "
+        f"{config['gunicorn_workers']}x{config['gunicorn_threads']}, wait budget {config['wait_budget']} "
+        "per process",
+        "",
+    ]
+    rows = [
+        (
+            op,
+            f["requests"],
+            f["requests_per_s"],
+            f["p50_ms"],
+            f["p99_ms"],
+            ", ".join(f"{status}: {count}" for status, count in f["statuses"].items()),
+        )
+        for op, f in report["others"].items()
+    ]
     lines.append(harness.table(rows, ("others", "requests", "req/s", "p50 ms", "p99 ms", "statuses")))
     goal = report["goal"]
-    lines += ["", f"goal: the others' p99 < {goal['others_p99_ms_below']:g} ms: {'met' if goal['met'] else 'NOT met'}",
-              f"waiters' answers while the others ran: {waiters['answers_while_others_ran']}",
-              f"waiters' answers in all: {waiters['answers']}",
-              f"waiters ever refused a wait: {waiters['ever_refused']}; got an item: {waiters['got_an_item']}",
-              f"{report['accounting']['pushed']} items pushed one by one: p50 {report['item_pushes']['p50_ms']} ms, "
-              f"p99 {report['item_pushes']['p99_ms']} ms; all delivered "
-              f"{report['all_delivered_s_after_pushes']} s after the last push", ""]
+    lines += [
+        "",
+        f"goal: the others' p99 < {goal['others_p99_ms_below']:g} ms: {'met' if goal['met'] else 'NOT met'}",
+        f"waiters' answers while the others ran: {waiters['answers_while_others_ran']}",
+        f"waiters' answers in all: {waiters['answers']}",
+        f"waiters ever refused a wait: {waiters['ever_refused']}; got an item: {waiters['got_an_item']}",
+        f"{report['accounting']['pushed']} items pushed one by one: p50 {report['item_pushes']['p50_ms']} ms, "
+        f"p99 {report['item_pushes']['p99_ms']} ms; all delivered "
+        f"{report['all_delivered_s_after_pushes']} s after the last push",
+        "",
+    ]
     return "\n".join(lines + harness.verdicts(report))
 
 

@@ -20,10 +20,31 @@ from sybil.parsers.markdown.lexers import RawFencedCodeBlockLexer
 RUN = ("python", "console")
 #: Blocks that are not run, each for a reason the language says (commands that cannot run in a
 #: test, configuration files, output, data).
-NOT_RUN = frozenset({
-    "bash", "ini", "text", "json", "toml", "yaml", "nginx", "html", "xml", "css", "javascript",
-    "diff", "sql", "promql", "dockerfile", "caddy", "markdown", "md", "rst", "none", "pycon",
-})
+NOT_RUN = frozenset(
+    {
+        "bash",
+        "ini",
+        "text",
+        "json",
+        "toml",
+        "yaml",
+        "nginx",
+        "html",
+        "xml",
+        "css",
+        "javascript",
+        "diff",
+        "sql",
+        "promql",
+        "dockerfile",
+        "caddy",
+        "markdown",
+        "md",
+        "rst",
+        "none",
+        "pycon",
+    }
+)
 CODE_DIRECTIVES = ("{code-block}", "{code}", "{sourcecode}")
 INFO = re.compile(r"(?P<info>[^\n]*)$\n", re.MULTILINE)
 DIRECTIVE_OPTION = re.compile(r"[ \t]*:[\w-]+:[^\n]*\n")
@@ -87,7 +108,9 @@ class BlockParser:
             fence_line = document.text.count("\n", 0, region.start) + 1
             block = Block(
                 language if language in RUN else ("" if language in NOT_RUN else "refused:" + language),
-                str(source)[skipped:], Path(document.path), fence_line,
+                str(source)[skipped:],
+                Path(document.path),
+                fence_line,
                 fence_line + 1 + source.count("\n", 0, skipped),
             )
             regions.append(Region(region.start, region.end, parsed=block, evaluator=self.evaluator))
@@ -97,6 +120,7 @@ class BlockParser:
 def _outermost_first(regions: list[Region]) -> list[Region]:
     """The blocks to act on, in page order: not those nested in another block (a page that shows
     Markdown with fences in it), nor the blocks that are not run."""
+
     def nested(region: Region) -> bool:
         return any(o is not region and o.start <= region.start and region.end <= o.end for o in regions)
 

@@ -61,8 +61,9 @@ class PageSnippets(pytest.Item):
         # Autouse fixtures too (pytest-django's, which apply the django_db marker).
         initial = tuple(dict.fromkeys([*manager._getautousenames(self), *names]))
         closure, definitions = manager.getfixtureclosure(initialnames=initial, parentnode=self, ignore_args=set())
-        self._fixtureinfo = FuncFixtureInfo(argnames=tuple(names), initialnames=initial,
-                                            names_closure=closure, name2fixturedefs=definitions)
+        self._fixtureinfo = FuncFixtureInfo(
+            argnames=tuple(names), initialnames=initial, names_closure=closure, name2fixturedefs=definitions
+        )
         self.fixturenames = closure
         self.funcargs: dict[str, Any] = {}
         self._request = fixtures.TopRequest(pyfuncitem=self, _ispytest=True)  # type: ignore[arg-type]
@@ -87,5 +88,8 @@ class PageSnippets(pytest.Item):
 def should_collect(path: Path, docs: Path, excluded: set[str]) -> bool:
     """A page of the docs, except the build output and the pages run elsewhere."""
     relative = path.relative_to(docs)
-    return (path.suffix == ".md" and not any(part.startswith("_") for part in relative.parts[:-1])
-            and relative.as_posix() not in excluded)
+    return (
+        path.suffix == ".md"
+        and not any(part.startswith("_") for part in relative.parts[:-1])
+        and relative.as_posix() not in excluded
+    )

@@ -39,7 +39,7 @@ def split_transcript(lines: list[str]) -> list[tuple[int, str, str]]:
         line, start = lines[index], index
         index += 1
         if line.startswith(PROMPT) or line == PROMPT.strip():
-            text = line[len(PROMPT):]
+            text = line[len(PROMPT) :]
             while text.endswith("\\") and index < len(lines):
                 text = text[:-1] + " " + lines[index].removeprefix("> ").strip()
                 index += 1
@@ -55,12 +55,18 @@ def split_transcript(lines: list[str]) -> list[tuple[int, str, str]]:
 def transcript(block: Block) -> list[Command]:
     """The block's commands with their expected output."""
     try:
-        commands = [Command(text, block.first_line + index, expected)
-                    for index, text, expected in split_transcript(block.source.split("\n"))]
+        commands = [
+            Command(text, block.first_line + index, expected)
+            for index, text, expected in split_transcript(block.source.split("\n"))
+        ]
     except ValueError as error:
-        raise SnippetFailure(block.at(block.first_line + error.args[0]), (
-            "a ```console block starts with a command: put `$ ` before each command, or use "
-            "```text for output shown on its own.")) from None
+        raise SnippetFailure(
+            block.at(block.first_line + error.args[0]),
+            (
+                "a ```console block starts with a command: put `$ ` before each command, or use "
+                "```text for output shown on its own."
+            ),
+        ) from None
     if not commands:
         raise SnippetFailure(block.location, "a ```console block with no `$ ` command: use ```text for output.")
     return commands
@@ -98,11 +104,17 @@ def run_block(page: Any, block: Block) -> None:
         location = block.at(command.line)
         code, output = shell.run(page, command.text, location)
         if not matches(command.expected, output):
-            raise SnippetFailure(location, f"`$ {command.text}` printed other output (exit status {code}).\n"
-                                 + comparison(command.expected, output))
+            raise SnippetFailure(
+                location,
+                f"`$ {command.text}` printed other output (exit status {code}).\n"
+                + comparison(command.expected, output),
+            )
         if code != 0 and not shows_text(command.expected):
-            raise SnippetFailure(location, f"`$ {command.text}` failed with exit status {code} and the page "
-                                 "shows no error for it:\n" + comparison(command.expected, output))
+            raise SnippetFailure(
+                location,
+                f"`$ {command.text}` failed with exit status {code} and the page "
+                "shows no error for it:\n" + comparison(command.expected, output),
+            )
 
 
 def comparison(expected: str, actual: str) -> str:

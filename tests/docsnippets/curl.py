@@ -14,12 +14,31 @@ from urllib.parse import urlsplit
 from .errors import SnippetFailure
 
 VALUE_OPTIONS = {
-    "-X": "method", "--request": "method", "-H": "header", "--header": "header",
-    "-d": "data", "--data": "data", "--data-raw": "data", "--data-binary": "data", "--data-ascii": "data",
-    "--json": "json", "-u": "user", "--user": "user",
+    "-X": "method",
+    "--request": "method",
+    "-H": "header",
+    "--header": "header",
+    "-d": "data",
+    "--data": "data",
+    "--data-raw": "data",
+    "--data-binary": "data",
+    "--data-ascii": "data",
+    "--json": "json",
+    "-u": "user",
+    "--user": "user",
 }
-FLAGS = {"-s": None, "--silent": None, "-S": None, "--show-error": None, "-L": None, "--location": None,
-         "-i": "include", "--include": "include", "-f": "fail", "--fail": "fail"}
+FLAGS = {
+    "-s": None,
+    "--silent": None,
+    "-S": None,
+    "--show-error": None,
+    "-L": None,
+    "--location": None,
+    "-i": "include",
+    "--include": "include",
+    "-f": "fail",
+    "--fail": "fail",
+}
 
 
 def parse(args: list[str], location: str) -> dict:
@@ -42,14 +61,22 @@ def parse(args: list[str], location: str) -> dict:
                     request["headers"] += ["Content-Type: application/json", "Accept: application/json"]
             else:
                 request[key] = value
-        elif word.startswith("-") and not word.startswith("--") and len(word) > 2 and all(f"-{c}" in FLAGS for c in word[1:]):
+        elif (
+            word.startswith("-")
+            and not word.startswith("--")
+            and len(word) > 2
+            and all(f"-{c}" in FLAGS for c in word[1:])
+        ):
             words[:0] = [f"-{c}" for c in word[1:]]  # -sS, -si
         elif word in FLAGS:
             if FLAGS[word]:
                 request[FLAGS[word]] = True
         elif word.startswith("-"):
-            raise SnippetFailure(location, f"curl option {word} is not supported by the docs runner "
-                                 "(it knows -X, -H, -d, --json, -u, -i, -f, -s, -S, -L)")
+            raise SnippetFailure(
+                location,
+                f"curl option {word} is not supported by the docs runner "
+                "(it knows -X, -H, -d, --json, -u, -i, -f, -s, -S, -L)",
+            )
         elif request["url"] is None:
             request["url"] = word
         else:
@@ -76,8 +103,8 @@ def run_curl(args: list[str], location: str) -> tuple[int, str]:
     method = request.get("method") or ("POST" if request["data"] else "GET")
     path = (url.path or "/") + (f"?{url.query}" if url.query else "")
     response = Client(HTTP_HOST=url.netloc).generic(
-        method, path, data=body.encode(), content_type=content_type, secure=url.scheme == "https",
-        headers=headers)
+        method, path, data=body.encode(), content_type=content_type, secure=url.scheme == "https", headers=headers
+    )
     if request.get("fail") and response.status_code >= 400:
         return 22, f"curl: (22) The requested URL returned error: {response.status_code}\n"
     content = b"".join(response.streaming_content) if response.streaming else response.content

@@ -144,13 +144,18 @@ def evaluate(example: Example) -> None:
         console.run_block(page, block)
     else:
         language = block.language.removeprefix("refused:")
-        raise SnippetFailure(block.location, (
-            f"a ```{language} block is neither run nor one of the languages that say why not: "
-            "use ```python or ```console for what the tests can run, ```bash for commands that "
-            "cannot run in a test (pip, systemctl, fdbcli...), ```text for output, "
-            f"or one of {', '.join(sorted(blocks.NOT_RUN - {'none'}))} for files and data."
-            if language else "a fenced block with no language: say what it is (```python, "
-            "```console, ```bash, ```text, ```ini...)."))
+        raise SnippetFailure(
+            block.location,
+            (
+                f"a ```{language} block is neither run nor one of the languages that say why not: "
+                "use ```python or ```console for what the tests can run, ```bash for commands that "
+                "cannot run in a test (pip, systemctl, fdbcli...), ```text for output, "
+                f"or one of {', '.join(sorted(blocks.NOT_RUN - {'none'}))} for files and data."
+                if language
+                else "a fenced block with no language: say what it is (```python, "
+                "```console, ```bash, ```text, ```ini...)."
+            ),
+        )
 
 
 def run_page(path: Path | str, workdir: Path | str) -> int:

@@ -16,13 +16,16 @@ TEMPLATE_DIR = Path(django.__file__).parent / "conf" / "project_template" / "pro
 def _render(template: str) -> str:
     """A startproject template file, rendered the way startproject renders it."""
     text = (TEMPLATE_DIR / template).read_text(encoding="utf-8")
-    context = Context({
-        "project_name": NAME,
-        "project_directory": NAME,
-        "secret_key": "docs-snippets-only-not-secret",
-        "docs_version": "stable" if django.VERSION[3] == "final" else "dev",
-        "django_version": django.get_version(),
-    }, autoescape=False)
+    context = Context(
+        {
+            "project_name": NAME,
+            "project_directory": NAME,
+            "secret_key": "docs-snippets-only-not-secret",
+            "docs_version": "stable" if django.VERSION[3] == "final" else "dev",
+            "django_version": django.get_version(),
+        },
+        autoescape=False,
+    )
     return Engine().from_string(text).render(context)
 
 

@@ -72,8 +72,11 @@ def run_settings(page: Any, block: Block) -> None:
     execute(block, page.settings_namespace)
     problems = settings_check.problems(page.settings_namespace)
     if problems:
-        raise SnippetFailure(block.location, "the settings snippet does not pass the app's checks:\n"
-                             + "\n".join(f"  {problem}" for problem in problems))
+        raise SnippetFailure(
+            block.location,
+            "the settings snippet does not pass the app's checks:\n"
+            + "\n".join(f"  {problem}" for problem in problems),
+        )
     overrides = settings_check.later_overrides(page.settings_namespace, django_settings.FDBQUEUE)
     if overrides:
         page.stack.enter_context(override_settings(**overrides))
@@ -98,8 +101,10 @@ def run_urls(page: Any, block: Block) -> None:
     execute(block, page.urls_module.__dict__)
     problems = url_problems(page.urls_module)
     if problems:
-        raise SnippetFailure(block.location, "the URLconf snippet's patterns do not resolve:\n"
-                             + "\n".join(f"  {problem}" for problem in problems))
+        raise SnippetFailure(
+            block.location,
+            "the URLconf snippet's patterns do not resolve:\n" + "\n".join(f"  {problem}" for problem in problems),
+        )
 
 
 def url_problems(module: types.ModuleType) -> list[str]:
@@ -172,5 +177,8 @@ def _check_not_shadowing(page: Any, block: Block, top: str) -> None:
     module = sys.modules.get(top)
     where = getattr(module, "__file__", None) or ""
     if module is not None and not where.startswith(str(page.modules_dir)):
-        raise SnippetFailure(block.location, f"the module name {top!r} is already taken by {where or 'a built-in'}: "
-                             "name the snippet's package after your app, e.g. # myapp/tasks.py")
+        raise SnippetFailure(
+            block.location,
+            f"the module name {top!r} is already taken by {where or 'a built-in'}: "
+            "name the snippet's package after your app, e.g. # myapp/tasks.py",
+        )

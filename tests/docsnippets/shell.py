@@ -26,8 +26,10 @@ OPERATORS = {"|", "||", "&&", "&", ";", ">", ">>", "<", "2>", "2>&1", "&>"}
 MANAGE = (["python", "manage.py"], ["python3", "manage.py"], ["./manage.py"])
 #: Commands that run until stopped, or wait for a person: not for a test.
 FOREVER = {"runserver", "shell", "dbshell", "runserver_plus"}
-USE_BASH = ("the docs tests run `python manage.py ...` and `curl ...` lines only; show commands "
-            "that cannot run in a test (pip, systemctl, fdbcli, a server...) in a ```bash block.")
+USE_BASH = (
+    "the docs tests run `python manage.py ...` and `curl ...` lines only; show commands "
+    "that cannot run in a test (pip, systemctl, fdbcli, a server...) in a ```bash block."
+)
 
 
 def run(page: Any, text: str, location: str) -> tuple[int, str]:
@@ -62,7 +64,7 @@ def run_captured(page: Any, text: str, location: str) -> tuple[int, str, str]:
         return 0, "", ""
     for prefix in MANAGE:
         if words[: len(prefix)] == prefix:
-            return manage(words[len(prefix):], {**page.environment, **env}, text, location)
+            return manage(words[len(prefix) :], {**page.environment, **env}, text, location)
     if words[0] == "curl":
         code, output = run_curl(words[1:], location)
         return code, output, output
@@ -78,7 +80,7 @@ def expand(text: str, variables: dict[str, str], location: str) -> str:
     while index < len(text):
         char = text[index]
         if char == "\\" and quote != "'" and index + 1 < len(text):
-            out.append(text[index:index + 2])
+            out.append(text[index : index + 2])
             index += 2
             continue
         if char in "'\"" and quote in (None, char):
@@ -121,8 +123,12 @@ def manage(args: list[str], env: dict[str, str], text: str, location: str) -> tu
     buffer = io.StringIO()
     stdout = _Tee(buffer)
     code = 0
-    with mock.patch.dict(os.environ, env), contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(buffer), \
-            process_logging():
+    with (
+        mock.patch.dict(os.environ, env),
+        contextlib.redirect_stdout(stdout),
+        contextlib.redirect_stderr(buffer),
+        process_logging(),
+    ):
         try:
             ManagementUtility(["manage.py", *args]).execute()
         except SystemExit as stop:
@@ -149,8 +155,13 @@ def process_logging() -> Iterator[None]:
 
 def refuse_forever(args: list[str], text: str, location: str) -> None:
     if args and args[0] in FOREVER or args[:2] == ["fdbqueue", "worker"] and "--burst" not in args:
-        raise SnippetFailure(location, f"`{text}` runs until it is stopped: show it in a ```bash block "
-                             "(a worker can run here with --burst).")
+        raise SnippetFailure(
+            location,
+            f"`{text}` runs until it is stopped: show it in a ```bash block (a worker can run here with --burst).",
+        )
     if args and args[0] == "createsuperuser" and not {"--noinput", "--no-input"} & set(args):
-        raise SnippetFailure(location, f"`{text}` asks questions: add --noinput, --username and --email, "
-                             "with DJANGO_SUPERUSER_PASSWORD=... before the command")
+        raise SnippetFailure(
+            location,
+            f"`{text}` asks questions: add --noinput, --username and --email, "
+            "with DJANGO_SUPERUSER_PASSWORD=... before the command",
+        )

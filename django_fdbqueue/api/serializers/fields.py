@@ -337,6 +337,4 @@ def lease_field(help_text: str, **kwargs: Any) -> SecondsField:
     return SecondsField(positive=True, max_value=MAX_LEASE_SECONDS, help_text=help_text, **kwargs)
 
 
-WAIT_HELP = (
-    f"Seconds to wait for an item when none is visible (0 to {MAX_WAIT_SECONDS:g}; default 0: answer at once)."
-)
+WAIT_HELP = f"Seconds to wait for an item when none is visible (0 to {MAX_WAIT_SECONDS:g}; default 0: answer at once)."

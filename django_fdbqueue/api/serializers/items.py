@@ -172,7 +172,8 @@ class PushSerializer(StrictFieldsMixin, serializers.Serializer[Any]):
     delay = delay_field(_PUSH_DELAY_HELP, required=False)
     not_before = _not_before_field()
     items = PushBatchEntrySerializer(  # type: ignore[call-arg]  # max_length: as in PushBatchSerializer
-        many=True, required=False, allow_empty=False, max_length=MAX_BATCH_ITEMS)
+        many=True, required=False, allow_empty=False, max_length=MAX_BATCH_ITEMS
+    )
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         _one_schedule(attrs)

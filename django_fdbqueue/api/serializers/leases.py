@@ -40,8 +40,7 @@ class ReleasedSerializer(serializers.Serializer[Any]):
 
     state = serializers.ChoiceField(
         choices=STATES_RELEASED,
-        help_text="ready (claimable now), delayed (after the delay), or dead (it had been claimed "
-        "max_attempts times).",
+        help_text="ready (claimable now), delayed (after the delay), or dead (it had been claimed max_attempts times).",
     )
 
 

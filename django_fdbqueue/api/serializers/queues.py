@@ -155,12 +155,14 @@ class KeyLimitStateSerializer(serializers.Serializer[Any]):
     rate = serializers.FloatField(allow_null=True, help_text="key_rate; null: no limit.")
     keys_leased = serializers.IntegerField(help_text="How many keys hold at least one lease.")
     leased = KeyCountSerializer(
-        many=True, help_text="The keys holding the most leases, most first. A lease that ran out counts "
-        "until the next pop or claim of the queue takes it back (a claim does so before it counts)."
+        many=True,
+        help_text="The keys holding the most leases, most first. A lease that ran out counts "
+        "until the next pop or claim of the queue takes it back (a claim does so before it counts).",
     )
     at_limit = serializers.ListField(
-        child=serializers.CharField(), help_text="Keys with as many leases as key_concurrency allows, "
-        "leases that ran out included until the next pop or claim takes them back."
+        child=serializers.CharField(),
+        help_text="Keys with as many leases as key_concurrency allows, "
+        "leases that ran out included until the next pop or claim takes them back.",
     )
 
     def to_representation(self, state: Any) -> dict[str, Any]:

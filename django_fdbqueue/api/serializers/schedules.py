@@ -58,22 +58,36 @@ class NameField(serializers.RegexField):
         return super().run_validation(data) if data is empty else _checked(model.check_name, data)
 
 
-@extend_schema_field({"type": "object", "required": ["kind"],
-                      "properties": {"kind": {"type": "string", "enum": ["push", "task"]}}})
+@extend_schema_field(
+    {"type": "object", "required": ["kind"], "properties": {"kind": {"type": "string", "enum": ["push", "task"]}}}
+)
 class TargetField(serializers.JSONField):
     """A JSON object; what else it needs depends on its kind, which the model checks."""
 
 
 class _DefinitionFields(StrictFieldsMixin, serializers.Serializer[Any]):
     target = TargetField(help_text=TARGET_HELP)
-    cron = serializers.CharField(required=False, allow_null=True, trim_whitespace=False, min_length=1, max_length=200,
-                                 help_text="A cron expression (five fields, or six with seconds), e.g. */5 * * * *.")
-    interval = serializers.FloatField(required=False, allow_null=True,
-                                      help_text=f"Seconds between runs, {model.MIN_INTERVAL} to {model.MAX_INTERVAL}.")
-    tz = serializers.CharField(required=False, trim_whitespace=False, min_length=1, max_length=100,
-                               help_text="IANA time zone; default UTC.")
-    catch_up = CatchUpField(choices=model.CATCH_UP_POLICIES, required=False,
-                            help_text="Missed occurrences: last (default), all (bounded) or none.")
+    cron = serializers.CharField(
+        required=False,
+        allow_null=True,
+        trim_whitespace=False,
+        min_length=1,
+        max_length=200,
+        help_text="A cron expression (five fields, or six with seconds), e.g. */5 * * * *.",
+    )
+    interval = serializers.FloatField(
+        required=False,
+        allow_null=True,
+        help_text=f"Seconds between runs, {model.MIN_INTERVAL} to {model.MAX_INTERVAL}.",
+    )
+    tz = serializers.CharField(
+        required=False, trim_whitespace=False, min_length=1, max_length=100, help_text="IANA time zone; default UTC."
+    )
+    catch_up = CatchUpField(
+        choices=model.CATCH_UP_POLICIES,
+        required=False,
+        help_text="Missed occurrences: last (default), all (bounded) or none.",
+    )
 
     def validate_target(self, value: Any) -> dict[str, Any]:
         return _checked(model.check_target, value)

@@ -50,8 +50,7 @@ class FaultConfig:
         unknown = set(value) - set(KINDS) - {"seed"}
         if unknown:
             raise ValueError(
-                "unknown fault setting(s) %s; expected %s or seed"
-                % (", ".join(sorted(unknown)), ", ".join(KINDS))
+                "unknown fault setting(s) %s; expected %s or seed" % (", ".join(sorted(unknown)), ", ".join(KINDS))
             )
         return cls(**dict(value))
 

@@ -186,9 +186,7 @@ class RangeResult:
     binding's ``FDBRange`` twice does.
     """
 
-    def __init__(
-        self, iterate: Callable[[], Iterator[KeyValue]], first: Iterator[KeyValue] | None = None
-    ) -> None:
+    def __init__(self, iterate: Callable[[], Iterator[KeyValue]], first: Iterator[KeyValue] | None = None) -> None:
         self._iterate = iterate
         self._first = first
 

@@ -69,9 +69,7 @@ DELETE FROM meta WHERE name = 'version';
 # FoundationDB's metadata version: a system key any transaction may read, and write with a
 # versionstamped value, so that clients can tell when cached metadata went stale.
 METADATA_VERSION_KEY = b"\xff/metadataVersion"
-_SNAPSHOT_QUERY = (
-    "SELECT (SELECT MAX(version) FROM commit_ranges), (SELECT value FROM kv WHERE key = ?)"
-)
+_SNAPSHOT_QUERY = "SELECT (SELECT MAX(version) FROM commit_ranges), (SELECT value FROM kv WHERE key = ?)"
 _BUSY_CODES = frozenset({5, 6, 517})  # SQLITE_BUSY, SQLITE_LOCKED, SQLITE_BUSY_SNAPSHOT
 
 # How long SQLite waits for another process's write lock before giving up (seconds).
@@ -89,8 +87,7 @@ _OPS_FUNCTION = "fdbqueue_atomic_ops"
 # ?3 is the value for a key that is not there yet (computed beforehand: SQLite evaluates the
 # VALUES row for every key, existing or not, and most keys exist).
 _UPSERT_OPS = (
-    "INSERT INTO kv (key, value) VALUES (?1, ?3) "
-    "ON CONFLICT (key) DO UPDATE SET value = fdbqueue_atomic_ops(value, ?2)"
+    "INSERT INTO kv (key, value) VALUES (?1, ?3) ON CONFLICT (key) DO UPDATE SET value = fdbqueue_atomic_ops(value, ?2)"
 )
 # Applies a transaction's mutations at a commit version.
 CommitWork = Callable[[sqlite3.Connection, int], None]
@@ -154,7 +151,10 @@ class Storage:
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(
-            self.path, timeout=self.lock_wait(), isolation_level=None, check_same_thread=False,
+            self.path,
+            timeout=self.lock_wait(),
+            isolation_level=None,
+            check_same_thread=False,
             factory=_Connection,
         )
         conn.create_function(_OPS_FUNCTION, 2, _ops_runner(weakref.ref(conn)))
@@ -238,8 +238,7 @@ class Storage:
         while begin < end:
             if reverse:
                 rows = conn.execute(
-                    "SELECT key, value FROM kv WHERE key >= ? AND key < ? "
-                    "ORDER BY key DESC LIMIT ?",
+                    "SELECT key, value FROM kv WHERE key >= ? AND key < ? ORDER BY key DESC LIMIT ?",
                     (begin, end, batch),
                 ).fetchall()
             else:
@@ -303,7 +302,10 @@ class Storage:
         return version
 
     def _commit_resolving(
-        self, read_version: int | None, read_ranges: Sequence[Range], write_ranges: Sequence[Range],
+        self,
+        read_version: int | None,
+        read_ranges: Sequence[Range],
+        write_ranges: Sequence[Range],
         apply: CommitWork,
     ) -> int:
         """The full path: take the write lock, check conflicts against newer commits, apply."""
@@ -388,10 +390,13 @@ class Storage:
     @staticmethod
     def _versions(conn: sqlite3.Connection) -> tuple[int, int]:
         """(the last commit version, the newest commit whose conflict history is forgotten)."""
-        return cast("tuple[int, int]", conn.execute(
-            "SELECT (SELECT MAX(version) FROM commit_ranges),"
-            " (SELECT value FROM meta WHERE name = 'pruned_through')"
-        ).fetchone())
+        return cast(
+            "tuple[int, int]",
+            conn.execute(
+                "SELECT (SELECT MAX(version) FROM commit_ranges),"
+                " (SELECT value FROM meta WHERE name = 'pruned_through')"
+            ).fetchone(),
+        )
 
     @staticmethod
     def _conflicts(conn: sqlite3.Connection, read_version: int, reads: Sequence[Range]) -> bool:
@@ -414,9 +419,7 @@ class Storage:
         # Versions are never behind the clock of their commit (see _next_version), so a version
         # below the cutoff's was committed before it: found through the primary key, not a scan.
         cutoff = int((now - self.history_seconds) * VERSIONS_PER_SECOND)
-        (newest,) = conn.execute(
-            "SELECT MAX(version) FROM commit_ranges WHERE version < ?", (cutoff,)
-        ).fetchone()
+        (newest,) = conn.execute("SELECT MAX(version) FROM commit_ranges WHERE version < ?", (cutoff,)).fetchone()
         if newest is None:
             return
         conn.execute("DELETE FROM commit_ranges WHERE version <= ?", (newest,))
@@ -444,9 +447,7 @@ class Storage:
             return
         conn.pending_ops = [ops for _key, ops in rows]  # type: ignore[attr-defined]
         try:
-            conn.executemany(
-                _UPSERT_OPS, [(key, index, _on_nothing(ops)) for index, (key, ops) in enumerate(rows)]
-            )
+            conn.executemany(_UPSERT_OPS, [(key, index, _on_nothing(ops)) for index, (key, ops) in enumerate(rows)])
         finally:
             conn.pending_ops = []  # type: ignore[attr-defined]
 

@@ -180,10 +180,7 @@ class Transaction(ReadView):
         return make_error(ErrorCode.ACCESSED_UNREADABLE)
 
     def _check_age(self) -> None:
-        if (
-            self._read_version is not None
-            and self._clock() - self._read_version_at > self.db.max_transaction_age
-        ):
+        if self._read_version is not None and self._clock() - self._read_version_at > self.db.max_transaction_age:
             raise make_error(ErrorCode.TRANSACTION_TOO_OLD)
 
     def _ensure_read_version(self) -> int:
@@ -265,9 +262,8 @@ class Transaction(ReadView):
         local = self._cache.keys_between(begin, end)
         if reverse:
             local.reverse()
-        stored = self._storage.scan(
-            snapshot_conn, begin, end, reverse, batch=max(1, min(limit or 100, 10_000))  # type: ignore[arg-type]
-        )
+        batch = max(1, min(limit or 100, 10_000))
+        stored = self._storage.scan(snapshot_conn, begin, end, reverse, batch=batch)  # type: ignore[arg-type]
 
         def check() -> None:
             self._check_usable()
@@ -588,4 +584,3 @@ class Transaction(ReadView):
             time.sleep(delay)
 
         return DeferredFuture(decide)
-

@@ -110,9 +110,7 @@ class Watcher:
             self._watches.append((key, baseline, future))
             self._dirty = True
             if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._run, name="fdbqueue-embedded-watches", daemon=True
-                )
+                self._thread = threading.Thread(target=self._run, name="fdbqueue-embedded-watches", daemon=True)
                 self._thread.start()
             self._wake.notify()
 
@@ -137,11 +135,7 @@ class Watcher:
             return
         conn = self._storage.acquire()
         try:
-            changed = [
-                future
-                for key, baseline, future in watches
-                if self._storage.get(conn, key) != baseline
-            ]
+            changed = [future for key, baseline, future in watches if self._storage.get(conn, key) != baseline]
         finally:
             self._storage.release(conn)
         for future in changed:

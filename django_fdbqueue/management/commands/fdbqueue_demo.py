@@ -90,8 +90,7 @@ class Command(BaseCommand):
             help="Where the site will be served, for the address printed at the end.",
         )
 
-    def handle(self, *args: Any, reset: bool = False, base_url: str = "http://127.0.0.1:8000",
-               **options: Any) -> None:
+    def handle(self, *args: Any, reset: bool = False, base_url: str = "http://127.0.0.1:8000", **options: Any) -> None:
         try:
             self.seed(reset=reset)
         except FDBError as error:

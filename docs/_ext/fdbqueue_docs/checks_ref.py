@@ -70,11 +70,13 @@ def collect() -> dict[str, Check]:
             check = checks.setdefault(ident, Check(ident, summaries.get(ident, "")))
             if message is not None and "{message}" in template(message, {}, {}):
                 check.details.extend(_collected_errors(module.tree, namespace))
-            check.variants.append((
-                template(message, namespace, local) if message is not None else "",
-                template(hint, namespace, local) if hint is not None else "",
-                module.name,
-            ))
+            check.variants.append(
+                (
+                    template(message, namespace, local) if message is not None else "",
+                    template(hint, namespace, local) if hint is not None else "",
+                    module.name,
+                )
+            )
     return dict(sorted(checks.items(), key=lambda pair: _order(pair[0])))
 
 
@@ -89,8 +91,13 @@ def _collected_errors(tree: ast.AST, namespace: dict) -> list[str]:
     check then reports one message each."""
     found = []
     for node in ast.walk(tree):
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "append"
-                and ast.unparse(node.func.value).endswith("errors") and len(node.args) == 1):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "append"
+            and ast.unparse(node.func.value).endswith("errors")
+            and len(node.args) == 1
+        ):
             text = template(node.args[0], namespace, {})
             if text and not text.startswith("{"):
                 found.append(text)
@@ -103,11 +110,15 @@ def label(ident: str) -> str:
 
 def render() -> str:
     checks = collect()
-    out = [md.table(
-        ["Id", "Level", "Reported when"],
-        [[f"{{ref}}`{ident} <{label(ident)}>`", check.level, md.text(check.summary or check.variants[0][0])]
-         for ident, check in checks.items()],
-    )]
+    out = [
+        md.table(
+            ["Id", "Level", "Reported when"],
+            [
+                [f"{{ref}}`{ident} <{label(ident)}>`", check.level, md.text(check.summary or check.variants[0][0])]
+                for ident, check in checks.items()
+            ],
+        )
+    ]
     for ident, check in checks.items():
         out.append(f"({label(ident)})=\n## {md.code(ident)}\n")
         if check.summary:

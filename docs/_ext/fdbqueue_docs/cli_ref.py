@@ -15,8 +15,17 @@ from . import markdown as md
 
 COMMANDS = ("fdbqueue", "fdbqueue_demo")
 # Options every Django management command has: listed once, not under every subcommand.
-DJANGO_OPTIONS = {"--version", "--verbosity", "--settings", "--pythonpath", "--traceback", "--no-color",
-                  "--force-color", "--skip-checks", "--help"}
+DJANGO_OPTIONS = {
+    "--version",
+    "--verbosity",
+    "--settings",
+    "--pythonpath",
+    "--traceback",
+    "--no-color",
+    "--force-color",
+    "--skip-checks",
+    "--help",
+}
 
 
 @contextmanager
@@ -72,8 +81,12 @@ def _details(action: argparse.Action, formatter: argparse.HelpFormatter) -> str:
     extra = []
     if action.choices and not isinstance(action, argparse._SubParsersAction):
         extra.append("one of " + ", ".join(md.code(c) for c in action.choices))
-    if action.option_strings and action.nargs != 0 and action.default not in (None, argparse.SUPPRESS) \
-            and "default" not in help_text.lower():
+    if (
+        action.option_strings
+        and action.nargs != 0
+        and action.default not in (None, argparse.SUPPRESS)
+        and "default" not in help_text.lower()
+    ):
         default = action.default
         extra.append("default " + md.code('""' if default == "" else default))
     if action.required and action.option_strings:
@@ -108,15 +121,27 @@ def label(name: str) -> str:
 def render_command(command: str) -> str:
     with _fixed_width():
         parser = build_parser(command)
-        out = [f"({label(command)})=\n## `manage.py {command}`\n", _description(parser),
-               md.fenced(parser.format_usage().strip()), options_table(parser)]
+        out = [
+            f"({label(command)})=\n## `manage.py {command}`\n",
+            _description(parser),
+            md.fenced(parser.format_usage().strip()),
+            options_table(parser),
+        ]
         entries = list(walk(parser, command))
         if entries:
-            out.append(md.table(["Subcommand", "What it does"],
-                                [[f"{{ref}}`{name} <{label(name)}>`", md.text(h)] for name, h, _ in entries]))
+            out.append(
+                md.table(
+                    ["Subcommand", "What it does"],
+                    [[f"{{ref}}`{name} <{label(name)}>`", md.text(h)] for name, h, _ in entries],
+                )
+            )
         for name, help_text, sub in entries:
-            out += [f"({label(name)})=\n### `{name}`\n", _description(sub) if sub.description else md.text(help_text),
-                    md.fenced(sub.format_usage().strip()), options_table(sub, skip=DJANGO_OPTIONS)]
+            out += [
+                f"({label(name)})=\n### `{name}`\n",
+                _description(sub) if sub.description else md.text(help_text),
+                md.fenced(sub.format_usage().strip()),
+                options_table(sub, skip=DJANGO_OPTIONS),
+            ]
     return "\n".join(part for part in out if part)
 
 

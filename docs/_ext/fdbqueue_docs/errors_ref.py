@@ -56,9 +56,13 @@ def cli(exc: Exception) -> str:
 
 
 def _extras(body: dict[str, Any]) -> str:
-    fields = [f"{md.code(k)}: {md.code(json.dumps(v))}" if not k.startswith("header ")
-              else f"header {md.code(k.split(' ', 1)[1])}" for k, v in body.items()
-              if k not in ("detail", "code", "errors")]
+    fields = [
+        f"{md.code(k)}: {md.code(json.dumps(v))}"
+        if not k.startswith("header ")
+        else f"header {md.code(k.split(' ', 1)[1])}"
+        for k, v in body.items()
+        if k not in ("detail", "code", "errors")
+    ]
     return "; ".join(fields)
 
 
@@ -70,11 +74,19 @@ def service_rows() -> list[list[str]]:
         cls = getattr(exceptions, name)
         status, body = rest(cls())
         base = cls.__mro__[1].__name__
-        meaning = md.prose(cls.__doc__ if cls.__doc__ != cls.__mro__[1].__doc__ else None) \
-            or md.text(cls.default_message)
+        meaning = md.prose(cls.__doc__ if cls.__doc__ != cls.__mro__[1].__doc__ else None) or md.text(
+            cls.default_message
+        )
         extras = _extras(body)
-        rows.append([md.code(cls.code), md.code(name) + (f" ({md.code(base)})" if base != "Exception" else ""),
-                     f"{status}" + (f"; {extras}" if extras else ""), cli(cls()), meaning])
+        rows.append(
+            [
+                md.code(cls.code),
+                md.code(name) + (f" ({md.code(base)})" if base != "Exception" else ""),
+                f"{status}" + (f"; {extras}" if extras else ""),
+                cli(cls()),
+                meaning,
+            ]
+        )
     return rows
 
 
@@ -88,17 +100,29 @@ def _api_only_cases() -> list[tuple[str, Callable[[], Exception], Callable[[], E
     from django_fdbqueue.fdbapi import make_error
 
     return [
-        ("A body that does not validate (a field's type or range, a missing or unknown field)",
-         lambda: drf.ValidationError({"priority": ["A valid integer is required."]}), None),
+        (
+            "A body that does not validate (a field's type or range, a missing or unknown field)",
+            lambda: drf.ValidationError({"priority": ["A valid integer is required."]}),
+            None,
+        ),
         ("A body that is not JSON", drf.ParseError, None),
         ("A body over the project's DATA_UPLOAD_MAX_MEMORY_SIZE", RequestDataTooBig, None),
-        ("FoundationDB refuses the transaction as too large (errors "
-         f"{', '.join(map(str, sorted(TOO_LARGE_FDB_ERRORS)))}; here {min(TOO_LARGE_FDB_ERRORS)})",
-         lambda: make_error(min(TOO_LARGE_FDB_ERRORS)), lambda: make_error(min(TOO_LARGE_FDB_ERRORS))),
-        ("The store timed out, kept conflicting or is unreachable (here error 1031)",
-         lambda: make_error(1031), lambda: make_error(1031)),
-        ("The store cannot be opened (settings, client library, file permissions)", DatabaseUnavailable,
-         lambda: StoreUnavailable("cannot open")),
+        (
+            "FoundationDB refuses the transaction as too large (errors "
+            f"{', '.join(map(str, sorted(TOO_LARGE_FDB_ERRORS)))}; here {min(TOO_LARGE_FDB_ERRORS)})",
+            lambda: make_error(min(TOO_LARGE_FDB_ERRORS)),
+            lambda: make_error(min(TOO_LARGE_FDB_ERRORS)),
+        ),
+        (
+            "The store timed out, kept conflicting or is unreachable (here error 1031)",
+            lambda: make_error(1031),
+            lambda: make_error(1031),
+        ),
+        (
+            "The store cannot be opened (settings, client library, file permissions)",
+            DatabaseUnavailable,
+            lambda: StoreUnavailable("cannot open"),
+        ),
         ("No credentials", drf.NotAuthenticated, None),
         ("Wrong credentials", drf.AuthenticationFailed, None),
         ("Not allowed by FDBQUEUE['PERMISSION_CLASSES']", drf.PermissionDenied, None),
@@ -112,20 +136,29 @@ def api_rows() -> list[list[str]]:
     for when, make, make_for_cli in _api_only_cases():
         status, body = rest(make())
         extras = _extras(body)
-        rows.append([md.code(body["code"]), f"{status}" + (f"; {extras}" if extras else ""),
-                     cli(make_for_cli()) if make_for_cli else "—", md.text(when)])
+        rows.append(
+            [
+                md.code(body["code"]),
+                f"{status}" + (f"; {extras}" if extras else ""),
+                cli(make_for_cli()) if make_for_cli else "—",
+                md.text(when),
+            ]
+        )
     return rows
 
 
 def render() -> str:
-    return "\n".join([
-        "## Errors of the service\n",
-        "Every refusal of the service is a `django_fdbqueue.exceptions.QueueError` subclass with a "
-        "stable `code`; the REST API answers it with that `code` in the body, the command line "
-        "with its exit code and a one-line message.\n",
-        md.table(["Code", "Python exception", "REST status; extra body fields", "CLI exit", "Meaning"],
-                 service_rows()),
-        "## Errors of the REST API and the store\n",
-        "Codes only the REST API's answers carry, and what a store failure becomes in each face.\n",
-        md.table(["Code", "REST status; extra body fields", "CLI exit", "When"], api_rows()),
-    ])
+    return "\n".join(
+        [
+            "## Errors of the service\n",
+            "Every refusal of the service is a `django_fdbqueue.exceptions.QueueError` subclass with a "
+            "stable `code`; the REST API answers it with that `code` in the body, the command line "
+            "with its exit code and a one-line message.\n",
+            md.table(
+                ["Code", "Python exception", "REST status; extra body fields", "CLI exit", "Meaning"], service_rows()
+            ),
+            "## Errors of the REST API and the store\n",
+            "Codes only the REST API's answers carry, and what a store failure becomes in each face.\n",
+            md.table(["Code", "REST status; extra body fields", "CLI exit", "When"], api_rows()),
+        ]
+    )

@@ -62,7 +62,7 @@ def prose(docstring: str | None, *, first_paragraph: bool = True) -> str:
     body = " ".join(body.split())
     out, last = [], 0
     for match in _CODE.finditer(body):
-        out.append(_SPECIAL.sub(r"\\\1", body[last:match.start()]))
+        out.append(_SPECIAL.sub(r"\\\1", body[last : match.start()]))
         out.append(code(match.group(1) or match.group(2)))
         last = match.end()
     out.append(_SPECIAL.sub(r"\\\1", body[last:]))

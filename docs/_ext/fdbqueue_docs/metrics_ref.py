@@ -37,15 +37,34 @@ def collect() -> list[dict[str, Any]]:
                 if value._type == "histogram":  # the bucket bounds, without +Inf
                     bounds = ", ".join(f"{b:g}" for b in value._upper_bounds if b != float("inf"))
                     help_text += f" Buckets (le): {bounds}."
-                rows.append(dict(name=value._name, type=value._type, labels=list(value._labelnames),
-                                 help=help_text, source=module.__name__, scope="process"))
-            elif inspect.isclass(value) and value.__module__ == module.__name__ and hasattr(value, "describe") \
-                    and hasattr(value, "collect"):
+                rows.append(
+                    dict(
+                        name=value._name,
+                        type=value._type,
+                        labels=list(value._labelnames),
+                        help=help_text,
+                        source=module.__name__,
+                        scope="process",
+                    )
+                )
+            elif (
+                inspect.isclass(value)
+                and value.__module__ == module.__name__
+                and hasattr(value, "describe")
+                and hasattr(value, "collect")
+            ):
                 for family in value().describe():
                     labels = list(getattr(family, "_labelnames", ()))
-                    rows.append(dict(name=family.name, type=family.type, labels=labels,
-                                     help=family.documentation, source=f"{module.__name__}.{value.__name__}",
-                                     scope="store"))
+                    rows.append(
+                        dict(
+                            name=family.name,
+                            type=family.type,
+                            labels=labels,
+                            help=family.documentation,
+                            source=f"{module.__name__}.{value.__name__}",
+                            scope="store",
+                        )
+                    )
     unique = {row["name"]: row for row in rows}
     return sorted(unique.values(), key=lambda row: (row["scope"] != "store", row["name"]))
 
@@ -58,16 +77,32 @@ def render() -> str:
     rows = collect()
     out = []
     for scope, title, intro in (
-        ("store", "Queues and the store",
-         "Read from the store at each scrape, so any one process reports them for the whole store."),
-        ("process", "This process",
-         "Counted by the process that serves the scrape (or summed over every process's files in "
-         "multiprocess mode)."),
+        (
+            "store",
+            "Queues and the store",
+            "Read from the store at each scrape, so any one process reports them for the whole store.",
+        ),
+        (
+            "process",
+            "This process",
+            "Counted by the process that serves the scrape (or summed over every process's files in "
+            "multiprocess mode).",
+        ),
     ):
         out.append(f"## {title}\n\n{intro}\n")
-        out.append(md.table(["Metric", "Type", "Labels", "Help"], [
-            [", ".join(md.code(s) for s in samples(row)), row["type"],
-             ", ".join(md.code(label) for label in row["labels"]) or "—", md.text(row["help"])]
-            for row in rows if row["scope"] == scope
-        ]))
+        out.append(
+            md.table(
+                ["Metric", "Type", "Labels", "Help"],
+                [
+                    [
+                        ", ".join(md.code(s) for s in samples(row)),
+                        row["type"],
+                        ", ".join(md.code(label) for label in row["labels"]) or "—",
+                        md.text(row["help"]),
+                    ]
+                    for row in rows
+                    if row["scope"] == scope
+                ],
+            )
+        )
     return "\n".join(out)

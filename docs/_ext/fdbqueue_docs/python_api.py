@@ -31,9 +31,13 @@ def public_names(module: Any) -> list[str]:
     if names is not None:
         return list(names)
     package = module.__name__.split(".")[0]
-    return [name for name, value in vars(module).items()
-            if not name.startswith("_") and not inspect.ismodule(value)
-            and (getattr(value, "__module__", None) or "").startswith(package)]
+    return [
+        name
+        for name, value in vars(module).items()
+        if not name.startswith("_")
+        and not inspect.ismodule(value)
+        and (getattr(value, "__module__", None) or "").startswith(package)
+    ]
 
 
 def kind_of(value: Any) -> str:

@@ -48,9 +48,16 @@ def type_of(node: dict[str, Any]) -> str:
 
 
 CONSTRAINTS = (
-    ("enum", "one of {}"), ("default", "default {}"), ("minimum", "≥ {}"), ("exclusiveMinimum", "> {}"),
-    ("maximum", "≤ {}"), ("minLength", "length ≥ {}"), ("maxLength", "length ≤ {}"),
-    ("minItems", "≥ {} items"), ("maxItems", "≤ {} items"), ("pattern", "matches {}"),
+    ("enum", "one of {}"),
+    ("default", "default {}"),
+    ("minimum", "≥ {}"),
+    ("exclusiveMinimum", "> {}"),
+    ("maximum", "≤ {}"),
+    ("minLength", "length ≥ {}"),
+    ("maxLength", "length ≤ {}"),
+    ("minItems", "≥ {} items"),
+    ("maxItems", "≤ {} items"),
+    ("pattern", "matches {}"),
 )
 
 
@@ -86,24 +93,45 @@ def _body(content: dict[str, Any] | None) -> str:
 
 
 def render_operation(path: str, method: str, op: dict[str, Any]) -> str:
-    out = [f"({op_label(method, path)})=\n### {md.text(op.get('summary') or op['operationId'])}\n",
-           f"{md.code(method.upper() + ' ' + path)}\n"]
+    out = [
+        f"({op_label(method, path)})=\n### {md.text(op.get('summary') or op['operationId'])}\n",
+        f"{md.code(method.upper() + ' ' + path)}\n",
+    ]
     if op.get("description"):
         out.append(md.prose(op["description"], first_paragraph=False) + "\n")
     params = op.get("parameters", [])
     if params:
-        out.append(md.table(["Parameter", "In", "Type", "Required", "Meaning"], [
-            [md.code(p["name"]), p["in"], type_of(p.get("schema", {})), "yes" if p.get("required") else "no",
-             _meaning({**p.get("schema", {}), "description": p.get("description")})]
-            for p in params
-        ]))
+        out.append(
+            md.table(
+                ["Parameter", "In", "Type", "Required", "Meaning"],
+                [
+                    [
+                        md.code(p["name"]),
+                        p["in"],
+                        type_of(p.get("schema", {})),
+                        "yes" if p.get("required") else "no",
+                        _meaning({**p.get("schema", {}), "description": p.get("description")}),
+                    ]
+                    for p in params
+                ],
+            )
+        )
     if "requestBody" in op:
         body = op["requestBody"]
         out.append(f"Request body{' (required)' if body.get('required') else ''}: {_body(body.get('content'))}\n")
-    out.append(md.table(["Status", "Body", "Meaning"], [
-        [md.code(status), _body(response.get("content")), md.prose(response.get("description"), first_paragraph=False)]
-        for status, response in op.get("responses", {}).items()
-    ]))
+    out.append(
+        md.table(
+            ["Status", "Body", "Meaning"],
+            [
+                [
+                    md.code(status),
+                    _body(response.get("content")),
+                    md.prose(response.get("description"), first_paragraph=False),
+                ]
+                for status, response in op.get("responses", {}).items()
+            ],
+        )
+    )
     return "\n".join(out)
 
 
@@ -114,10 +142,15 @@ def render_schema(name: str, node: dict[str, Any]) -> str:
     properties = node.get("properties")
     if properties:
         required = set(node.get("required", []))
-        out.append(md.table(["Field", "Type", "Required", "Meaning"], [
-            [md.code(field), type_of(prop), "yes" if field in required else "no", _meaning(prop)]
-            for field, prop in properties.items()
-        ]))
+        out.append(
+            md.table(
+                ["Field", "Type", "Required", "Meaning"],
+                [
+                    [md.code(field), type_of(prop), "yes" if field in required else "no", _meaning(prop)]
+                    for field, prop in properties.items()
+                ],
+            )
+        )
         if node.get("additionalProperties") is False:
             out.append("Other fields are refused (400).\n")
     else:
@@ -127,25 +160,36 @@ def render_schema(name: str, node: dict[str, Any]) -> str:
 
 def _security(spec: dict[str, Any]) -> str:
     schemes = spec.get("components", {}).get("securitySchemes", {})
-    rows = [[md.code(name), md.text(s.get("type", "")), md.text(f"{s.get('in', '')} {s.get('name', '')}"),
-             md.text(s.get("description", ""))] for name, s in schemes.items()]
+    rows = [
+        [
+            md.code(name),
+            md.text(s.get("type", "")),
+            md.text(f"{s.get('in', '')} {s.get('name', '')}"),
+            md.text(s.get("description", "")),
+        ]
+        for name, s in schemes.items()
+    ]
     return md.table(["Scheme", "Type", "Where", "Meaning"], rows) if rows else ""
 
 
 def render() -> str:
     spec = schema()
-    operations = [(path, method, item[method]) for path, item in spec["paths"].items()
-                  for method in METHODS if method in item]
+    operations = [
+        (path, method, item[method]) for path, item in spec["paths"].items() for method in METHODS if method in item
+    ]
     out = [
         f"OpenAPI {spec['openapi']}; the paths below assume the API is mounted at `api/`. "
         "Authentication, as a project configured like the installation steps (knox tokens and "
         "sessions) offers it:\n",
         _security(spec),
         "## Routes\n",
-        md.table(["Method and path", "Summary"], [
-            [f"{{ref}}`{method.upper()} {path} <{op_label(method, path)}>`", md.text(op.get("summary", ""))]
-            for path, method, op in operations
-        ]),
+        md.table(
+            ["Method and path", "Summary"],
+            [
+                [f"{{ref}}`{method.upper()} {path} <{op_label(method, path)}>`", md.text(op.get("summary", ""))]
+                for path, method, op in operations
+            ],
+        ),
     ]
     out += [render_operation(path, method, op) for path, method, op in operations]
     out.append("## Schemas\n")

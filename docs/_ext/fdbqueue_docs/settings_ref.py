@@ -25,8 +25,9 @@ def _attr_docs(module: str, cls: str) -> dict[str, str]:
 
 
 def _checks_naming(key: str, checks: dict[str, checks_ref.Check]) -> list[str]:
-    return [ident for ident, check in checks.items()
-            if any(f"['{key}']" in message for message, _, _ in check.variants)]
+    return [
+        ident for ident, check in checks.items() if any(f"['{key}']" in message for message, _, _ in check.variants)
+    ]
 
 
 def fdbqueue_rows() -> list[list[str]]:
@@ -42,10 +43,15 @@ def fdbqueue_rows() -> list[list[str]]:
         f = fields[name]
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
         ids = _checks_naming(key, checks)
-        rows.append([
-            f"{md.code(key)}", md.code(f.type), md.code(repr(default)), md.prose(docs[name], first_paragraph=False),
-            ", ".join(f"{{ref}}`{i} <{checks_ref.label(i)}>`" for i in ids) or "—",
-        ])
+        rows.append(
+            [
+                f"{md.code(key)}",
+                md.code(f.type),
+                md.code(repr(default)),
+                md.prose(docs[name], first_paragraph=False),
+                ", ".join(f"{{ref}}`{i} <{checks_ref.label(i)}>`" for i in ids) or "—",
+            ]
+        )
     return rows
 
 
@@ -77,8 +83,11 @@ def tasks_rows() -> list[list[str]]:
     source = inspect.getsource(backend)
     lines = source.splitlines()
     tree = ast.parse(source)
-    dict_node = next(node.value for node in tree.body if isinstance(node, ast.AnnAssign)
-                     and ast.unparse(node.target) == "DEFAULT_OPTIONS")
+    dict_node = next(
+        node.value
+        for node in tree.body
+        if isinstance(node, ast.AnnAssign) and ast.unparse(node.target) == "DEFAULT_OPTIONS"
+    )
     types = _option_types(backend.FDBQueueBackend)
     rows = []
     for key_node in dict_node.keys:
@@ -86,8 +95,14 @@ def tasks_rows() -> list[list[str]]:
         meaning = _comments_above(lines, key_node.lineno)
         if not meaning:
             raise ValueError(f"DEFAULT_OPTIONS[{key!r}] has no comment above it to document it")
-        rows.append([md.code(key), md.code(types.get(key, "")), md.code(repr(backend.DEFAULT_OPTIONS[key])),
-                     md.prose(meaning, first_paragraph=False)])
+        rows.append(
+            [
+                md.code(key),
+                md.code(types.get(key, "")),
+                md.code(repr(backend.DEFAULT_OPTIONS[key])),
+                md.prose(meaning, first_paragraph=False),
+            ]
+        )
     return rows
 
 
