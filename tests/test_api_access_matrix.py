@@ -331,3 +331,20 @@ def test_options_describes_a_route_to_anyone_signed_in_and_reads_no_queue(fdbque
         assert response.json()["name"]  # the route's description, the same for every name
     assert client.options(f"/api/queues/{OTHER}/").json() == client.options("/api/queues/no.such.queue/").json()
     assert APIClient().options(f"/api/queues/{OTHER}/").status_code == 403
+
+
+def test_a_user_who_may_view_few_queues_among_many_gets_them_on_a_full_page(fdbqueue_db, django_user_model):
+    """The list reads on past catalog pages of queues the user may not view: the visible ones come
+    in full pages, never as a run of empty pages, and the cursor continues after the last shown."""
+    for n in range(30):
+        service.create_queue(fdbqueue_db, f"a.hidden.{n:02}")
+    for n in range(5):
+        service.create_queue(fdbqueue_db, f"b.shown.{n}")
+    user = django_user_model.objects.create_user("few")
+    QueueGrant.objects.create(user=user, pattern="b.*", actions="view")
+    client = APIClient()
+    client.force_authenticate(user)
+    first = client.get("/api/queues/?limit=3").json()
+    assert [queue["name"] for queue in first["results"]] == ["b.shown.0", "b.shown.1", "b.shown.2"]
+    rest = client.get(first["next"]).json()
+    assert [queue["name"] for queue in rest["results"]] == ["b.shown.3", "b.shown.4"] and rest["next"] is None

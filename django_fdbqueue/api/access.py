@@ -17,10 +17,12 @@ from typing import Any, Iterable
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 
-from django_fdbqueue import access
+from django_fdbqueue import access, service
 from django_fdbqueue.access import audit, events
 from django_fdbqueue.access.actions import EVERY_QUEUE_ROUTES, REST_ROUTES, TARGET_ROUTES
 from django_fdbqueue.conf import get_settings
+from django_fdbqueue.service.keys import list_cursor
+from django_fdbqueue.service.records import Page
 
 __all__ = [
     "AUDITED_ACTIONS",
@@ -31,6 +33,7 @@ __all__ = [
     "require_on_target",
     "route_action",
     "visible_infos",
+    "visible_page",
 ]
 
 #: Routes needing these actions are recorded in the audit log when they succeed.
@@ -137,6 +140,28 @@ def visible_infos(request: Request, infos: Iterable[Any]) -> list[Any]:
         return list(infos)
     user, token = request.user, request.auth
     return [info for info in infos if access.can(user, "view", info.name, token=token)]
+
+
+#: Most catalog pages one list request reads to fill its page with queues the user may view, and
+#: the fewest queues a page read holds: up to 1,000 queues looked at for one page of the list.
+LIST_READS = 10
+LIST_READ_SIZE = 100
+
+
+def visible_page(request: Request, db: Any, prefix: str, cursor: str | None, limit: int) -> Page[Any]:
+    """A page of up to ``limit`` queues the user may view, from up to :data:`LIST_READS` catalog
+    pages: a user who may view a few queues among many gets them, not pages of nothing. Its
+    cursor continues after the last queue it holds (or after the last one read, if it is short)."""
+    shown: list[Any] = []
+    for _ in range(LIST_READS):
+        page = service.list_queues(db, prefix=prefix, cursor=cursor, limit=max(limit, LIST_READ_SIZE))
+        shown += visible_infos(request, page.items)
+        cursor = page.next_cursor
+        if cursor is None or len(shown) >= limit:
+            break
+    if len(shown) > limit:
+        shown, cursor = shown[:limit], list_cursor(shown[limit - 1].name)
+    return Page(shown, cursor)
 
 
 def audit_change(request: Request, view: Any, status_code: int) -> None:

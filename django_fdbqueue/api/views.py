@@ -28,7 +28,7 @@ from django_fdbqueue.connection import get_database
 from django_fdbqueue.fdbapi import FDBError, transactional
 from django_fdbqueue.paths import segment_to_name
 
-from .access import visible_infos
+from .access import visible_page
 from .asyncviews import Deferred, WaitsOnLoop, waits_on_loop
 from .exceptions import DatabaseUnavailable
 from .policy import AppViewSet
@@ -442,10 +442,9 @@ class QueueViewSet(WaitsOnLoop, AppViewSet):  # type: ignore[misc]
 
     def list(self, request: Request) -> Response:
         query = self._query(QueueListQuerySerializer, request)
-        page = service.list_queues(self.db, prefix=query["prefix"], cursor=query["cursor"], limit=query["limit"])
-        # Only the queues the user may view; a page may then hold fewer than `limit`.
-        infos = visible_infos(request, page.items)
-        return self._page(request, page.next_cursor, [self._queue(info) for info in infos])
+        # Only the queues the user may view, read on until the page is full (see visible_page).
+        page = visible_page(request, self.db, query["prefix"], query["cursor"], query["limit"])
+        return self._page(request, page.next_cursor, [self._queue(info) for info in page.items])
 
     def create(self, request: Request) -> Response:
         data = self._body(QueueCreateSerializer, request).validated_data
