@@ -21,6 +21,7 @@ under 250 ms) and the timings are reported, not judged: they depend on the machi
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import os
 import signal
 import sys
@@ -220,30 +221,39 @@ def exercise(args: argparse.Namespace, server: Any, prefix: str, tokens: list[st
 
 
 def account(uids: list[str], waiters: list[Waiter]) -> dict[str, Any]:
-    """Every pushed item is with exactly one waiter, or still ready in the queue."""
+    """Every pushed item is with exactly one waiter, or still in the queue for the next claim:
+    ready, or under a lease that ran out (a client that went away after its answer was on the way
+    held it for the claim's own lease). ``leased`` counts the leases still running."""
     from django_fdbqueue import service
     from django_fdbqueue.connection import get_database
 
     db = get_database()
     delivered = [waiter.item for waiter in waiters if waiter.item is not None]
-    ready, cursor = [], None
-    while True:
-        page = service.browse(db, WAITS_QUEUE, cursor=cursor, limit=100)
-        ready += [item.value["uid"] for item in page.items]
-        cursor = page.next_cursor
-        if cursor is None:
-            break
-    info = service.get_queue(db, WAITS_QUEUE)
+    ready = [item.value["uid"] for item in _every(service.browse, db)]
+    now = dt.datetime.now(dt.timezone.utc)
+    leases = [entry for entry in _every(service.scheduled, db) if entry.state == "leased"]
+    ready += [entry.item.value["uid"] for entry in leases if entry.visible_at <= now]
     seen = delivered + ready
     return {
         "pushed": len(uids),
         "delivered": len(delivered),
         "still_queued": len(ready),
-        "leased": info.leased,
+        "leased": sum(entry.visible_at > now for entry in leases),
         "twice": sorted({uid for uid in seen if seen.count(uid) > 1}),
         "lost": sorted(set(uids) - set(seen)),
         "unknown": sorted(set(seen) - set(uids)),
     }
+
+
+def _every(read: Any, db: Any) -> list[Any]:
+    """Every entry of a paged read of the waiters' queue (``service.browse`` or ``scheduled``)."""
+    entries, cursor = [], None
+    while True:
+        page = read(db, WAITS_QUEUE, cursor=cursor, limit=100)
+        entries += page.items
+        cursor = page.next_cursor
+        if cursor is None:
+            return entries
 
 
 def checks_of(result: dict[str, Any], accounting: dict[str, Any], stop_code: int | None) -> list[dict[str, Any]]:
