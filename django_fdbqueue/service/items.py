@@ -455,8 +455,9 @@ def take(
     walker = tenantturns.promote_and_walk if entry.tenants else promote_and_walk
     kvs, cut = walker(tr, entry, qk, end, n, max_bytes, sent)
     items = [decode_item(qk, kv) for kv in kvs]
-    for kv in kvs:  # for an async pop whose caller may go away (``giveback``)
-        kept.note(qk, qk.items.unpack(bytes(kv.key)), kv.value)
+    if kept.active():  # an async pop whose caller may go away (``giveback``); else no extra unpacking
+        for kv in kvs:
+            kept.note(qk, qk.items.unpack(bytes(kv.key)), kv.value)
     dedup.consumed_all(tr, qk, [visibility.take_ready(tr, qk, bytes(kv.key)) for kv in kvs])
     if items:
         tr.add(qk.counter(keys.SIZE), counter_bytes(-len(items)))

@@ -45,6 +45,11 @@ def keeping() -> Iterator[Kept]:
         _local.kept = None
 
 
+def active() -> bool:
+    """Whether a pop on this thread runs inside :func:`keeping` (so its takes are worth noting)."""
+    return getattr(_local, "kept", None) is not None
+
+
 def note(qk: keys.QueueKeys, elements: tuple[Any, ...] | list[Any], payload: Any) -> None:
     """A pop took the item at ``elements`` (priority, stamp, then its meta): keep it if asked."""
     kept = getattr(_local, "kept", None)
