@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import random
-import signal
 import sys
 import threading
 import time
@@ -505,13 +504,8 @@ def render(report: dict[str, Any]) -> str:
     return "\n".join(lines + harness.verdicts(report))
 
 
-def _interrupted(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 def main(argv: list[str] | None = None) -> int:
-    signal.signal(signal.SIGTERM, _interrupted)  # a `timeout` or a CI's cancel stops gunicorn too
-    return harness.main(argv, parse_args, run, render)
+    return harness.main(argv, parse_args, run, render, stop_on_term=True)
 
 
 if __name__ == "__main__":

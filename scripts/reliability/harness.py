@@ -405,16 +405,26 @@ def verdicts(report: dict[str, Any]) -> list[str]:
     return lines + ["", "ALL CHECKS PASSED" if report["ok"] else "SOME CHECKS FAILED"]
 
 
+def _interrupted(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main(
     argv: list[str] | None,
     parse_args: Callable[[list[str] | None], Any],
     run: Callable[[Any, Path], dict[str, Any]],
     render: Callable[[dict[str, Any]], str],
+    *,
+    stop_on_term: bool = False,
 ) -> int:
     """What every proof script's command line does: run in a temp directory, print, exit 0/1/2.
 
     0 when every check passed, 1 when one failed, 2 when the run itself could not finish.
+    ``stop_on_term``: SIGTERM (a ``timeout``, a CI's cancel) unwinds like Ctrl-C, so the servers
+    the run started are stopped too.
     """
+    if stop_on_term:
+        signal.signal(signal.SIGTERM, _interrupted)
     args = parse_args(argv)
     with run_directory(keep=args.keep) as directory:
         try:

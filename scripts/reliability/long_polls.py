@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import os
-import signal
 import sys
 import threading
 import time
@@ -396,14 +395,8 @@ def render(report: dict[str, Any]) -> str:
     return "\n".join(lines + harness.verdicts(report))
 
 
-def _interrupted(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 def main(argv: list[str] | None = None) -> int:
-    # SIGTERM (a `timeout`, a CI's cancel) unwinds like Ctrl-C, so gunicorn is stopped too.
-    signal.signal(signal.SIGTERM, _interrupted)
-    return harness.main(argv, parse_args, run, render)
+    return harness.main(argv, parse_args, run, render, stop_on_term=True)
 
 
 if __name__ == "__main__":
