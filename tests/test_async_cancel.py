@@ -12,7 +12,7 @@ import threading
 import pytest
 
 from django_fdbqueue import service
-from django_fdbqueue.service import asynchronous, offload, popping, watchhub
+from django_fdbqueue.service import asynchronous, offload, popping, waiting, watchhub
 
 from .test_service_async import DEADLINE, WAIT, parked, until
 
@@ -143,10 +143,10 @@ def _install(monkeypatch, plans: Plans) -> None:
         asyncio.ensure_future(cancel_then_go())
         return await real_run(held, undo)
 
-    async def park(self, deadline, seen_at):
+    async def park(self, deadline, seen_at, blocked=None):
         if plans.due("parked"):
             asyncio.get_running_loop().call_soon(asyncio.current_task().cancel)
-        woken = await real_park(self, deadline, seen_at)
+        woken = await real_park(self, deadline, seen_at, blocked)
         if woken and plans.due("woken"):
             asyncio.current_task().cancel()
         return woken
@@ -208,3 +208,147 @@ def test_consumers_cancelled_at_random_moments_lose_nothing(fdbqueue_db, monkeyp
     assert sorted(delivered + left) == list(range(items))
     info = service.get_queue(db, "q")
     assert (info.leased, info.size) == (0, len(left))
+
+
+def test_a_claim_cancelled_after_its_lease_ran_out_still_takes_its_attempt_back(fdbqueue_db, monkeypatch, clock):
+    """The undo came late (its lease's time was up, nothing had moved the item yet): the item is
+    as it was all the same, not one claim nearer its dead letter."""
+    db = fdbqueue_db
+    service.create_queue(db, "q", kind="fifo", max_attempts=1)
+    first = service.enqueue(db, "q", "a")
+    committed, go = _held_after_commit(monkeypatch, asynchronous, "_claim_once")
+
+    async def story() -> None:
+        task = asyncio.ensure_future(service.aclaim(db, "q", lease=1))
+        await until(committed.is_set, "the claim to commit")
+        clock.advance(5)  # the lease is over before the undo runs
+        task.cancel()
+        go.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(story())
+    assert offload.undos_settled(UNDO_SECONDS)
+    info = service.get_queue(db, "q")
+    assert (info.size, info.leased, info.dead) == (1, 0, 0)
+    again = service.claim(db, "q")
+    assert (again.item.id, again.item.attempts) == (first.id, 1)
+
+
+def test_a_cancelled_claim_gives_its_rate_token_back(fdbqueue_db, monkeypatch, still_clock):
+    db = fdbqueue_db
+    service.create_queue(db, "q", key_rate=1)  # one token, refilled once a second
+    service.push_many(db, "q", ["a1", "a2"], key="a")
+    committed, go = _held_after_commit(monkeypatch, asynchronous, "_claim_once")
+    asyncio.run(_cancel_after_commit(service.aclaim(db, "q"), committed, go))
+    assert offload.undos_settled(UNDO_SECONDS)
+    got = service.claim(db, "q")  # no time passed: only the token given back allows it
+    assert got is not None and got.item.value == "a1"
+
+
+def test_failing_undos_do_not_hold_the_pool(fdbqueue_db, monkeypatch):
+    """More failing undos than the pool has threads (an outage): operations still run meanwhile."""
+    db = fdbqueue_db
+    service.create_queue(db, "q")
+    healed = threading.Event()
+
+    def undo(_what) -> None:
+        if not healed.is_set():
+            raise RuntimeError("the store is away")
+
+    monkeypatch.setattr(offload, "UNDO_PAUSE", 0.2)
+    for n in range(offload.POOL_THREADS + 4):
+        offload.undo_later(undo, n)
+
+    async def meanwhile() -> int:
+        return await asyncio.wait_for(service.asize(db, "q"), offload.UNDO_PAUSE_MAX * 2)
+
+    try:
+        assert asyncio.run(meanwhile()) == 0
+    finally:
+        healed.set()
+    assert offload.undos_settled(UNDO_SECONDS)
+
+
+def test_a_keeper_cancelled_during_its_look_lets_the_look_s_watches_go(fdbqueue_db, monkeypatch):
+    """At loop shutdown the keeper is cancelled wherever it is: watches its look set are let go."""
+    db = fdbqueue_db
+    service.create_queue(db, "q")
+    in_look, go_on = threading.Event(), threading.Event()
+    real_look, looks, seen = watchhub.look, [], []
+
+    def held_look(*args, **kwargs):
+        looks.append(1)
+        if len(looks) == 2:
+            in_look.set()
+            assert go_on.wait(DEADLINE)
+        got = real_look(*args, **kwargs)
+        seen.append(got)
+        return got
+
+    monkeypatch.setattr(watchhub, "look", held_look)
+
+    async def story() -> None:
+        waiter = asyncio.ensure_future(service.apop(db, "q", wait=WAIT))
+        await until(lambda: parked("q") == 1 and len(looks) == 1, "the waiter parked")
+        watchhub.channels()[0]._stir.set()
+        await until(in_look.is_set, "the second look")
+        waiter.cancel()  # the last waiter leaves; then the keeper is cancelled mid-look
+        keeper = watchhub.channels()[0].keeper
+        keeper.cancel()
+        go_on.set()
+        await asyncio.gather(waiter, keeper, return_exceptions=True)
+
+    try:
+        asyncio.run(story())
+    finally:
+        go_on.set()
+    assert offload.undos_settled(UNDO_SECONDS)
+    assert len(seen) == 2
+    for watch in seen[-1].watches.watches:  # cancelled (ready with an error), not left armed
+        assert watch.is_ready()
+
+
+def test_a_woken_waiter_that_finds_nothing_and_gives_up_passes_its_turn_on(fdbqueue_db, monkeypatch):
+    """Woken for an item another client took first, it finds nothing and its wait is over; a look
+    made meanwhile counted the next item as its: the keeper must look again and wake the next."""
+    db = fdbqueue_db
+    service.create_queue(db, "q")
+    real_pop, calls = popping.pop, []
+    attempted, go = threading.Event(), threading.Event()
+
+    def pop(*args, **kwargs):
+        calls.append(1)
+        if len(calls) != 3:  # 1, 2: each waiter's first look; 3: the first waiter, woken
+            return real_pop(*args, **kwargs)
+        real_pop(*args, **kwargs)  # another client takes the item first
+        got = real_pop(*args, **kwargs)
+        attempted.set()
+        assert go.wait(DEADLINE)
+        return got
+
+    monkeypatch.setattr(popping, "pop", pop)
+
+    async def story():
+        loop = asyncio.get_running_loop()
+        first = asyncio.ensure_future(service.apop(db, "q", wait=0.3))
+        ends = loop.time() + 0.3
+        await until(lambda: parked("q") == 1, "the first waiter parked")
+        second = asyncio.ensure_future(service.apop(db, "q", wait=WAIT))
+        await until(lambda: parked("q") == 2, "the second waiter parked")
+        chan = watchhub.channels()[0]
+        await service.apush(db, "q", "taken by another")
+        await until(attempted.is_set, "the first waiter's attempt")
+        checks = chan.checks
+        await service.apush(db, "q", "for the second")
+        await until(lambda: chan.checks > checks and chan.watches is not None, "a look while it attempts")
+        await until(lambda: loop.time() > ends, "the first waiter's wait to end")
+        go.set()
+        assert await asyncio.wait_for(first, DEADLINE) is None
+        got = await asyncio.wait_for(second, DEADLINE)
+        return None if got is None else got.value
+
+    try:
+        assert asyncio.run(story()) == "for the second"
+    finally:
+        go.set()

@@ -21,7 +21,7 @@ from django.conf import settings as django_settings
 
 from django_fdbqueue import service
 from django_fdbqueue.exceptions import InvalidArgument
-from django_fdbqueue.service import keyclaims, keylimits, leases
+from django_fdbqueue.service import keyclaims, keylimits, leases, waiting
 
 from .processes import child_database, join_all, kill_leftovers
 
@@ -250,7 +250,7 @@ def test_all_candidates_blocked_is_none_for_that_moment(fdbqueue_db):
     assert service.claim(db, "q").item.value == "a0"
     assert service.claim(db, "q") is None  # the free item is past the candidates
     blocked = leases.claim_once(db, "q", 30.0, "min")
-    assert isinstance(blocked, keyclaims.Blocked)
+    assert isinstance(blocked, waiting.Blocked)
 
 
 def test_the_end_max_skips_busy_keys_too(fdbqueue_db):

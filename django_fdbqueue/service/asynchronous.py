@@ -22,7 +22,7 @@ from django_fdbqueue.fdbapi import Database, is_transaction
 
 from . import awaiting, consuming, deadletters, giveback, keys, kept, leases, offload, popping, pushing, queues
 from . import spread as spread_claims
-from .keyclaims import Blocked
+from .waiting import Blocked
 from .leases import DEFAULT_LEASE_SECONDS
 from .observe import observed
 from .popping import PopMode

@@ -3,10 +3,10 @@
 Each attempt (the pop or claim transaction) runs on the pool (``offload``), and one whose caller
 is cancelled meanwhile has what it took given back (``giveback``). Between attempts the caller
 parks in its queue's channel (``watchhub``), which shares one watch among all the waiters of the
-queue and wakes them in turn. Same bounds and errors as the sync wait: ``wait`` from 0 to
-``MAX_WAIT_SECONDS``, checked before the first attempt; ``QueueNotFound`` once the queue is
-deleted. A claim whose candidates are all at their key's limit sleeps (on the loop) as the sync
-claim pauses, then tries again.
+queue and wakes each by the rule the sync wait follows (``waiting.next_turn``): a claim whose
+candidates are all at their key's limit parks too, until its chance comes. Same bounds and
+errors as the sync wait: ``wait`` from 0 to ``MAX_WAIT_SECONDS``, checked before the first
+attempt; ``QueueNotFound`` once the queue is deleted.
 """
 
 from __future__ import annotations
@@ -15,8 +15,7 @@ import asyncio
 from typing import Any, Callable, TypeVar
 
 from . import keys, offload, watchhub
-from .keyclaims import Blocked
-from .waiting import MAX_WAIT_SECONDS
+from .waiting import MAX_WAIT_SECONDS, Blocked
 
 T = TypeVar("T")
 
@@ -25,7 +24,7 @@ async def blocking(db: Any, name: str, wait: object, attempt: Callable[[], Any],
     """Run ``attempt`` on the pool until it returns something or ``wait`` seconds pass.
 
     ``wait`` None runs it once. What an attempt returns after its caller was cancelled goes to
-    ``undo``. A ``keyclaims.Blocked`` result means "items, none claimable now": not returned.
+    ``undo``. A ``Blocked`` result means "items, none claimable now": not returned.
     """
     if wait is None:
         got = await offload.run_undoable(attempt, undo)
@@ -42,25 +41,13 @@ async def blocking(db: Any, name: str, wait: object, attempt: Callable[[], Any],
             if woken_in is not None:
                 woken_in.attempted(None)  # its turn goes to the next waiter
             raise
+        blocked = got if isinstance(got, Blocked) else None
         if woken_in is not None:
-            woken_in.attempted(got is not None and not isinstance(got, Blocked))
+            woken_in.attempted(got is not None and blocked is None)
             woken_in = None
-        if isinstance(got, Blocked):
-            if not await _pause(loop, got.retry_seconds, deadline):
-                return None
-            continue
-        if got is not None:
+        if got is not None and blocked is None:
             return got
         chan = watchhub.channel(db, name)
-        if not await chan.park(deadline, seen_at):
+        if not await chan.park(deadline, seen_at, blocked):
             return None
         woken_in = chan
-
-
-async def _pause(loop: asyncio.AbstractEventLoop, seconds: float, deadline: float) -> bool:
-    """Sleep ``seconds`` on the loop, bounded by ``deadline``; False if the deadline came first."""
-    left = deadline - loop.time()
-    if left <= 0:
-        return False
-    await asyncio.sleep(min(seconds, left))
-    return loop.time() < deadline

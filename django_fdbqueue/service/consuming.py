@@ -6,14 +6,13 @@ what a retry after ``commit_unknown_result`` finds).
 
 from __future__ import annotations
 
-import time
 import warnings
 from typing import Any, Callable
 
 from django_fdbqueue.exceptions import InvalidArgument
-from django_fdbqueue.fdbapi import DatabaseOrTransaction, Transaction, is_transaction
+from django_fdbqueue.fdbapi import DatabaseOrTransaction, Transaction
 
-from . import keyclaims, keys, leases
+from . import keys, leases
 from . import spread as spread_claims
 from .leases import DEFAULT_LEASE_SECONDS, MAX_LEASE_SECONDS
 from .observe import observed
@@ -61,18 +60,8 @@ def claim(
     if step is not None and not callable(step):
         raise InvalidArgument(f"step must be callable as step(tr, lease), not {type(step).__name__}.", field="step")
     spreading = spread_claims.check(spread)
-    deadline = time.monotonic() + (wait if isinstance(wait, (int, float)) else 0)
-
-    def attempt() -> Lease | None:
-        once = leases.claim_once if spreading is None else leases.claim_spread_once
-        got = once(db_or_tr, name, seconds, end, step, spreading)
-        if isinstance(got, keyclaims.Blocked):  # items, but every candidate's key at its limit
-            if wait is not None and not is_transaction(db_or_tr):
-                keyclaims.pause(db_or_tr, got, deadline)
-            return None
-        return got
-
-    return blocking(db_or_tr, name, end, wait, attempt)
+    once = leases.claim_once if spreading is None else leases.claim_spread_once
+    return blocking(db_or_tr, name, end, wait, lambda: once(db_or_tr, name, seconds, end, step, spreading))
 
 
 @observed

@@ -19,7 +19,7 @@ import dataclasses
 import logging
 from typing import Any
 
-from django_fdbqueue.exceptions import LeaseExpired, LeaseNotFound, QueueNotFound
+from django_fdbqueue.exceptions import LeaseNotFound, QueueNotFound
 from django_fdbqueue.fdbapi import transactional
 
 from . import keylimits, keys, leases, recovery, settled, visibility
@@ -59,22 +59,28 @@ def _put_back(tr: Any, name: str, what: Taken) -> None:
 
 
 def unclaim(db: Any, lease: Lease) -> None:
-    """Release a lease nobody received, and take back the attempt its claim counted."""
+    """Release a lease nobody received; take back the attempt its claim counted, and its token.
+
+    Even once the lease's time is up: nobody saw the item, so the claim must not count against
+    its ``max_attempts``. Only a lease already moved on (back in the queue, claimed again, or
+    acked, by an earlier run of this undo) is left as it is.
+    """
     try:
         _unclaim(db, leases.parse(lease.receipt, None))
-    except (LeaseNotFound, LeaseExpired, QueueNotFound):
-        return  # already given back, or back in the queue on its own
+    except (LeaseNotFound, QueueNotFound):
+        return  # already given back, or moved on with its attempt counted
 
 
 @transactional
 def _unclaim(tr: Any, r: keys.Receipt) -> None:
-    held = leases._held(tr, r)
+    held = leases.held_lease(tr, r, expired_ok=True)
     hidden, qk = held.hidden, held.qk
     payload = tr[hidden.key(qk)]
     if not payload.present():
         return
     visibility.unhide(tr, qk, hidden)
     keylimits.give_back(tr, qk, held.entry, hidden.meta)
+    keylimits.refund(tr, qk, held.entry, hidden.meta, held.now_us)
     meta = dataclasses.replace(hidden.meta, attempts=max(0, hidden.meta.attempts - 1))
     before = visibility.Hidden(hidden.visible_us, hidden.priority, hidden.stamp, b"", meta)
     visibility.ready_again(tr, qk, before, bytes(payload))

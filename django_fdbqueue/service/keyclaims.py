@@ -15,10 +15,11 @@
    key is taken at once. Otherwise the counters (and buckets) of the remaining candidates' keys
    are read together (snapshot reads, as above: a second round trip), and the first candidate whose key is
    under its limits is taken, with a read conflict on that key's counter and bucket only.
-3. When every candidate is blocked, the claim returns :class:`Blocked`: the queue holds items,
-   but none may be claimed at this moment. ``claim`` reports None; with ``wait=`` it waits for
-   the queue's wake-up key (an ack or release of a limited key, a lease coming back, a push
-   bumps it) or for the next token, at most :data:`MAX_PAUSE` seconds at a time, and tries again.
+3. When every candidate is blocked, the claim returns :class:`~waiting.Blocked`: the queue holds
+   items, but none may be claimed at this moment. ``claim`` reports None; with ``wait=`` it waits
+   as ``waiting.next_turn`` says: for a change of the wake-up key after the claim's own snapshot
+   (an ack or release of a limited key, a push), a hidden item showing (a lease running out frees
+   its slot) or the key's next rate token, and tries again.
 
 A busy key never holds back the queue: items of other keys behind it within the candidates are
 taken. Items beyond the candidates wait until the ones ahead of them leave; a queue whose first
@@ -27,27 +28,14 @@ taken. Items beyond the candidates wait until the ones ahead of them leave; a qu
 
 from __future__ import annotations
 
-import threading
-import time
-from dataclasses import dataclass
 from typing import Any
 
-from django_fdbqueue.fdbapi import FDBError, choice_reads
+from django_fdbqueue.fdbapi import choice_reads
 
-from . import items, keylimits, keys, visibility, waiting
+from . import items, keylimits, keys, visibility
 from .catalog import Entry, read_counter
 from .keylimits import CANDIDATES, MARKERS_READ, Limits
-
-#: Longest a waiting claim sleeps between two looks at a queue whose candidates are all blocked.
-MAX_PAUSE = 1.0
-
-
-@dataclass(frozen=True)
-class Blocked:
-    """The queue has items, but every candidate's key is at its limit for now."""
-
-    qk: keys.QueueKeys
-    retry_seconds: float
+from .waiting import Blocked
 
 
 def first_reads(tr: Any, entry: Entry, qk: keys.QueueKeys, end: str) -> tuple[Limits | None, Any]:
@@ -99,7 +87,7 @@ def choose(tr: Any, entry: Entry, qk: keys.QueueKeys, end: str, limits: Limits, 
     reads = choice_reads(tr)
     counts = {k: reads[qk.key_counts.pack((k,))] for k in wanted} if limits.concurrency is not None else {}
     buckets = {k: reads[qk.key_buckets.pack((k,))] for k in wanted} if limits.rate is not None else {}
-    soonest = MAX_PAUSE
+    soonest: float | None = None  # seconds until a blocked key's next rate token
     for kv, key in candidates:
         if key is None:
             tr.add_read_conflict_key(bytes(kv.key))  # two claims of this item: one retries
@@ -111,12 +99,15 @@ def choose(tr: Any, entry: Entry, qk: keys.QueueKeys, end: str, limits: Limits, 
         if limits.rate is not None:
             left, _counted = keylimits.tokens(buckets[key], limits, now_us)
             if left < 1.0:
-                soonest = min(soonest, keylimits.next_token_seconds(left, limits))
+                wait = keylimits.next_token_seconds(left, limits)
+                soonest = wait if soonest is None else min(soonest, wait)
                 continue
         tr.add_read_conflict_key(bytes(kv.key))
         _hold(tr, qk, key, limits, held, left, now_us)
         return kv
-    return Blocked(qk, soonest)
+    wake = tr.snapshot[qk.wake_key]  # what a waiter compares with: any change is a new chance
+    retry_us = None if soonest is None else now_us + max(1, round(soonest * 1_000_000))
+    return Blocked(qk, bytes(wake) if wake.present() else None, retry_us)
 
 
 def _hold(tr: Any, qk: keys.QueueKeys, key: str, limits: Limits, held: int, left: float, now_us: int) -> None:
@@ -128,18 +119,3 @@ def _hold(tr: Any, qk: keys.QueueKeys, key: str, limits: Limits, held: int, left
     if limits.rate is not None:
         tr.add_read_conflict_key(qk.key_buckets.pack((key,)))
         keylimits.spend(tr, qk, key, left - 1.0, now_us)
-
-
-def pause(db: Any, blocked: Blocked, deadline: float) -> None:
-    """Wait (bounded by ``deadline``, on ``time.monotonic()``) for a slot or a token to come."""
-    seconds = min(blocked.retry_seconds, deadline - time.monotonic())
-    if seconds <= 0:
-        return
-    tr = db.create_transaction()
-    try:
-        watch = tr.watch(blocked.qk.wake_key)
-        tr.commit().wait()
-    except FDBError:
-        threading.Event().wait(min(seconds, waiting.WATCH_FAILURE_PAUSE))
-        return
-    waiting.wait_on(watch, seconds)

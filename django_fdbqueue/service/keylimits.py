@@ -192,6 +192,15 @@ def spend(tr: Any, qk: keys.QueueKeys, key: str, left: float, now_us: int) -> No
     tr[qk.key_buckets.pack((key,))] = fdb.tuple.pack((float(left), now_us))
 
 
+def refund(tr: Any, qk: keys.QueueKeys, entry: Entry, meta: keys.ItemMeta, now_us: int) -> None:
+    """Give back the token a claim spent that nobody received (a cancelled async claim)."""
+    limits = of(entry)
+    if meta.key is None or limits is None or limits.rate is None:
+        return
+    left, _counted = tokens(tr[qk.key_buckets.pack((meta.key,))], limits, now_us)
+    spend(tr, qk, meta.key, min(limits.burst, left + 1.0), now_us)
+
+
 def next_token_seconds(left: float, limits: Limits) -> float:
     """Seconds until a bucket with ``left`` tokens holds one."""
     return max(0.0, (1.0 - left) / (limits.rate or 1.0))

@@ -29,6 +29,7 @@ from django_fdbqueue.exceptions import InvalidReceipt, LeaseExpired, LeaseNotFou
 from django_fdbqueue.fdbapi import transactional, vouch
 
 from . import activity, dedup, keyclaims, keylimits, keys, settled, spread, tenantturns, visibility
+from .waiting import Blocked
 from .catalog import counter_bytes, require, require_with_entry
 from .items import promote_and_walk
 from .records import Lease, SteppedLease, now_micros, to_datetime
@@ -57,7 +58,7 @@ def _claim(
     end: str,
     step: Callable[[Any, Lease], Any] | None = None,
     spreading: int | None = None,
-) -> Lease | keyclaims.Blocked | None:
+) -> Lease | Blocked | None:
     """Take the next ready item under a lease of ``lease`` seconds; None when none is ready.
 
     On a queue with per-key limits, the next item whose key is under its limits (``keyclaims``),
@@ -83,7 +84,7 @@ def _claim(
     else:
         now_us = sent[0][0]
         kv = keyclaims.choose(tr, entry, qk, end, limits, sent)
-    if kv is None or isinstance(kv, keyclaims.Blocked):
+    if kv is None or isinstance(kv, Blocked):
         return kv
     return _lease(tr, name, qk, kv, now_us, lease, step)
 
@@ -141,7 +142,12 @@ class Held:
         self.now_us = now_us
 
 
-def _held(tr: Any, r: keys.Receipt) -> Held:
+def held_lease(tr: Any, r: keys.Receipt, *, expired_ok: bool = False) -> Held:
+    """The lease ``r`` names, still hidden under its token; LeaseExpired once its time is up.
+
+    ``expired_ok``: a lease whose time is up but that nothing has moved on yet (no claim or pop
+    promoted it) is still held; a give-back for a caller that went away takes it back whole.
+    """
     entry, qk = require(tr, r.name)
     if entry.queue_id != r.queue_id:
         raise LeaseNotFound(f"Queue {r.name!r} was deleted and created again since this claim.", name=r.name)
@@ -152,7 +158,7 @@ def _held(tr: Any, r: keys.Receipt) -> Held:
     hidden = visibility.Hidden.from_index(r.priority, r.stamp, bytes(raw))
     if hidden.token != r.token:
         raise LeaseNotFound(name=r.name)
-    if hidden.visible_us <= now_us:
+    if hidden.visible_us <= now_us and not expired_ok:
         raise LeaseExpired(name=r.name)
     return Held(entry, qk, hidden, now_us)
 
@@ -167,7 +173,7 @@ def _settle(db_or_tr: Any, r: keys.Receipt, body: Callable[[Any, Held], str], an
 
     def attempt(tr: Any, owned: bool) -> str:
         try:
-            held = _held(tr, r)
+            held = held_lease(tr, r)
         except LeaseNotFound:
             outcome = _settled_as(tr, r) if owned else None
             if outcome not in answers:
@@ -180,7 +186,7 @@ def _settle(db_or_tr: Any, r: keys.Receipt, body: Callable[[Any, Held], str], an
 
 def _settled_as(tr: Any, r: keys.Receipt) -> str | None:
     """The outcome a settled marker records for this receipt's lease, if any."""
-    _entry, qk = require(tr, r.name)  # the queue is the receipt's: _held checked its id
+    _entry, qk = require(tr, r.name)  # the queue is the receipt's: held_lease checked its id
     found = settled.recorded(tr, qk, (r.token,))
     return None if found is None else found[0].decode("ascii")
 
@@ -237,7 +243,7 @@ def release(db_or_tr: Any, receipt: str, delay: float, name: str | None = None) 
 
 @transactional
 def _extend(tr: Any, r: keys.Receipt, seconds: float) -> Lease:
-    held = _held(tr, r)
+    held = held_lease(tr, r)
     hidden, qk = held.hidden, held.qk
     old_key = hidden.key(qk)
     payload = tr[old_key]

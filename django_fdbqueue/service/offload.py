@@ -7,8 +7,10 @@ docs/explanation/code-map.md.) Waiting for an item is not done here: see ``await
 
 A coroutine cancelled while its transaction runs cannot stop the commit. For a pop or a claim
 that would take an item from everyone and give it to no one, so :func:`run_undoable` hands
-what such a commit returned to an ``undo`` (put the item back, release the lease), run on this
-pool and tried again until it succeeds or :data:`UNDO_TRIES` are spent.
+what such a commit returned to an ``undo`` (put the item back, release the lease), tried again
+until it succeeds or :data:`UNDO_TRIES` are spent. Undos run on threads of their own, and wait
+between tries on a timer, holding no thread: in an outage, failing undos must not take the
+pool from the operations (every one of which would then stall behind them).
 """
 
 from __future__ import annotations
@@ -28,11 +30,14 @@ logger = logging.getLogger("django_fdbqueue.service")
 POOL_THREADS = 16
 #: Attempts of an undo (each one a retried transaction) before it is given up and logged.
 UNDO_TRIES = 20
+#: Threads that run undos, apart from the pool.
+UNDO_THREADS = 2
 #: Pause between two failed attempts of an undo, doubled each time up to :data:`UNDO_PAUSE_MAX`.
 UNDO_PAUSE = 0.05
 UNDO_PAUSE_MAX = 2.0
 
 _pool: concurrent.futures.ThreadPoolExecutor | None = None
+_undo_pool: concurrent.futures.ThreadPoolExecutor | None = None
 _lock = threading.Lock()
 #: Abandoned results not yet undone (or found to need nothing), for :func:`undos_settled`.
 _pending = 0
@@ -46,6 +51,14 @@ def pool() -> concurrent.futures.ThreadPoolExecutor:
         if _pool is None:
             _pool = concurrent.futures.ThreadPoolExecutor(POOL_THREADS, thread_name_prefix="fdbqueue-async")
         return _pool
+
+
+def _undoer() -> concurrent.futures.ThreadPoolExecutor:
+    global _undo_pool
+    with _lock:
+        if _undo_pool is None:
+            _undo_pool = concurrent.futures.ThreadPoolExecutor(UNDO_THREADS, thread_name_prefix="fdbqueue-undo")
+        return _undo_pool
 
 
 async def run(func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -75,13 +88,13 @@ def _abandoned(job: concurrent.futures.Future[Any], undo: Callable[[Any], None])
     if result is None:  # nothing was taken (or the caller would have had an error, not an item)
         _count(-1)
         return
-    pool().submit(_undo, undo, result)
+    _undoer().submit(_undo, undo, result, 1, UNDO_PAUSE)
 
 
 def undo_later(undo: Callable[[T], None], result: T) -> None:
-    """Run ``undo(result)`` on the pool, again after each failure, until done or given up."""
+    """Run ``undo(result)`` on the undo threads, again after each failure, until done or given up."""
     _count(1)
-    pool().submit(_undo, undo, result)
+    _undoer().submit(_undo, undo, result, 1, UNDO_PAUSE)
 
 
 def _count(change: int) -> None:
@@ -92,20 +105,20 @@ def _count(change: int) -> None:
             _settled.notify_all()
 
 
-def _undo(undo: Callable[[T], None], result: T) -> None:
-    pause = UNDO_PAUSE
+def _undo(undo: Callable[[T], None], result: T, attempt: int, pause: float) -> None:
+    """One try of ``undo(result)``; after a failure, the next one on a timer (no thread waits)."""
     try:
-        for attempt in range(1, UNDO_TRIES + 1):
-            try:
-                undo(result)
-                return
-            except Exception:  # noqa: BLE001 - tried again: the item must not stay taken
-                logger.warning("Undo of an abandoned %r failed (attempt %d)", result, attempt, exc_info=True)
-            threading.Event().wait(pause)
-            pause = min(pause * 2, UNDO_PAUSE_MAX)
+        undo(result)
+    except Exception:  # noqa: BLE001 - tried again: the item must not stay taken
+        logger.warning("Undo of an abandoned %r failed (attempt %d)", result, attempt, exc_info=True)
+        if attempt < UNDO_TRIES:
+            later = min(pause * 2, UNDO_PAUSE_MAX)
+            timer = threading.Timer(pause, lambda: _undoer().submit(_undo, undo, result, attempt + 1, later))
+            timer.daemon = True
+            timer.start()
+            return
         logger.error("Gave up undoing an abandoned %r after %d attempts", result, UNDO_TRIES)
-    finally:
-        _count(-1)
+    _count(-1)
 
 
 def undos_settled(timeout: float) -> bool:

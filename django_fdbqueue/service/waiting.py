@@ -1,34 +1,42 @@
 """Blocking pops and claims: wait for an item through a watch, never by polling the queue.
 
-Every push (and every release or requeue that makes an item visible) adds one to the queue's
-wake-up key with an atomic add, which never conflicts. A waiting caller runs a read-only
-transaction that checks for a visible item (the first ready key, or a hidden one that is due)
-and, in the same transaction, sets a watch on the wake-up key. Because the check and the watch
-see the same snapshot, a push that commits after the check changes the key the watch compares
-against, so it cannot slip by unnoticed. The caller then sleeps until the watch fires or the
-earliest hidden item becomes visible, whichever comes first, and tries again. The watch is set
-in its own transaction, apart from the one that takes the item: a watch reads its key, and a
-pop that read it would conflict with every push.
+Every push (and every release or requeue that makes an item visible, and every key slot given
+back on a limited queue) adds one to the queue's wake-up key with an atomic add, which never
+conflicts. A waiter looks at the queue in a read-only transaction (:func:`look`): how many items
+are visible (ready keys, and hidden ones that are due), when the next hidden one becomes visible
+(a delay ending, a lease running out), the wake-up key's value, and, in the same snapshot,
+watches on the wake-up key and the catalog entry. Because the look and the watches see the same
+snapshot, a change that commits after the look fires a watch: it cannot slip by unnoticed. The
+watches are set in their own transaction, apart from the one that takes the item: a watch reads
+its key, and a pop that read it would conflict with every push.
 
-The same transaction also watches the queue's catalog entry, which only ``delete_queue`` (and a
-change of ``max_attempts``) writes. The wake-up key cannot serve for that: it exists only once
-something was pushed, and clearing a key that is absent changes nothing a watch could see. So a
-caller waiting on a queue that is deleted wakes as soon as the deletion commits, checks again,
-and gets ``QueueNotFound`` instead of sleeping out its wait. (A queue deleted and created again
-before the caller looks is a queue of that name: the caller goes on waiting on the new one.)
+**One rule** (:func:`next_turn`) says, from a look, when a waiter may next succeed: at once, after
+some seconds, or on the next change. The sync wait (:func:`until_visible`, one waiter, one
+thread) and the async keeper (``watchhub``, all the waiters of a queue on one event loop) both
+follow it. A waiter that found nothing may succeed once an item is visible, or when the next
+hidden one shows. A claim that found items but every one's key at its limit (:class:`Blocked`)
+may succeed once the wake-up key differs from the value its own claim read (a slot given back, a
+push), when a hidden item shows (a lease running out frees a slot), or when its key's next rate
+token comes.
+
+The watch on the catalog entry, which only ``delete_queue`` (and a change of settings) writes,
+wakes a caller waiting on a queue that is deleted: it checks again and gets ``QueueNotFound``
+instead of sleeping out its wait. (A queue deleted and created again before the caller looks is
+a queue of that name: the caller goes on waiting on the new one.)
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any, Callable, TypeVar
 
 from django_fdbqueue.exceptions import InvalidArgument
 from django_fdbqueue.fdbapi import FDBError, _count_retry, bounded, is_transaction
 
-from . import keys, visibility
-from .catalog import first, require
+from . import keys
+from .catalog import require
 from .records import now_micros
 
 #: Longest a pop or claim may block with ``wait=``, in every face (Python, REST, CLI, worker).
@@ -44,13 +52,95 @@ T = TypeVar("T")
 WATCH_FAILURE_PAUSE = 0.05
 
 
-def blocking(db_or_tr: Any, name: str, end: str, wait: object, attempt: Callable[[], T]) -> T:
+@dataclass(frozen=True)
+class Blocked:
+    """A claim found visible items, but every candidate's key is at its limit for now.
+
+    ``wake`` is the wake-up key's value in the claim's own snapshot: any change after it (a slot
+    given back, a push) is a new chance. ``retry_us`` is when the next rate token comes, if any.
+    """
+
+    qk: keys.QueueKeys
+    wake: bytes | None
+    retry_us: int | None = None
+
+
+@dataclass(frozen=True)
+class Outlook:
+    """What one look at a queue saw in one snapshot, and the watches that catch any change after it."""
+
+    visible: int  # visible items, counted up to the look's limit
+    limit: int
+    next_us: int | None  # when the next hidden item that is not due yet becomes visible
+    now_us: int
+    wake: bytes | None  # the wake-up key's value
+    watches: "AnyOf"
+
+
+@dataclass(frozen=True)
+class Turn:
+    """When a waiter may succeed: ``now``; and, failing that, in ``seconds`` (None: on a change)."""
+
+    now: bool
+    seconds: float | None = None
+
+
+def next_turn(seen: Outlook, blocked: Blocked | None = None) -> Turn:
+    """The waiting rule: from a look, when may a waiter (that found nothing, or was blocked) succeed?
+
+    ``seconds`` is the next chance after the visible items are gone to others (a hidden item
+    showing, a rate token): a waiter not woken now waits for it, or for a change.
+    """
+    if blocked is None:
+        return Turn(seen.visible > 0, _seconds(seen, seen.next_us))
+    changed = seen.wake != blocked.wake
+    token_due = blocked.retry_us is not None and blocked.retry_us <= seen.now_us
+    times = [us for us in (seen.next_us, blocked.retry_us) if us is not None and us > seen.now_us]
+    return Turn(changed or token_due, _seconds(seen, min(times)) if times else None)
+
+
+def _seconds(seen: Outlook, at_us: int | None) -> float | None:
+    return None if at_us is None else max(0.0, (at_us - seen.now_us) / 1_000_000)
+
+
+@bounded
+def look(db: Any, name: str, limit: int, *, end: str = "min") -> Outlook:
+    """Count the visible items of ``name`` (up to ``limit``) and watch for the next change.
+
+    The caller owns the returned watches: it must cancel them (each counts against the
+    database's limit). Raises ``QueueNotFound`` once the queue is deleted.
+    """
+    while True:
+        tr = db.create_transaction()
+        try:
+            _entry, qk = require(tr, name, fifo_ok=end == "min")
+            now_us = now_micros()
+            r, h = qk.items.range(), qk.hidden.range()
+            after_now = qk.hidden.pack((now_us + 1,))
+            ready = tr.snapshot.get_range(r.start, r.stop, limit=limit)
+            due = tr.snapshot.get_range(h.start, after_now, limit=limit)
+            later = tr.snapshot.get_range(after_now, h.stop, limit=1)  # not the earliest: it may be due
+            wake = tr.snapshot[qk.wake_key]
+            watches = AnyOf(tr.watch(qk.wake_key), tr.watch(keys.catalog_key(qk.root, name)))
+            visible = min(limit, len(list(ready)) + len(list(due)))
+            next_us = next((qk.hidden.unpack(bytes(kv.key))[0] for kv in later), None)
+            seen = Outlook(visible, limit, next_us, now_us, bytes(wake) if wake.present() else None, watches)
+            tr.commit().wait()  # read-only: it cannot conflict; it starts the watches
+        except FDBError as error:
+            _count_retry(error.code)
+            tr.on_error(error).wait()
+            continue
+        return seen
+
+
+def blocking(db_or_tr: Any, name: str, end: str, wait: object, attempt: Callable[[], T | Blocked | None]) -> T | None:
     """Run ``attempt`` until it returns something or ``wait`` seconds pass (see above).
 
     ``wait`` None runs it once. A wait spans several transactions, so it needs the database.
     """
     if wait is None:
-        return attempt()
+        got = attempt()
+        return None if isinstance(got, Blocked) else got
     seconds = keys.check_seconds(wait, "wait", minimum=0, maximum=MAX_WAIT_SECONDS)
     if is_transaction(db_or_tr):
         raise InvalidArgument(
@@ -59,8 +149,11 @@ def blocking(db_or_tr: Any, name: str, end: str, wait: object, attempt: Callable
     deadline = time.monotonic() + seconds
     while True:
         got = attempt()
-        if got is not None or not until_visible(db_or_tr, name, end, deadline):
-            return got
+        blocked = got if isinstance(got, Blocked) else None
+        if got is not None and blocked is None:
+            return got  # type: ignore[return-value]  # not Blocked: a T
+        if not until_visible(db_or_tr, name, end, deadline, blocked):
+            return None
 
 
 def wait_on(watch: Any, seconds: float) -> bool:
@@ -106,38 +199,27 @@ def _watch_failed(watch: Any) -> bool:
     return False
 
 
-@bounded
-def until_visible(db: Any, name: str, end: str, deadline: float) -> bool:
-    """Wait until ``name`` may have a visible item (True) or ``deadline`` passes (False).
+def until_visible(db: Any, name: str, end: str, deadline: float, blocked: Blocked | None = None) -> bool:
+    """Wait until this waiter may succeed (True: try again now) or ``deadline`` passes (False).
 
-    ``deadline`` is on ``time.monotonic()``'s clock. True means "try again now": another client
-    may still take the item first. Raises ``QueueNotFound`` once the queue is deleted.
+    ``deadline`` is on ``time.monotonic()``'s clock; ``blocked`` is what a claim that found only
+    items at their key's limit returned. True means "try again now": another client may still
+    take the item first. Raises ``QueueNotFound`` once the queue is deleted.
     """
     while True:
         left = deadline - time.monotonic()
         if left <= 0:
             return False
-        tr = db.create_transaction()
-        try:
-            _entry, qk = require(tr, name, fifo_ok=end == "min")
-            r = qk.items.range()
-            ready = tr.get_range(r.start, r.stop, limit=1)
-            next_us = visibility.next_visible_us(tr, qk)
-            watches = AnyOf(tr.watch(qk.wake_key), tr.watch(keys.catalog_key(qk.root, name)))
-            now_us = now_micros()
-            if first(ready) is not None or (next_us is not None and next_us <= now_us):
-                watches.cancel()
-                return True
-            tr.commit().wait()  # read-only: it cannot conflict; it starts the watches
-        except FDBError as error:
-            _count_retry(error.code)
-            tr.on_error(error).wait()
-            continue
-        seconds = left if next_us is None else min(left, (next_us - now_us) / 1_000_000)
-        fired = wait_on(watches, seconds)
-        failed = fired and watches.failed()
-        watches.cancel()
-        if failed:
-            # A watch past the transaction timeout ends with an error: set a new one. One that
-            # failed at once must not make this loop spin.
-            threading.Event().wait(min(WATCH_FAILURE_PAUSE, max(0.0, deadline - time.monotonic())))
+        seen = look(db, name, 1, end=end)
+        turn = next_turn(seen, blocked)
+        if turn.now:
+            seen.watches.cancel()
+            return True
+        fired = wait_on(seen.watches, left if turn.seconds is None else min(left, turn.seconds))
+        failed = fired and seen.watches.failed()
+        seen.watches.cancel()
+        if not failed:
+            return time.monotonic() < deadline  # a change or the time it named: try again
+        # A watch past the transaction timeout ends with an error: set a new one. One that
+        # failed at once must not make this loop spin.
+        threading.Event().wait(min(WATCH_FAILURE_PAUSE, max(0.0, deadline - time.monotonic())))

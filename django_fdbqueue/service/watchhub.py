@@ -2,79 +2,41 @@
 
 The binding allows 10,000 watches per database by default, and a process may have far more
 waiting coroutines than that. So the waiters of one queue park in a :class:`Channel`, and one
-keeper task per channel does what ``waiting.until_visible`` does for one thread: a read-only
-transaction (on the pool) counts the visible items (the first ready keys and the due hidden
-ones, up to a limit) and, in the same snapshot, watches the wake key and the catalog entry.
-Then it wakes as many parked waiters as there may be items, in arrival order; the rest stay
-parked until the next change (no thundering herd). The keeper then waits for the watch, the
-earliest hidden item's time, or a nudge, without a thread: the watch's ``on_ready`` callback
-(the client's network thread, or the embedded engine's watcher) hands over to the loop with
+keeper task per channel looks at the queue for all of them (``waiting.look``, on the pool) and
+follows the waiting rule (``waiting.next_turn``) that the sync wait follows for one thread. It
+wakes, in arrival order, as many waiters that found nothing as there may be visible items, and
+every blocked claim whose chance came (the wake-up key changed, or its token is due); the rest
+stay parked (no thundering herd). Then it waits for the look's watches, the earliest time a
+parked waiter's turn comes, or a nudge, without a thread: the watch's ``on_ready`` callback (the
+client's network thread, or the embedded engine's watcher) hands over to the loop with
 ``call_soon_threadsafe``.
 
-No waiter sleeps past a change it should see. A check's watch catches every change after the
-check's snapshot, and the check hands out what it saw to those parked by then. A waiter whose
-own look started before the last check ended, and that parks after it, may have missed items
-that check saw: it nudges the keeper, which looks again. Woken waiters still attempting are
-subtracted from what a check hands out; when a check saw more than it handed out, each success
-nudges it to look again, and so does a woken waiter that gives up (cancelled, or an error),
-since it leaves its item to the others. A deleted queue wakes everyone with ``QueueNotFound``.
+No waiter sleeps past a change it should see. A look's watches catch every change after its
+snapshot, and the look hands out what it saw to those parked by then. It counts one item more
+than it may hand out, so a look that saw more than it handed out knows it (``short``), and each
+woken waiter's attempt that ends, whatever its outcome, makes it look again. A waiter that parks
+while a look is on, or whose own attempt began before the last look ended, may have missed items
+that look saw: it nudges the keeper, which looks again. A deleted queue wakes everyone with
+``QueueNotFound``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import weakref
-from dataclasses import dataclass
 from typing import Any, cast
 
-from django_fdbqueue.fdbapi import FDBError, _count_retry, bounded
+from . import offload
+from .waiting import WATCH_FAILURE_PAUSE, Blocked, Outlook, look, next_turn
 
-from . import keys, offload
-from .catalog import require
-from .records import now_micros
-from .waiting import WATCH_FAILURE_PAUSE, AnyOf
-
-#: Most ready keys one check reads: it wakes at most this many waiters at once.
+#: Most visible items one look counts: it wakes at most this many waiters at once.
 WAKE_BATCH = 1000
 
 _hubs: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[int, str], Channel]]" = (
     weakref.WeakKeyDictionary()
 )
-
-
-@dataclass
-class Look:
-    """What one check saw: visible items (up to its limit), the next hidden one's time, the watches."""
-
-    visible: int
-    limit: int
-    next_us: int | None
-    now_us: int
-    watches: AnyOf
-
-
-@bounded
-def look(db: Any, name: str, limit: int) -> Look:
-    """Count the visible items of ``name`` (up to ``limit``) and watch for the next change."""
-    while True:
-        tr = db.create_transaction()
-        try:
-            _entry, qk = require(tr, name)
-            now_us = now_micros()
-            r, h = qk.items.range(), qk.hidden.range()
-            ready = tr.snapshot.get_range(r.start, r.stop, limit=limit)
-            due = tr.snapshot.get_range(h.start, qk.hidden.pack((now_us + 1,)), limit=limit)
-            later = tr.snapshot.get_range(h.start, h.stop, limit=1)
-            watches = AnyOf(tr.watch(qk.wake_key), tr.watch(keys.catalog_key(qk.root, name)))
-            visible = min(limit, len(list(ready)) + len(list(due)))
-            next_us = next((qk.hidden.unpack(bytes(kv.key))[0] for kv in later), None)
-            tr.commit().wait()  # read-only: it cannot conflict; it starts the watches
-        except FDBError as error:
-            _count_retry(error.code)
-            tr.on_error(error).wait()
-            continue
-        return Look(visible, limit, next_us, now_us, watches)
 
 
 class Channel:
@@ -84,28 +46,31 @@ class Channel:
         self.loop = loop
         self.db = db
         self.name = name
-        self.parked: collections.OrderedDict[asyncio.Future[Any], None] = collections.OrderedDict()
+        #: Parked waiters in arrival order, each with what its last attempt found: nothing
+        #: (None), or only items at their key's limit (``Blocked``).
+        self.parked: collections.OrderedDict[asyncio.Future[Any], Blocked | None] = collections.OrderedDict()
         self.outstanding = 0  # woken, still attempting
-        self.short = False  # the last check saw more than it handed out
+        self.short = False  # the last look saw more than it handed out
         self.checking = False
-        self.checked_at = float("-inf")  # loop time when the last check's answer arrived
-        self.checks = 0  # how many checks (each one a transaction and its watches) were made
-        self.watches: AnyOf | None = None  # armed now, if any
+        self.checked_at = float("-inf")  # loop time when the last look's answer arrived
+        self.checks = 0  # how many looks (each one a transaction and its watches) were made
+        self.watches: Any = None  # the look's watches armed now, if any
         self.keeper: asyncio.Task[Any] | None = None
         self._stir = asyncio.Event()
         self._waits = 0  # numbers the keeper's waits, so a late callback of an old watch is ignored
 
-    async def park(self, deadline: float, seen_at: float) -> bool:
+    async def park(self, deadline: float, seen_at: float, blocked: Blocked | None = None) -> bool:
         """Wait for a turn: True to try again, False once ``deadline`` (loop time) passed.
 
-        ``seen_at`` is the loop time at which this waiter's own look began.
+        ``seen_at`` is the loop time at which this waiter's own attempt began; ``blocked`` what
+        it returned, if its items were all at their key's limit.
         """
         if deadline <= self.loop.time():
             return False
         fut = self.loop.create_future()
-        self.parked[fut] = None
-        if not self.checking and seen_at < self.checked_at:
-            self._stir.set()  # the last check may have seen, and handed out, items it did not
+        self.parked[fut] = blocked
+        if self.checking or seen_at < self.checked_at:
+            self._stir.set()  # a look on now, or the last one, may not have counted this waiter
         if self.keeper is None:
             self.keeper = self.loop.create_task(self._keep())
         timer = self.loop.call_at(deadline, self._expire, fut)
@@ -121,9 +86,13 @@ class Channel:
             timer.cancel()
 
     def attempted(self, got: bool | None) -> None:
-        """A woken waiter's attempt ended: with an item (True), nothing (False), or given up (None)."""
+        """A woken waiter's attempt ended: with an item (True), nothing (False), or given up (None).
+
+        Any outcome but a success that leaves nothing behind makes the keeper look again: a
+        waiter that found nothing, or gave up, leaves what the look counted to the others.
+        """
         self.outstanding -= 1
-        if got is None or (got and self.short):
+        if not got or self.short:
             self._stir.set()
         self._drop_if_idle()
 
@@ -138,13 +107,13 @@ class Channel:
             self._stir.set()  # the keeper lets the watch go
         self._drop_if_idle()
 
-    def _wake(self, count: int) -> None:
-        while count and self.parked:
-            fut, _ = self.parked.popitem(last=False)
-            if not fut.done():  # a cancelled waiter's future, before its task leaves
-                self.outstanding += 1
-                fut.set_result(True)
-                count -= 1
+    def _wake(self, fut: asyncio.Future[Any]) -> bool:
+        del self.parked[fut]
+        if fut.done():  # a cancelled waiter's future, before its task leaves
+            return False
+        self.outstanding += 1
+        fut.set_result(True)
+        return True
 
     def _fail(self, error: BaseException) -> None:
         parked, self.parked = self.parked, collections.OrderedDict()
@@ -152,15 +121,21 @@ class Channel:
             if not fut.done():
                 fut.set_exception(error)
 
+    def _limit(self) -> int:
+        """How many visible items a look counts: one more than it could hand out."""
+        wanting = sum(1 for blocked in self.parked.values() if blocked is None)
+        return min(wanting + self.outstanding, WAKE_BATCH) + 1
+
     async def _keep(self) -> None:
-        """Check, hand out, wait for a change; while anyone is parked."""
+        """Look, hand out, wait for a change; while anyone is parked."""
         try:
             while self.parked:
                 self._stir.clear()
                 self.checking = True
                 try:
-                    seen = await offload.run(
-                        look, self.db, self.name, min(len(self.parked) + self.outstanding, WAKE_BATCH)
+                    seen = await offload.run_undoable(
+                        functools.partial(look, self.db, self.name, self._limit()),
+                        lambda abandoned: abandoned.watches.cancel(),  # the keeper was cancelled
                     )
                 except Exception as error:  # noqa: BLE001 - QueueNotFound, or what the waiters must see
                     self._fail(error)
@@ -169,18 +144,28 @@ class Channel:
                     self.checking = False
                     self.checked_at = self.loop.time()
                 self.checks += 1
-                await self._hand_out_and_wait(seen)
+                await self._hand_out_and_wait(cast(Outlook, seen))
         finally:
             self.keeper = None
             self._drop_if_idle()
 
-    async def _hand_out_and_wait(self, seen: Look) -> None:
+    def _hand_out(self, seen: Outlook) -> float | None:
+        """Wake whoever may succeed now (``waiting.next_turn``); seconds until the next turn comes."""
         free = max(0, seen.visible - self.outstanding)
-        woken = min(len(self.parked), free)
-        self._wake(woken)
-        # Saw more than it woke now: some may be gone to earlier waiters, or not; look again
-        # when any of those still attempting is done.
-        self.short = seen.visible > woken
+        woken, soonest = 0, None
+        for fut, blocked in list(self.parked.items()):
+            turn = next_turn(seen, blocked)
+            if turn.now and (blocked is not None or woken < free):
+                woken += self._wake(fut) and blocked is None
+            elif turn.seconds is not None:
+                soonest = turn.seconds if soonest is None else min(soonest, turn.seconds)
+        # Saw more than it handed out (or as many as it counted: maybe more): some may be gone to
+        # earlier waiters, or not; each attempt that ends makes it look again.
+        self.short = seen.visible > woken or seen.visible >= seen.limit
+        return soonest
+
+    async def _hand_out_and_wait(self, seen: Outlook) -> None:
+        soonest = self._hand_out(seen)
         self.watches = seen.watches
         if not self.parked:
             seen.watches.cancel()
@@ -188,9 +173,7 @@ class Channel:
             return
         waited = self._waits = self._waits + 1
         seen.watches.on_ready(lambda _w: _call_soon(self.loop, lambda: self._fired(waited)))
-        timer = None
-        if seen.next_us is not None and seen.next_us > seen.now_us:
-            timer = self.loop.call_later((seen.next_us - seen.now_us) / 1_000_000, self._stir.set)
+        timer = None if soonest is None else self.loop.call_later(soonest, self._stir.set)
         try:
             await self._stir.wait()
         finally:
