@@ -410,3 +410,56 @@ def test_every_admin_change_is_audited(root, store, audited, django_user_model):
     entry = LogEntry.objects.order_by("id").first()
     assert entry.user.username == "root" and json.loads(entry.change_message)["remote_addr"] == "127.0.0.1"
     assert not QueueGrant.objects.exists() and not service.queue_exists(store, "billing.in")
+
+
+# -- refusals are counted ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def refusals():
+    """The access actions of the refusals emitted meanwhile (what the refusals counter counts)."""
+    seen: list[str] = []
+
+    def listen(event: str, action: str) -> None:
+        if event == events.REFUSED:
+            seen.append(action)
+
+    events.add_listener(listen)
+    yield seen
+    events.remove_listener(listen)
+
+
+SCHEDULE_FORM = {
+    "name": "tick",
+    "kind": "push",
+    "queue": "orders.eu",
+    "value": "1",
+    "priority": "0",
+    "interval": "60",
+    "tz": "UTC",
+    "catch_up": "last",
+}
+
+
+@pytest.mark.parametrize(
+    ("grant", "method", "page", "body", "action"),
+    [
+        (None, "GET", "changelist", None, "view"),
+        ("view", "GET", "add", None, "manage"),
+        ("view", "POST", "add", {"name": "orders.new", "kind": "fifo"}, "manage"),
+        (None, "GET", "schedules", None, "view"),
+        ("view", "POST", "schedules", SCHEDULE_FORM, "manage"),
+        (None, "GET", "activity", None, "view"),
+        (None, "GET", "activity_data", None, "view"),
+        (None, "GET", "tasks", None, "view"),
+    ],
+)
+def test_a_refused_page_not_about_one_queue_is_counted(
+    client_for, django_user_model, store, refusals, grant, method, page, body, action
+):
+    """Issue 36: these pages refused with a 403 without counting it; per-queue pages counted."""
+    user = granted(django_user_model, "narrow", grant) if grant else make_user(django_user_model, "narrow")
+    client = client_for(user)
+    response = client.get(url(page)) if method == "GET" else client.post(url(page), body)
+    assert response.status_code == 403
+    assert refusals == [action]
