@@ -463,3 +463,30 @@ def test_a_refused_page_not_about_one_queue_is_counted(
     response = client.get(url(page)) if method == "GET" else client.post(url(page), body)
     assert response.status_code == 403
     assert refusals == [action]
+
+
+def test_the_queue_list_s_page_links_name_no_hidden_queue(viewer, store, monkeypatch):
+    """Issue 36: a page that read its most catalog pages linked to the next with a cursor naming
+    the last queue read, hidden or not (catalog pages of one queue here, as of fifty in use)."""
+    import base64
+    from urllib.parse import unquote
+
+    from django_fdbqueue.access import listing
+    from django_fdbqueue.admin import queues as queue_pages
+
+    monkeypatch.setattr(queue_pages, "QUEUES_PER_PAGE", 1)
+    monkeypatch.setattr(listing, "LIST_READ_SIZE", 1)
+    monkeypatch.setattr(listing, "LIST_READS", 2)
+    for name in ("p.hidden1", "p.hidden2", "p.hidden3"):
+        service.create_queue(store, name, "fifo")
+    shown, cursors, address = [], [], url("changelist")
+    for _ in range(10):
+        page = text(viewer.get(address))
+        shown += listed(page)
+        found = re.search(r'<a href="([^"]*cursor=([^"&]+)[^"]*)" class="fdbqueue-page" rel="next">', page)
+        if found is None:
+            break
+        address, cursor = found.group(1).replace("&amp;", "&"), unquote(found.group(2))
+        cursors.append(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+    assert shown == ["orders.eu", "orders.us"] and len(cursors) >= 2
+    assert not [c for c in cursors if b"hidden" in c or b"billing" in c], cursors

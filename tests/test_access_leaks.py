@@ -1,0 +1,111 @@
+"""What a caller may learn of queues and schedules it may not see, over REST (issue 36).
+
+A list's cursor never names a queue the caller may not view; creating a schedule under the name
+of one the caller may not see answers as a refusal does, not "already exists"; the browsable API
+draws a viewer's page without the forms it may not use, and counts no refusal for them. Every
+test reads the store, so each runs on both engines.
+"""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+from rest_framework.test import APIClient
+
+from django_fdbqueue import schedules, service
+from django_fdbqueue.access import events
+from django_fdbqueue.models import QueueGrant
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def heard():
+    """Every (event, action) the access hook emits meanwhile: refusals and audit records."""
+    seen: list[tuple[str, str]] = []
+
+    def listen(event: str, action: str) -> None:
+        seen.append((event, action))
+
+    events.add_listener(listen)
+    yield seen
+    events.remove_listener(listen)
+
+
+def client_of(django_user_model, username: str, grants: dict[str, str]) -> APIClient:
+    """A client of a new user holding ``grants`` (pattern -> actions)."""
+    user = django_user_model.objects.create_user(username)
+    for pattern, actions in grants.items():
+        QueueGrant.objects.create(user=user, pattern=pattern, actions=actions)
+    client = APIClient()
+    client.force_authenticate(user)
+    return client
+
+
+def readable(cursor: str) -> bytes:
+    """The bytes inside a cursor, as anyone can read them (unpadded URL-safe base64)."""
+    return base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+
+
+def walk(client: APIClient, limit: int, prefix: str = "") -> tuple[list[str], list[str]]:
+    """Every page of the list: (the names shown, the cursors handed out)."""
+    names, cursors, cursor = [], [], None
+    for _ in range(100):
+        query = {"limit": limit, "prefix": prefix, **({"cursor": cursor} if cursor else {})}
+        response = client.get("/api/queues/", query)
+        assert response.status_code == 200, response.content
+        names += [queue["name"] for queue in response.json()["results"]]
+        cursor = response.json()["next"] and response.json()["next"].split("cursor=")[1].split("&")[0]
+        if not cursor:
+            return names, cursors
+        cursors.append(cursor)
+    raise AssertionError("the list never ended")
+
+
+# -- list cursors ---------------------------------------------------------------------------------
+
+
+def test_a_list_cursor_never_names_a_hidden_queue(fdbqueue_db, django_user_model, monkeypatch):
+    """``?limit=1`` with a grant on one queue: a page that read its most catalog pages ended on a
+    hidden queue, and its cursor was that name, readable in base64 (catalog pages of one queue
+    here, so five queues show what a thousand do)."""
+    from django_fdbqueue.access import listing
+
+    monkeypatch.setattr(listing, "LIST_READ_SIZE", 1)
+    monkeypatch.setattr(listing, "LIST_READS", 2)
+    for name in ("a.hidden", "b.shown", "c.hidden-too", "d.secret", "e.hidden"):
+        service.create_queue(fdbqueue_db, name, "fifo")
+    client = client_of(django_user_model, "narrow", {"b.shown": "view"})
+    names, cursors = walk(client, limit=1)
+    assert names == ["b.shown"] and cursors
+    for cursor in cursors:
+        inside = readable(cursor)
+        assert b"hidden" not in inside and b"secret" not in inside, inside
+
+
+def test_a_list_past_a_thousand_hidden_queues_hands_out_no_hidden_name(fdbqueue_db, django_user_model, monkeypatch):
+    """Once a page reads its most catalog pages without filling up, its cursor continues after
+    the last queue read, which the caller may not see: that cursor is sealed, and it works."""
+    from django_fdbqueue.access import listing
+
+    monkeypatch.setattr(listing, "LIST_READ_SIZE", 2)
+    monkeypatch.setattr(listing, "LIST_READS", 2)
+    hidden = [f"h{n:02d}" for n in range(9)]
+    for name in [*hidden, "z.shown"]:
+        service.create_queue(fdbqueue_db, name, "fifo")
+    client = client_of(django_user_model, "narrow", {"z.*": "view"})
+    names, cursors = walk(client, limit=2)
+    assert names == ["z.shown"] and cursors
+    for cursor in cursors:
+        assert b"h0" not in readable(cursor), readable(cursor)
+    tampered = cursors[0][:-2] + ("AA" if not cursors[0].endswith("AA") else "BB")
+    response = client.get("/api/queues/", {"limit": 2, "cursor": tampered})
+    assert response.status_code == 400 and response.json()["code"] == "invalid_cursor"
+
+
+def test_a_user_who_sees_every_queue_pages_through_all_of_them(fdbqueue_db, django_user_model):
+    for name in ("a", "b", "c"):
+        service.create_queue(fdbqueue_db, name, "fifo")
+    client = client_of(django_user_model, "wide", {"*": "view"})
+    assert walk(client, limit=1)[0] == ["a", "b", "c"]
