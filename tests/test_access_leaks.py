@@ -109,3 +109,68 @@ def test_a_user_who_sees_every_queue_pages_through_all_of_them(fdbqueue_db, djan
         service.create_queue(fdbqueue_db, name, "fifo")
     client = client_of(django_user_model, "wide", {"*": "view"})
     assert walk(client, limit=1)[0] == ["a", "b", "c"]
+
+
+# -- creating a schedule ----------------------------------------------------------------------------
+
+
+def test_creating_a_schedule_under_a_hidden_schedule_s_name_does_not_say_it_exists(
+    fdbqueue_db, django_user_model, heard
+):
+    """GET answers 404 for a schedule into a queue the caller may not see; a create of that name
+    answered 409 "already exists". Now it is the refusal of a name the caller may not use."""
+    for name in ("payroll", "orders"):
+        service.create_queue(fdbqueue_db, name, "fifo")
+    schedules.create(fdbqueue_db, "payroll-export", {"kind": "push", "queue": "payroll", "value": 1}, interval=60)
+    client = client_of(django_user_model, "narrow", {"orders": "view,manage"})
+    assert client.get("/api/schedules/payroll-export/").status_code == 404
+    heard.clear()
+    body = {"name": "payroll-export", "target": {"kind": "push", "queue": "orders", "value": 1}, "interval": 60}
+    response = client.post("/api/schedules/", body, format="json")
+    assert response.status_code == 403, response.content
+    assert response.json()["code"] == "permission_denied"
+    assert "exist" not in response.content.decode() and 'payroll"' not in response.content.decode()
+    assert heard == [("refused", "manage")]
+    assert schedules.get(fdbqueue_db, "payroll-export").target["queue"] == "payroll"
+
+
+def test_creating_a_schedule_under_a_visible_schedule_s_name_says_it_exists(fdbqueue_db, django_user_model):
+    service.create_queue(fdbqueue_db, "orders", "fifo")
+    schedules.create(fdbqueue_db, "tick", {"kind": "push", "queue": "orders", "value": 1}, interval=60)
+    client = client_of(django_user_model, "manager", {"orders": "view,manage"})
+    body = {"name": "tick", "target": {"kind": "push", "queue": "orders", "value": 2}, "interval": 60}
+    response = client.post("/api/schedules/", body, format="json")
+    assert response.status_code == 409 and response.json()["code"] == "schedule_already_exists"
+
+
+# -- the browsable API ------------------------------------------------------------------------------
+
+
+def test_the_browsable_api_shows_a_viewer_the_queue_without_forms_or_refusals(fdbqueue_db, django_user_model, heard):
+    """DRF's HTML renderer asks whether it may draw the PATCH and DELETE forms; our refusal was
+    Django's PermissionDenied, which it does not catch: a 403 page, and a manage refusal counted."""
+    service.create_queue(fdbqueue_db, "orders", "fifo")
+    client = client_of(django_user_model, "viewer", {"orders": "view"})
+    assert client.get("/api/queues/orders/", HTTP_ACCEPT="application/json").status_code == 200
+    response = client.get("/api/queues/orders/", HTTP_ACCEPT="text/html")
+    assert response.status_code == 200, response.content[:300]
+    page = response.content.decode()
+    assert "orders" in page and 'data-method="DELETE"' not in page and 'data-method="PATCH"' not in page
+    assert heard == []
+
+
+def test_the_browsable_api_draws_the_forms_a_manager_may_use(fdbqueue_db, django_user_model, heard):
+    service.create_queue(fdbqueue_db, "orders", "fifo")
+    client = client_of(django_user_model, "boss", {"orders": "view,manage,delete"})
+    response = client.get("/api/queues/orders/", HTTP_ACCEPT="text/html")
+    assert response.status_code == 200
+    assert 'data-method="DELETE"' in response.content.decode()
+    assert heard == []
+
+
+def test_a_real_refusal_is_still_counted_when_the_browsable_api_answers(fdbqueue_db, django_user_model, heard):
+    service.create_queue(fdbqueue_db, "orders", "fifo")
+    client = client_of(django_user_model, "viewer", {"orders": "view"})
+    response = client.post("/api/queues/orders/clear/", HTTP_ACCEPT="text/html")
+    assert response.status_code == 403
+    assert heard == [("refused", "manage")]
