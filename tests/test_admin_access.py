@@ -490,3 +490,19 @@ def test_the_queue_list_s_page_links_name_no_hidden_queue(viewer, store, monkeyp
         cursors.append(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
     assert shown == ["orders.eu", "orders.us"] and len(cursors) >= 2
     assert not [c for c in cursors if b"hidden" in c or b"billing" in c], cursors
+
+
+def test_adding_a_schedule_under_a_hidden_schedule_s_name_does_not_say_it_exists(
+    client_for, django_user_model, store, refusals
+):
+    """Issue 36: the form answered "already exists." for a schedule whose page is a 404."""
+    schedules.create(store, "payroll-export", {"kind": "push", "queue": "billing.in", "value": 1}, interval=60)
+    schedules.create(store, "tick", {"kind": "push", "queue": "orders.us", "value": 1}, interval=60)
+    client = client_for(granted(django_user_model, "manager", "view,manage"))
+    hidden = client.post(url("schedules"), {**SCHEDULE_FORM, "name": "payroll-export"})
+    assert hidden.status_code == 403
+    assert "already exists" not in text(hidden) and "You may not create a schedule named" in text(hidden)
+    assert refusals == ["manage"]
+    shown = client.post(url("schedules"), {**SCHEDULE_FORM, "name": "tick"})
+    assert shown.status_code == 400 and "already exists" in text(shown)
+    assert schedules.get(store, "payroll-export").target["queue"] == "billing.in"
