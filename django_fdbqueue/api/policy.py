@@ -70,4 +70,3 @@ class AppViewSet(viewsets.ViewSet):
 
     def get_exception_handler(self) -> Callable[[Exception, dict[str, Any]], Response | None]:
         return exception_handler
-
