@@ -506,3 +506,16 @@ def test_adding_a_schedule_under_a_hidden_schedule_s_name_does_not_say_it_exists
     shown = client.post(url("schedules"), {**SCHEDULE_FORM, "name": "tick"})
     assert shown.status_code == 400 and "already exists" in text(shown)
     assert schedules.get(store, "payroll-export").target["queue"] == "billing.in"
+
+
+def test_a_grant_s_edit_is_audited_with_its_values_before_and_after(root, django_user_model):
+    """Issue 36: an edit recorded only the grant's new values, so the log could not say what changed."""
+    someone = make_user(django_user_model, "someone")
+    grant = QueueGrant.objects.create(user=someone, pattern="orders.*", actions="view")
+    change = reverse("admin:fdbqueue_queuegrant_change", args=[grant.pk])
+    response = root.post(change, grant_form(user=someone.pk, pattern="billing.*", actions=["view", "push"]))
+    assert response.status_code == 302, text(response)[:500]
+    detail = json.loads(LogEntry.objects.get().change_message)["detail"]
+    assert detail["operation"] == "update"
+    assert (detail["pattern"], detail["actions"]) == ("billing.*", "view,push")
+    assert detail["before"] == {"pattern": "orders.*", "actions": "view", "user": "someone", "group": None}
