@@ -174,3 +174,21 @@ def test_a_real_refusal_is_still_counted_when_the_browsable_api_answers(fdbqueue
     response = client.post("/api/queues/orders/clear/", HTTP_ACCEPT="text/html")
     assert response.status_code == 403
     assert heard == [("refused", "manage")]
+
+
+# -- what is audited --------------------------------------------------------------------------------
+
+
+def test_the_queues_traffic_is_not_audited_and_changes_are(fdbqueue_db, django_user_model, heard):
+    """The rule the permissions guide states once (issue 36: the changes page said every change)."""
+    from django.contrib.admin.models import LogEntry
+
+    client = client_of(django_user_model, "worker", {"jobs": "view,push,consume,manage"})
+    assert client.post("/api/queues/", {"name": "jobs", "kind": "fifo"}, format="json").status_code == 201
+    assert client.post("/api/queues/jobs/push/", {"value": 1}, format="json").status_code == 201
+    assert client.post("/api/queues/jobs/push/", {"value": 2}, format="json").status_code == 201
+    assert client.post("/api/queues/jobs/pop/").status_code == 200
+    lease = client.post("/api/queues/jobs/claim/", {"lease": 30}, format="json").json()
+    assert client.post("/api/queues/jobs/ack/", {"receipt": lease["receipt"]}, format="json").status_code == 204
+    assert heard == [("audited", "manage")]
+    assert [entry.object_repr for entry in LogEntry.objects.all()] == ["jobs"]

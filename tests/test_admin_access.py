@@ -519,3 +519,11 @@ def test_a_grant_s_edit_is_audited_with_its_values_before_and_after(root, django
     assert detail["operation"] == "update"
     assert (detail["pattern"], detail["actions"]) == ("billing.*", "view,push")
     assert detail["before"] == {"pattern": "orders.*", "actions": "view", "user": "someone", "group": None}
+
+
+def test_pushes_and_pops_in_the_admin_are_not_audited(consumer, store, audited):
+    """Traffic is not audited on any face (the permissions guide's one statement of it)."""
+    size = service.size(store, "orders.eu")
+    assert consumer.post(url("pop", "orders.eu"), {"end": "min"}).status_code in (200, 302)
+    assert service.size(store, "orders.eu") == size - 1
+    assert audited == [] and not LogEntry.objects.exists()
