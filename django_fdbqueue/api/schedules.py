@@ -43,7 +43,7 @@ _ERRORS = {
     401: (ErrorSerializer, "Not authenticated."),
     403: (ErrorSerializer, "Not allowed (or not authenticated, with session authentication)."),
     404: (ErrorSerializer, "No schedule of that name."),
-    409: (ErrorSerializer, "A schedule of that name already exists (one you may view: else 403)."),
+    409: (ErrorSerializer, "A schedule you may view has that name (one you may not view: 403)."),
     503: (UnavailableErrorSerializer, "The database is unavailable or timed out; retry later."),
 }
 _UNKNOWN_FIELDS = (
