@@ -10,12 +10,13 @@ Schedules, Activity, API tokens): each leads to its pages (``admin.entries``). T
 permissions of their own (``default_permissions = ()``): each page keeps its own rules.
 """
 
-from typing import Any
+from typing import Any, Iterable, TypeVar
 
 import django
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
+from django.dispatch import Signal
 
 
 class Queue(models.Model):
@@ -106,6 +107,39 @@ def _check_constraint(condition: models.Q, name: str) -> models.CheckConstraint:
     return models.CheckConstraint(name=name, check=condition)  # type: ignore[call-arg]
 
 
+#: Sent after a bulk write of grants or scopes, which sends no per-row signal (``QuerySet.update``,
+#: ``bulk_create``, ``bulk_update``): ``access.signals`` drops the cached rights on it, as on a save.
+rights_changed = Signal()
+
+_M = TypeVar("_M", bound=models.Model)
+
+
+class RightsQuerySet(models.QuerySet[_M]):
+    """Grants' and scopes' rows: bulk writes are checked as ``save`` checks one row, and tell
+    ``access`` (``rights_changed``) so no process keeps rights the database no longer gives.
+    (``delete`` needs nothing: Django sends ``post_delete`` per row when a receiver listens.)"""
+
+    def update(self, **kwargs: Any) -> int:
+        count = super().update(**kwargs)
+        rights_changed.send(sender=self.model)
+        return count
+
+    def bulk_create(self, objs: Iterable[_M], *args: Any, **kwargs: Any) -> list[_M]:
+        objs = list(objs)
+        for obj in objs:
+            check = getattr(obj, "check_before_save", None)
+            if check is not None:
+                check()
+        created = super().bulk_create(objs, *args, **kwargs)
+        rights_changed.send(sender=self.model)
+        return created
+
+    def bulk_update(self, objs: Iterable[_M], fields: Any, *args: Any, **kwargs: Any) -> int:
+        count = super().bulk_update(objs, fields, *args, **kwargs)
+        rights_changed.send(sender=self.model)
+        return count
+
+
 #: A grant names a user or a group, never both and never neither.
 ONE_GRANTEE = models.Q(user__isnull=False, group__isnull=True) | models.Q(user__isnull=True, group__isnull=False)
 
@@ -138,6 +172,8 @@ class QueueGrant(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
 
+    objects = RightsQuerySet["QueueGrant"].as_manager()
+
     class Meta:
         verbose_name = "queue grant"
         verbose_name_plural = "queue grants"
@@ -160,10 +196,14 @@ class QueueGrant(models.Model):
         except ValueError:
             pass  # the field's validator reports it
 
-    def save(self, *args: Any, **kwargs: Any) -> None:
-        """Validate first: a bad pattern, action or grantee is a ValidationError and nothing is stored."""
+    def check_before_save(self) -> None:
+        """A bad pattern, action or grantee is a ValidationError (``save`` and ``bulk_create``)."""
         self.clean_fields(exclude=["user", "group", "created_by"])
         self.clean()
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        """Validate first: a bad pattern, action or grantee is a ValidationError and nothing is stored."""
+        self.check_before_save()
         super().save(*args, **kwargs)
 
 
@@ -181,6 +221,8 @@ class TokenScope(models.Model):
     rules = models.JSONField(default=list, help_text='Such as ["push:orders.*", "consume,view:orders.*"].')
     created = models.DateTimeField(auto_now_add=True)
 
+    objects = RightsQuerySet["TokenScope"].as_manager()
+
     class Meta:
         verbose_name = "token scope"
         verbose_name_plural = "token scopes"
@@ -188,12 +230,16 @@ class TokenScope(models.Model):
     def __str__(self) -> str:
         return f"{self.token_key}: {' '.join(self.rules)}"
 
-    def save(self, *args: Any, **kwargs: Any) -> None:
-        """Validate the rules first: a malformed one is a ValidationError and nothing is stored."""
+    def check_before_save(self) -> None:
+        """The rules in canonical form; a malformed one is a ValidationError (``save``, ``bulk_create``)."""
         from django_fdbqueue.access.scopes import canonical_rules
 
         try:
             self.rules = canonical_rules(self.rules)
         except ValueError as error:
             raise ValidationError({"rules": str(error)}, code="invalid_scope") from None
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        """Validate the rules first: a malformed one is a ValidationError and nothing is stored."""
+        self.check_before_save()
         super().save(*args, **kwargs)

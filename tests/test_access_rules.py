@@ -277,9 +277,9 @@ def test_a_grant_is_to_exactly_one_user_or_group(alice):
     for grantee in ({}, {"user": alice, "group": group}):
         with pytest.raises(ValidationError, match="exactly one"):
             QueueGrant.objects.create(pattern="q", actions="view", **grantee)
-    # The database refuses it too, for code that bypasses save().
+    # The database refuses it too, for code that bypasses save() and the manager's bulk_create checks.
     with pytest.raises(IntegrityError), transaction.atomic():
-        QueueGrant.objects.bulk_create([QueueGrant(pattern="q", actions="view")])
+        QueueGrant._base_manager.bulk_create([QueueGrant(pattern="q", actions="view")])
     assert not QueueGrant.objects.exists()
 
 
@@ -313,3 +313,28 @@ def test_cli_token_create_refuses_a_malformed_scope_and_stores_nothing(alice, sc
     assert result.code == 2 and result.out == ""
     assert "Malformed scope" in result.err
     assert not AuthToken.objects.exists() and not TokenScope.objects.exists()
+
+
+def test_bulk_writes_of_grants_and_scopes_drop_the_cached_rights(django_user_model):
+    """Issue 36: ``QuerySet.update`` and ``bulk_create`` send no per-row signal, so a process kept
+    the rights it had cached (up to CACHE_SECONDS) after they changed in the database."""
+    user = django_user_model.objects.create_user("bulk")
+    QueueGrant.objects.create(user=user, pattern="orders.*", actions="view")
+    assert access.can(user, "view", "orders.eu")  # cached now
+    QueueGrant.objects.filter(user=user).update(pattern="billing.*")
+    assert not access.can(user, "view", "orders.eu") and access.can(user, "view", "billing.in")
+    QueueGrant.objects.bulk_create([QueueGrant(user=user, pattern="orders.*", actions="push")])
+    assert access.can(user, "push", "orders.eu")
+    grant = QueueGrant.objects.get(pattern="billing.*")
+    grant.actions = "push"
+    QueueGrant.objects.bulk_update([grant], ["actions"])
+    assert not access.can(user, "view", "billing.in")
+
+
+def test_bulk_create_checks_grants_and_scopes_as_save_does(django_user_model):
+    user = django_user_model.objects.create_user("bulk")
+    with pytest.raises(ValidationError):
+        QueueGrant.objects.bulk_create([QueueGrant(user=user, pattern="orders.*", actions="fly")])
+    with pytest.raises(ValidationError):
+        TokenScope.objects.bulk_create([TokenScope(digest="d", token_key="k", rules=["fly:*"])])
+    assert not QueueGrant.objects.exists() and not TokenScope.objects.exists()

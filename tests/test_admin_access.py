@@ -410,3 +410,120 @@ def test_every_admin_change_is_audited(root, store, audited, django_user_model):
     entry = LogEntry.objects.order_by("id").first()
     assert entry.user.username == "root" and json.loads(entry.change_message)["remote_addr"] == "127.0.0.1"
     assert not QueueGrant.objects.exists() and not service.queue_exists(store, "billing.in")
+
+
+# -- refusals are counted ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def refusals():
+    """The access actions of the refusals emitted meanwhile (what the refusals counter counts)."""
+    seen: list[str] = []
+
+    def listen(event: str, action: str) -> None:
+        if event == events.REFUSED:
+            seen.append(action)
+
+    events.add_listener(listen)
+    yield seen
+    events.remove_listener(listen)
+
+
+SCHEDULE_FORM = {
+    "name": "tick",
+    "kind": "push",
+    "queue": "orders.eu",
+    "value": "1",
+    "priority": "0",
+    "interval": "60",
+    "tz": "UTC",
+    "catch_up": "last",
+}
+
+
+@pytest.mark.parametrize(
+    ("grant", "method", "page", "body", "action"),
+    [
+        (None, "GET", "changelist", None, "view"),
+        ("view", "GET", "add", None, "manage"),
+        ("view", "POST", "add", {"name": "orders.new", "kind": "fifo"}, "manage"),
+        (None, "GET", "schedules", None, "view"),
+        ("view", "POST", "schedules", SCHEDULE_FORM, "manage"),
+        (None, "GET", "activity", None, "view"),
+        (None, "GET", "activity_data", None, "view"),
+        (None, "GET", "tasks", None, "view"),
+    ],
+)
+def test_a_refused_page_not_about_one_queue_is_counted(
+    client_for, django_user_model, store, refusals, grant, method, page, body, action
+):
+    """Issue 36: these pages refused with a 403 without counting it; per-queue pages counted."""
+    user = granted(django_user_model, "narrow", grant) if grant else make_user(django_user_model, "narrow")
+    client = client_for(user)
+    response = client.get(url(page)) if method == "GET" else client.post(url(page), body)
+    assert response.status_code == 403
+    assert refusals == [action]
+
+
+def test_the_queue_list_s_page_links_name_no_hidden_queue(viewer, store, monkeypatch):
+    """Issue 36: a page that read its most catalog pages linked to the next with a cursor naming
+    the last queue read, hidden or not (catalog pages of one queue here, as of fifty in use)."""
+    import base64
+    from urllib.parse import unquote
+
+    from django_fdbqueue.access import listing
+    from django_fdbqueue.admin import queues as queue_pages
+
+    monkeypatch.setattr(queue_pages, "QUEUES_PER_PAGE", 1)
+    monkeypatch.setattr(listing, "LIST_READ_SIZE", 1)
+    monkeypatch.setattr(listing, "LIST_READS", 2)
+    for name in ("p.hidden1", "p.hidden2", "p.hidden3"):
+        service.create_queue(store, name, "fifo")
+    shown, cursors, address = [], [], url("changelist")
+    for _ in range(10):
+        page = text(viewer.get(address))
+        shown += listed(page)
+        found = re.search(r'<a href="([^"]*cursor=([^"&]+)[^"]*)" class="fdbqueue-page" rel="next">', page)
+        if found is None:
+            break
+        address, cursor = found.group(1).replace("&amp;", "&"), unquote(found.group(2))
+        cursors.append(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+    assert shown == ["orders.eu", "orders.us"] and len(cursors) >= 2
+    assert not [c for c in cursors if b"hidden" in c or b"billing" in c], cursors
+
+
+def test_adding_a_schedule_under_a_hidden_schedule_s_name_does_not_say_it_exists(
+    client_for, django_user_model, store, refusals
+):
+    """Issue 36: the form answered "already exists." for a schedule whose page is a 404."""
+    schedules.create(store, "payroll-export", {"kind": "push", "queue": "billing.in", "value": 1}, interval=60)
+    schedules.create(store, "tick", {"kind": "push", "queue": "orders.us", "value": 1}, interval=60)
+    client = client_for(granted(django_user_model, "manager", "view,manage"))
+    hidden = client.post(url("schedules"), {**SCHEDULE_FORM, "name": "payroll-export"})
+    assert hidden.status_code == 403
+    assert "already exists" not in text(hidden) and "You may not create a schedule named" in text(hidden)
+    assert refusals == ["manage"]
+    shown = client.post(url("schedules"), {**SCHEDULE_FORM, "name": "tick"})
+    assert shown.status_code == 400 and "already exists" in text(shown)
+    assert schedules.get(store, "payroll-export").target["queue"] == "billing.in"
+
+
+def test_a_grant_s_edit_is_audited_with_its_values_before_and_after(root, django_user_model):
+    """Issue 36: an edit recorded only the grant's new values, so the log could not say what changed."""
+    someone = make_user(django_user_model, "someone")
+    grant = QueueGrant.objects.create(user=someone, pattern="orders.*", actions="view")
+    change = reverse("admin:fdbqueue_queuegrant_change", args=[grant.pk])
+    response = root.post(change, grant_form(user=someone.pk, pattern="billing.*", actions=["view", "push"]))
+    assert response.status_code == 302, text(response)[:500]
+    detail = json.loads(LogEntry.objects.get().change_message)["detail"]
+    assert detail["operation"] == "update"
+    assert (detail["pattern"], detail["actions"]) == ("billing.*", "view,push")
+    assert detail["before"] == {"pattern": "orders.*", "actions": "view", "user": "someone", "group": None}
+
+
+def test_pushes_and_pops_in_the_admin_are_not_audited(consumer, store, audited):
+    """Traffic is not audited on any face (the permissions guide's one statement of it)."""
+    size = service.size(store, "orders.eu")
+    assert consumer.post(url("pop", "orders.eu"), {"end": "min"}).status_code in (200, 302)
+    assert service.size(store, "orders.eu") == size - 1
+    assert audited == [] and not LogEntry.objects.exists()

@@ -263,6 +263,24 @@ def test_declared_schedules_sync_create_then_update_keeping_state(db, registry):
     assert after.next_run_us == first.next_run_us + 60 * S  # same trigger: same timetable
 
 
+@pytest.mark.parametrize("same_definition", [True, False])
+def test_the_sync_takes_over_a_schedule_made_under_a_declared_name(db, registry, same_definition):
+    """Issue 36: someone who may manage some queue created, and paused, a schedule under a name
+    the code declares before the scheduler's first sync; the sync kept it paused (and, with the
+    same definition, did not even mark it declared). The code's schedule now replaces it."""
+    service.create_queue(db, "elsewhere", kind="fifo")
+    schedules.declare("report", queue="jobs", value={"r": 1}, interval=60)
+    value = {"r": 1} if same_definition else {"r": "theirs"}
+    queue = "jobs" if same_definition else "elsewhere"
+    schedules.create(db, "report", {"kind": "push", "queue": queue, "value": value}, interval=60)
+    schedules.pause(db, "report")
+    assert schedules.sync(db) == ["report"] and schedules.sync(db) == []
+    taken = schedules.get(db, "report")
+    assert taken.declared and not taken.paused and taken.target["queue"] == "jobs"
+    assert taken.target["value"] == {"r": 1} and taken.next_run_us is not None
+    assert schedules.fire_due(db, taken.next_run_us) and items(db) == 1
+
+
 def test_declare_refuses_bad_input_at_once(registry):
     with pytest.raises(InvalidSchedule):
         schedules.declare("x", queue="jobs", cron="* * *")

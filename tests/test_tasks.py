@@ -615,3 +615,25 @@ def test_a_bad_limit_key_option_is_reported_by_the_checks():
             "TASKS['default'] (FDBQueueBackend): LIMIT_KEY_ARG must be None or the name of a keyword argument."
         ], bad
     assert list(keyed_backend(None).check()) == []
+
+
+def test_an_item_naming_another_queue_s_task_is_dropped_unrun(fdbqueue_db, backend, caplog):
+    """Issue 36: a worker ran whatever result id it popped, so a user allowed to push to one task
+    queue could run a task of another (its random id known). Now it drops the item, logged."""
+    from django_fdbqueue.tasks.backend import ensure_queue
+
+    other = tf.shout.enqueue("secret")  # the "emails" queue's task
+    ensure_queue(fdbqueue_db, backend.queue_for("default"), backend.max_attempts)
+    service.push(fdbqueue_db, backend.queue_for("default"), {"result_id": other.id})
+    group = TaskWorkers(backend, ["default"], burst=True)
+    group.start()
+    try:
+        assert group.wait(DEADLINE)
+    finally:
+        group.abort()
+        group.wait(DEADLINE)
+    other.refresh()
+    assert other.status == TaskResultStatus.READY and not other.worker_ids
+    assert service.size(fdbqueue_db, backend.queue_for("default")) == 0
+    assert "dropping it without running the task" in caplog.text
+    assert service.size(fdbqueue_db, backend.queue_for("emails")) == 1  # its own item waits for its worker

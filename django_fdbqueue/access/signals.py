@@ -1,7 +1,8 @@
 """Keep ``access.rules``'s cache honest: any change that can alter someone's rights drops it.
 
-Connected in ``AppConfig.ready``: grants and scopes saved or deleted, groups deleted, users put in
-or out of groups, permissions given or taken (to users or groups), users deleted. A knox token
+Connected in ``AppConfig.ready``: grants and scopes saved, deleted or written in bulk
+(``QuerySet.update``, ``bulk_create``, ``bulk_update``: ``models.rights_changed``), groups deleted,
+users put in or out of groups, permissions given or taken (to users or groups), users deleted. A knox token
 deleted (revoked, expired) takes its scope with it.
 """
 
@@ -28,8 +29,9 @@ def _drop_scope(sender: Any, instance: Any, **kwargs: Any) -> None:
 
 def connect() -> None:
     """Connect the receivers (idempotent: each has a dispatch_uid)."""
-    from django_fdbqueue.models import QueueGrant, TokenScope
+    from django_fdbqueue.models import QueueGrant, TokenScope, rights_changed
 
+    rights_changed.connect(forget, dispatch_uid="fdbqueue-access-rights-changed")
     user_model = get_user_model()
     for model in (QueueGrant, TokenScope, Group):
         for signal in (post_save, post_delete):

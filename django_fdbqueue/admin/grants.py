@@ -61,19 +61,21 @@ class QueueGrantForm(_GrantModelForm):
             raise forms.ValidationError(str(error)) from None
 
 
-def _changes(request: HttpRequest, grant: QueueGrant, operation: str) -> None:
-    audit.record(
-        request,
-        "manage",
-        grant.pattern,
-        {
-            "operation": operation,
-            "grant": grant.pk,
-            "actions": grant.actions,
-            "user": grant.user.get_username() if grant.user is not None else None,
-            "group": grant.group.name if grant.group is not None else None,
-        },
-    )
+def _fields(grant: QueueGrant) -> dict[str, Any]:
+    return {
+        "pattern": grant.pattern,
+        "actions": grant.actions,
+        "user": grant.user.get_username() if grant.user is not None else None,
+        "group": grant.group.name if grant.group is not None else None,
+    }
+
+
+def _changes(request: HttpRequest, grant: QueueGrant, operation: str, before: dict[str, Any] | None = None) -> None:
+    """Audit a grant's change: its values, and for an edit those it had before (``before``)."""
+    detail = {"operation": operation, "grant": grant.pk, **_fields(grant)}
+    if before is not None:
+        detail["before"] = before
+    audit.record(request, "manage", grant.pattern, detail)
 
 
 class QueueGrantAdmin(_GrantModelAdmin):
@@ -105,8 +107,9 @@ class QueueGrantAdmin(_GrantModelAdmin):
     def save_model(self, request: HttpRequest, obj: QueueGrant, form: Any, change: bool) -> None:
         if not change and not isinstance(request.user, AnonymousUser):  # the admin has signed in
             obj.created_by = request.user
+        stored = QueueGrant.objects.select_related("user", "group").filter(pk=obj.pk).first() if change else None
         super().save_model(request, obj, form, change)
-        _changes(request, obj, "update" if change else "create")
+        _changes(request, obj, "update" if change else "create", _fields(stored) if stored is not None else None)
 
     def delete_model(self, request: HttpRequest, obj: QueueGrant) -> None:
         _changes(request, obj, "destroy")

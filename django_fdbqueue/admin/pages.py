@@ -24,6 +24,7 @@ from django.utils.http import urlencode
 
 from django_fdbqueue import access, exceptions
 from django_fdbqueue.access import audit as audit_log
+from django_fdbqueue.access import events
 from django_fdbqueue.access.somewhere import can_somewhere
 from django_fdbqueue.connection import get_database
 from django_fdbqueue.fdbapi import FDBError, describe
@@ -93,8 +94,10 @@ class AdminPages:
 
     def require(self, request: HttpRequest, action: str) -> None:
         """Refuse (403) unless the user holds ``action`` on at least one queue (a page not about
-        one queue yet, such as the queue list); each queue is then checked by ``require_on``."""
+        one queue yet, such as the queue list); each queue is then checked by ``require_on``.
+        Counted as a refusal, as every other refusal of the admin and of REST is."""
         if not can_somewhere(request.user, action):
+            events.emit(events.REFUSED, action)
             raise PermissionDenied
 
     def require_on(self, request: HttpRequest, action: str, queue: str) -> None:

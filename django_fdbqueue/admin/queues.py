@@ -30,7 +30,8 @@ from typing import Any
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 
-from django_fdbqueue import exceptions, service
+from django_fdbqueue import access, exceptions, service
+from django_fdbqueue.access import listing
 from django_fdbqueue.connection import get_database
 from django_fdbqueue.fdbapi import transactional
 from django_fdbqueue.service.records import Page
@@ -52,8 +53,6 @@ from .tenants import tenant_rows
 
 QUEUES_PER_PAGE = 50
 ITEMS_PER_PAGE = 25
-#: Most catalog pages read to fill one page of the list with queues the user may view.
-LIST_READS = 10
 
 
 @transactional
@@ -147,16 +146,17 @@ class QueueAdminViews(AdminPages):
         return self.render(request, "queue_list.html", context)
 
     def _visible_page(self, request: HttpRequest, prefix: str, cursor: str | None) -> Page[Any]:
-        """A page of the queues the user may view: catalog pages are read until it holds
-        ``QUEUES_PER_PAGE`` of them or ``LIST_READS`` were read; its cursor continues from there."""
-        database, shown = get_database(), []
-        for _ in range(LIST_READS):
-            page = service.list_queues(database, prefix=prefix, cursor=cursor, limit=QUEUES_PER_PAGE)
-            shown += [info for info in page.items if self.may(request, "view", info.name)]
-            cursor = page.next_cursor
-            if cursor is None or len(shown) >= QUEUES_PER_PAGE:
-                break
-        return Page(shown, cursor)
+        """A page of the queues the user may view, whose cursor names none of the others
+        (``access.listing``, as the REST list)."""
+        user = request.user
+        return listing.visible_page(
+            get_database(),
+            prefix,
+            cursor,
+            QUEUES_PER_PAGE,
+            sees_all=access.can_every(user, "view"),
+            may_view=lambda name: self.may(request, "view", name),
+        )
 
     @store_guard
     def add(self, request: HttpRequest) -> HttpResponse:

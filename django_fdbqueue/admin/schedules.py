@@ -20,6 +20,7 @@ from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
 
 from django_fdbqueue import access, schedules
+from django_fdbqueue.access import events
 from django_fdbqueue.connection import get_database
 from django_fdbqueue.exceptions import InvalidArgument, ScheduleAlreadyExists, ScheduleNotFound
 from django_fdbqueue.schedules import model
@@ -196,6 +197,10 @@ class ScheduleAdminViews(AdminPages):
         try:
             schedules.create(get_database(), form.cleaned_data["name"], **definition)
         except ScheduleAlreadyExists as error:
+            if self._hidden(request, form.cleaned_data["name"]):
+                events.emit(events.REFUSED, "manage")
+                form.add_error("name", f"You may not create a schedule named “{form.cleaned_data['name']}”.")
+                return self._list(request, form, status=403)
             form.add_error("name", str(error))
             return self._list(request, form, status=400)
         self._audit(request, "create", form.cleaned_data["name"], definition["target"])
@@ -254,6 +259,15 @@ class ScheduleAdminViews(AdminPages):
             return f"Schedule {name!r} deleted."
         fired = schedules.run_now(db, name)
         return f"Schedule {name!r} ran now: {fired.result['status']} ({fired.result['detail']})."
+
+    def _hidden(self, request: HttpRequest, name: str) -> bool:
+        """Whether the schedule holding ``name`` is one the user may not view: its name is then
+        refused as one the user may not use, not as taken (the same rule as REST's create)."""
+        try:
+            holder = schedules.get(get_database(), name)
+        except ScheduleNotFound:
+            return True  # deleted meanwhile: still not a name to confirm
+        return not self._may(request, "view", holder.target)
 
     def _get(self, name: str) -> model.Schedule:
         try:

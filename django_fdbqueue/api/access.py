@@ -12,16 +12,15 @@ that change a queue's definition or contents wholesale (``manage`` and ``delete`
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any
 
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 
-from django_fdbqueue import access, service
-from django_fdbqueue.access import audit, events
+from django_fdbqueue import access
+from django_fdbqueue.access import audit, events, listing
 from django_fdbqueue.access.actions import EVERY_QUEUE_ROUTES, REST_ROUTES, TARGET_ROUTES
 from django_fdbqueue.conf import get_settings
-from django_fdbqueue.service.keys import list_cursor
 from django_fdbqueue.service.records import Page
 
 __all__ = [
@@ -32,7 +31,6 @@ __all__ = [
     "may_on_target",
     "require_on_target",
     "route_action",
-    "visible_infos",
     "visible_page",
 ]
 
@@ -74,7 +72,7 @@ class QueueAccess(BasePermission):
         elif view.basename in TARGET_ROUTES:
             pass  # the view requires the action on the schedule's target once it has read it
         elif view.action == "list":
-            pass  # the list shows only the queues the user may view (visible_infos)
+            pass  # the list shows only the queues the user may view (visible_page)
         elif view.action == "create":
             self._create(user, action, _queue_in_body(request), token)
         else:
@@ -134,37 +132,18 @@ def require_on_target(request: Request, action: str, queue: str | None, *, creat
     raise access.QueueAccessDenied(action, queue or "*", visible=visible)
 
 
-def visible_infos(request: Request, infos: Iterable[Any]) -> list[Any]:
-    """The queue records (with a ``name``) of one page that the request's user may view."""
-    if _open_to_anonymous(request):
-        return list(infos)
-    user, token = request.user, request.auth
-    return [info for info in infos if access.can(user, "view", info.name, token=token)]
-
-
-#: Most catalog pages one list request reads to fill its page with queues the user may view, and
-#: the fewest queues a page read holds: up to 1,000 queues looked at for one page of the list.
-LIST_READS = 10
-LIST_READ_SIZE = 100
-
-
 def visible_page(request: Request, db: Any, prefix: str, cursor: str | None, limit: int) -> Page[Any]:
-    """A page of up to ``limit`` queues the user may view, from up to :data:`LIST_READS` catalog
-    pages: a user who may view a few queues among many gets them, not pages of nothing. Its
-    cursor continues after the last queue it holds (or after the last one read, if it is short).
-    One who may view every queue gets one catalog page of ``limit``, as without grants."""
-    if _open_to_anonymous(request) or access.can_every(request.user, "view", token=request.auth):
-        return service.list_queues(db, prefix=prefix, cursor=cursor, limit=limit)
-    shown: list[Any] = []
-    for _ in range(LIST_READS):
-        page = service.list_queues(db, prefix=prefix, cursor=cursor, limit=max(limit, LIST_READ_SIZE))
-        shown += visible_infos(request, page.items)
-        cursor = page.next_cursor
-        if cursor is None or len(shown) >= limit:
-            break
-    if len(shown) > limit:
-        shown, cursor = shown[:limit], list_cursor(shown[limit - 1].name)
-    return Page(shown, cursor)
+    """A page of up to ``limit`` queues the user may view; its cursor names none of the others
+    (``access.listing``). One who may view every queue gets one catalog page, as without grants."""
+    user, token = request.user, request.auth
+    return listing.visible_page(
+        db,
+        prefix,
+        cursor,
+        limit,
+        sees_all=_open_to_anonymous(request) or access.can_every(user, "view", token=token),
+        may_view=lambda name: access.can(user, "view", name, token=token),
+    )
 
 
 def audit_change(request: Request, view: Any, status_code: int) -> None:

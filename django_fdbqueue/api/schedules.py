@@ -12,14 +12,14 @@ from __future__ import annotations
 from typing import Any, Callable, TypeVar
 
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
-from rest_framework import status
+from rest_framework import exceptions, status
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from django_fdbqueue import schedules
-from django_fdbqueue.access import QueueAccessDenied
-from django_fdbqueue.exceptions import ScheduleNotFound
+from django_fdbqueue.access import QueueAccessDenied, events
+from django_fdbqueue.exceptions import ScheduleAlreadyExists, ScheduleNotFound
 from django_fdbqueue.connection import get_database
 from django_fdbqueue.schedules.model import Schedule, as_data, iso, target_queue
 
@@ -43,7 +43,7 @@ _ERRORS = {
     401: (ErrorSerializer, "Not authenticated."),
     403: (ErrorSerializer, "Not allowed (or not authenticated, with session authentication)."),
     404: (ErrorSerializer, "No schedule of that name."),
-    409: (ErrorSerializer, "A schedule of that name already exists."),
+    409: (ErrorSerializer, "A schedule you may view has that name (one you may not view: 403)."),
     503: (UnavailableErrorSerializer, "The database is unavailable or timed out; retry later."),
 }
 _UNKNOWN_FIELDS = (
@@ -116,8 +116,26 @@ class ScheduleViewSet(AppViewSet):
     def create(self, request: Request) -> Response:
         data = self._body(ScheduleCreateSerializer, request)
         require_on_target(request, "manage", target_queue(data["target"]), creating=True)
-        created = schedules.create(get_database(), data.pop("name"), data.pop("target"), **data)
+        name = data.pop("name")
+        try:
+            created = schedules.create(get_database(), name, data.pop("target"), **data)
+        except ScheduleAlreadyExists:
+            self._refuse_hidden_name(request, name)
+            raise
         return Response(as_data(created), status=status.HTTP_201_CREATED)
+
+    @staticmethod
+    def _refuse_hidden_name(request: Request, name: str) -> None:
+        """A name taken by a schedule the user may not see is refused as a name the user may not
+        use (403), not "already exists", which would tell what its 404 hides (security page)."""
+        try:
+            holder = schedules.get(get_database(), name)
+        except ScheduleNotFound:
+            holder = None  # deleted meanwhile: still not a name to confirm
+        if holder is not None and may_on_target(request, "view", target_queue(holder.target)):
+            return
+        events.emit(events.REFUSED, "manage")
+        raise exceptions.PermissionDenied(f"You may not create a schedule named {name!r}.")
 
     @_schema("Show a schedule", {200: ScheduleSerializer}, (400, 404))
     def retrieve(self, request: Request, name: str) -> Response:

@@ -4,7 +4,9 @@ Declarations are kept in this process's registry, checked when made (a bad cron 
 fails at import time), and written to the store by :func:`sync`, which the scheduler calls when
 it starts. ``sync`` creates the missing ones and updates those whose definition changed,
 keeping their runtime state (paused, last run, last result; ``next_run`` too unless the trigger
-or time zone changed). It never deletes: a schedule no longer declared stays until deleted.
+or time zone changed). A stored schedule of a declared name that was not declared (made through
+REST, the admin or ``create`` before the first sync) is replaced, state and all: the code owns
+its names. It never deletes: a schedule no longer declared stays until deleted.
 
 Where declarations are found: :func:`discover` imports every installed app's ``schedules``
 module (:data:`MODULE`), as Django's admin imports ``admin.py``, the first time the registry is
@@ -14,6 +16,7 @@ process that never reads it pays nothing.
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any, Callable
 
@@ -24,6 +27,8 @@ from django_fdbqueue.service.records import now_micros
 
 from . import model, store
 from .model import Schedule
+
+logger = logging.getLogger("django_fdbqueue.schedules")
 
 _registry: dict[str, Schedule] = {}
 #: The module of each installed app that :func:`discover` imports for its declarations.
@@ -133,10 +138,15 @@ def sync(db: Any, schedules: list[Schedule] | None = None) -> list[str]:
 @transactional
 def _sync_one(tr: Any, declared_one: Schedule) -> bool:
     old = store.read(tr, declared_one.name)
-    if old is not None and old.definition() == declared_one.definition():
+    if old is not None and old.declared and old.definition() == declared_one.definition():
         return False
     now_us = now_micros()
-    if old is None:
+    if old is not None and not old.declared:
+        # Made through REST, the admin or the Python API under a name the code declares, maybe by
+        # someone who may manage some queue but not the code's target: the code's takes over,
+        # with a state of its own (not paused, no runs), never the other's.
+        logger.warning("Schedule %r is declared in code: the stored one, not declared, is replaced.", old.name)
+    if old is None or not old.declared:
         new = declared_one.replace(anchor_us=now_us)
     else:
         new = old.replace(**declared_one.definition(), declared=True)

@@ -17,6 +17,10 @@ a ``ResultTooLarge`` error instead, and errors are shortened to fit (see ``limit
 Async task functions run too: ``Task.call`` runs the coroutine to completion with
 ``async_to_sync`` in the worker's thread, which has no event loop of its own.
 
+An item must name a task result of its own queue: one naming another queue's (or backend's)
+task, which anyone allowed to push to one task queue could write, is dropped unrun, with an error
+in the log. (Only a worker's claim knows the item's queue: ``TaskRunner(item)`` does not check.)
+
 Delivery is at least once. If a worker dies mid-task, its lease runs out and another worker
 runs the task again: the result then lists both worker ids, and ``attempts`` counts them.
 """
@@ -34,6 +38,7 @@ from django.db import close_old_connections
 from django_fdbqueue.connection import get_database
 from django_fdbqueue.exceptions import QueueError
 from django_fdbqueue.fdbapi import FDBError, transactional
+from django_fdbqueue.service.keys import parse_receipt
 from django_fdbqueue.service.records import now_micros
 from django_fdbqueue.worker import Worker, WorkerStats
 from django_fdbqueue.worker.ack_with import AckWith, commit_alone
@@ -128,6 +133,16 @@ class _StartFailed:
         self.error = error
 
 
+class _Foreign:
+    """The item names a task result of another queue (or backend): it is dropped, not run."""
+
+    __slots__ = ("queue", "record")
+
+    def __init__(self, queue: str, record: results.Record) -> None:
+        self.queue = queue
+        self.record = record
+
+
 #: ``handle``'s default: the worker did not mark the task RUNNING in its claim.
 _NOT_YET = object()
 
@@ -165,6 +180,14 @@ class TaskRunner:
         if writes is not None:
             commit_alone(get_database(), writes)
 
+    def _belongs(self, record: results.Record, queue: str) -> bool:
+        """Whether a task result is this backend's and its queue is ``queue``: an item pushed to
+        one task queue by someone allowed to push there must not run another queue's task."""
+        try:
+            return record.backend == self.backend.alias and self.backend.queue_for(record.queue_name) == queue
+        except QueueError:
+            return False
+
     def claimed(self, tr: Any, lease: Any) -> Any:
         """The worker's ``on_claim``: mark the task RUNNING in the transaction that claims its item.
 
@@ -178,6 +201,10 @@ class TaskRunner:
         if result_id is None:
             return None
         try:
+            queue = parse_receipt(lease.receipt).name
+            record = results.read(tr, result_id)
+            if record is not None and not self._belongs(record, queue):
+                return _Foreign(queue, record)
             return _mark_running(tr, result_id, self.worker_id, now_micros())
         except FDBError:
             raise
@@ -200,6 +227,16 @@ class TaskRunner:
             started = _start(get_database(), result_id, self.worker_id)
         elif isinstance(started, _StartFailed):
             raise started.error
+        elif isinstance(started, _Foreign):
+            logger.error(
+                "Item %s in queue %r names task %s of %r (TASKS[%r]); dropping it without running the task.",
+                item.id,
+                started.queue,
+                result_id,
+                started.record.queue_name,
+                started.record.backend,
+            )
+            return None
         if started is None:
             logger.info("Task %s already finished or no longer exists; skipping it.", result_id)
             return None
