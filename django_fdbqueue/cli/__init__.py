@@ -51,6 +51,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "django_fdbqueue.cli.bench",
     "django_fdbqueue.cli.tokens",
     "django_fdbqueue.cli.schedules",
+    "django_fdbqueue.cli.simulate",
 )
 
 __all__ = ["SUBCOMMAND_MODULES", "Context", "add_subcommands", "run"]

@@ -74,13 +74,20 @@ async def run_undoable(func: Callable[[], T | None], undo: Callable[[T], None]) 
     undo) goes to :func:`undo_later`, since no one will receive it.
     """
     job = pool().submit(func)
+    waited = asyncio.wrap_future(job)
     try:
-        return await asyncio.shield(asyncio.wrap_future(job))
+        return await asyncio.shield(waited)
     except asyncio.CancelledError:
+        waited.add_done_callback(_retrieved)  # its error goes to the undo's log, not asyncio's
         if not job.cancel():
             _count(1)
             job.add_done_callback(lambda done: _abandoned(done, undo))
         raise
+
+
+def _retrieved(waited: asyncio.Future[Any]) -> None:
+    if not waited.cancelled():
+        waited.exception()
 
 
 def _abandoned(job: concurrent.futures.Future[Any], undo: Callable[[Any], None]) -> None:
@@ -112,13 +119,18 @@ def _undo(undo: Callable[[T], None], result: T, attempt: int, pause: float) -> N
     except Exception:  # noqa: BLE001 - tried again: the item must not stay taken
         logger.warning("Undo of an abandoned %r failed (attempt %d)", result, attempt, exc_info=True)
         if attempt < UNDO_TRIES:
-            later = min(pause * 2, UNDO_PAUSE_MAX)
-            timer = threading.Timer(pause, lambda: _undoer().submit(_undo, undo, result, attempt + 1, later))
-            timer.daemon = True
-            timer.start()
+            longer = min(pause * 2, UNDO_PAUSE_MAX)
+            later(pause, lambda: _undoer().submit(_undo, undo, result, attempt + 1, longer))
             return
         logger.error("Gave up undoing an abandoned %r after %d attempts", result, UNDO_TRIES)
     _count(-1)
+
+
+def later(seconds: float, job: Callable[[], Any]) -> None:
+    """Run ``job`` on a timer's thread in ``seconds`` (a simulation runs it as an actor)."""
+    timer = threading.Timer(seconds, job)
+    timer.daemon = True
+    timer.start()
 
 
 def undos_settled(timeout: float) -> bool:

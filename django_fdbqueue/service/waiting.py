@@ -156,6 +156,11 @@ def blocking(db_or_tr: Any, name: str, end: str, wait: object, attempt: Callable
             return None
 
 
+def pause(seconds: float) -> None:
+    """Sleep ``seconds`` (a failed watch's pause; a simulation makes it virtual)."""
+    threading.Event().wait(max(0.0, seconds))
+
+
 def wait_on(watch: Any, seconds: float) -> bool:
     """Block until the watch fires or `seconds` pass, then let the watch go; True if it fired."""
     fired = threading.Event()
@@ -222,4 +227,4 @@ def until_visible(db: Any, name: str, end: str, deadline: float, blocked: Blocke
             return time.monotonic() < deadline  # a change or the time it named: try again
         # A watch past the transaction timeout ends with an error: set a new one. One that
         # failed at once must not make this loop spin.
-        threading.Event().wait(min(WATCH_FAILURE_PAUSE, max(0.0, deadline - time.monotonic())))
+        pause(min(WATCH_FAILURE_PAUSE, deadline - time.monotonic()))

@@ -70,6 +70,10 @@ class EmbeddedDatabase:
         self._watcher = Watcher(self._storage, poll_interval=watch_poll_interval, signal=self._signal)
         self.faults = FaultInjector(faults)
         self.options = DatabaseOptions(self)
+        #: Called by each transaction before it takes its read version and before it commits:
+        #: the points where a simulation (``django_fdbqueue.testing.simulation``) lets another
+        #: actor run first, so that transactions overlap in an order its seed picks.
+        self.interleave: Callable[[str], None] | None = None
 
     def __repr__(self) -> str:
         return "<EmbeddedDatabase %s>" % self.path

@@ -67,6 +67,7 @@ class Host(Protocol):
     _max_retry_delay: float
     _signal: "CommitSignal"
     _watcher: "Watcher"
+    interleave: Callable[[str], None] | None
 
 
 class TransactionOptions:
@@ -186,6 +187,8 @@ class Transaction(ReadView):
     def _ensure_read_version(self) -> int:
         self._check_readable()
         if self._read_version is None:
+            if self.db.interleave is not None:
+                self.db.interleave("read version")  # a simulation's turn: another actor may go first
             conn = self._storage.acquire()
             self._conn_finalizer = weakref.finalize(self, _release_connection, self._storage, conn)
             self._conn = conn
@@ -490,6 +493,8 @@ class Transaction(ReadView):
 
     def commit(self) -> Future:
         """Commit; the returned future raises FDBError (1020, 1021, 1007, limits...) on wait()."""
+        if self.db.interleave is not None:
+            self.db.interleave("commit")
         try:
             self._commit()
         except FDBError as error:

@@ -96,6 +96,9 @@ class Watcher:
         self._closed = False
         # Set when a watch arrives or this handle commits: look even if the version seems seen.
         self._dirty = False
+        #: No thread: whoever drives the watches calls check_now() (a simulation, which decides
+        #: when each watch hears of a change).
+        self.manual = False
 
     def add(self, key: bytes, baseline: bytes | None, future: WatchFuture) -> None:
         """Start watching `key` for a value other than `baseline`."""
@@ -109,7 +112,7 @@ class Watcher:
                 return
             self._watches.append((key, baseline, future))
             self._dirty = True
-            if self._thread is None:
+            if self._thread is None and not self.manual:
                 self._thread = threading.Thread(target=self._run, name="fdbqueue-embedded-watches", daemon=True)
                 self._thread.start()
             self._wake.notify()

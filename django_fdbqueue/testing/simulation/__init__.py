@@ -1,0 +1,291 @@
+"""Deterministic simulation: many actors on one embedded store, faults injected, run by a seed.
+
+``simulate(seed)`` runs the standard actors (``workload``) among each other on a fresh embedded
+store: one actor runs at a time and the seed picks which, at every transaction's read version
+and commit, so transactions overlap and conflict as on a cluster; a virtual clock moves on as
+they run (leases end, delays pass, watches fire late); faults are injected (1020, 1021 applied
+and not applied, stalls that end in 1007 or 1031, actors stopped mid-operation, clock skew).
+Invariants are checked as it runs (key limits, liveness) and at the end (every value judged as
+ok, lost, duplicated or unexpected; FIFO order; counters against a recount). The same seed and
+options replay the same run, step for step; a failure prints its one-line replay and the steps
+that led to it, shrunk. See the testing guide for running your own actors.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import os
+import random
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, Callable
+
+from django_fdbqueue import service
+from django_fdbqueue.service import contention
+from django_fdbqueue.engines.embedded import EmbeddedDatabase
+from django_fdbqueue.engines.embedded.faults import UNKNOWN_APPLIED, UNKNOWN_NOT_APPLIED, FaultConfig, FaultInjector
+
+from .history import History, Push, Violation
+from .scheduler import Actor, Killed, Scheduler, VirtualClock
+from .workload import FIFO_QUEUES, KEYED_QUEUES, LIVENESS_QUEUES, QUEUES, Actors, Doubt, Shape
+from .world import simulated
+
+__all__ = ["Actor", "Faults", "History", "Killed", "Options", "Push", "Result", "Shape", "Violation", "simulate"]
+
+#: A waiter asleep this long (virtual seconds) beside an item it could take breaks liveness.
+LIVENESS_SECONDS = 1.0
+#: How far the clock runs on before the store is drained, so every lease and delay has ended.
+DRAIN_AFTER_SECONDS = 600.0
+
+
+@dataclass(frozen=True)
+class Faults:
+    """What goes wrong, and how often (fractions of commits, or of actors' points)."""
+
+    not_committed: float = 0.03
+    unknown_applied: float = 0.02
+    unknown_not_applied: float = 0.02
+    stall: float = 0.005  # a point where the actor stalls 0.5 to 7 s: 1007, 1031, expired leases
+    kill: float = 0.2  # share of actors stopped at a random point of their run
+    skew_ms: float = 50.0  # each actor's wall clock is off by up to this much
+
+    @classmethod
+    def parse(cls, text: str) -> "Faults":
+        """``none``, ``default``, or ``name=value,...`` over the defaults (e.g. ``kill=0,stall=0.02``)."""
+        if text in ("", "default"):
+            return cls()
+        if text == "none":
+            return cls(0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+        values: dict[str, float] = {}
+        names = {f.name for f in dataclasses.fields(cls)}
+        for part in text.split(","):
+            name, _, raw = part.partition("=")
+            if name.strip() not in names:
+                raise ValueError(f"unknown fault {name.strip()!r}; expected one of {', '.join(sorted(names))}")
+            try:
+                values[name.strip()] = float(raw)
+            except ValueError:
+                raise ValueError(f"fault {name.strip()!r} needs a number, not {raw!r}") from None
+        return dataclasses.replace(cls(), **values)
+
+    def text(self) -> str:
+        return ",".join(f"{f.name}={getattr(self, f.name):g}" for f in dataclasses.fields(self))
+
+
+@dataclass(frozen=True)
+class Options:
+    faults: Faults = field(default_factory=Faults)
+    shape: Shape = field(default_factory=Shape)
+    max_steps: int = 50_000
+    seconds: float = 60.0  # virtual time the actors have
+    timeout: float = 3.0  # the store's transaction timeout (virtual seconds)
+
+
+@dataclass
+class Result:
+    seed: int
+    options: Options
+    violations: list[Violation]
+    classes: collections.Counter[str]
+    steps: int
+    virtual_seconds: float
+    operations: int
+    trace: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    def replay(self) -> str:
+        """The one command line that runs this simulation again, step for step."""
+        o = self.options
+        return (
+            f"python manage.py fdbqueue simulate --seed {self.seed} --steps {o.max_steps}"
+            f" --operations {o.shape.operations} --faults {o.faults.text()}"
+        )
+
+
+def simulate(seed: int, options: Options | None = None, *, directory: str | None = None) -> Result:
+    """Run one simulation of ``seed`` and judge it (see the module's docstring)."""
+    options = options or Options()
+    folder = tempfile.mkdtemp(prefix="fdbqueue-sim-", dir=directory)
+    try:
+        return _run(seed, options, os.path.join(folder, "sim.sqlite3"))
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _run(seed: int, options: Options, path: str) -> Result:
+    rng = random.Random(seed)
+    faults = options.faults
+    clock = VirtualClock()
+    db = EmbeddedDatabase(
+        path,
+        timeout=options.timeout,
+        clock=lambda: clock.now,
+        faults=FaultConfig(faults.not_committed, faults.unknown_applied, faults.unknown_not_applied, seed=seed),
+    )
+    scheduler = Scheduler(rng, clock)
+    history = History()
+    steps = 0
+    doubts: dict[str, Doubt] = {}
+    try:
+        with simulated(scheduler, rng, db):
+            _instrument(db, scheduler, rng, faults, doubts)
+            for name, settings in QUEUES.items():
+                service.create_queue(db, name, **settings)
+            actors = Actors(db, scheduler, history, seed, doubts)
+            actors.spawn_all(options.shape, lambda: int(rng.uniform(-1, 1) * faults.skew_ms * 1000))
+            _plan_kills(scheduler, rng, faults)
+            oracle = Oracle(db, scheduler, history)
+            scheduler.run(max_steps=options.max_steps, until=options.seconds, on_step=oracle.step)
+            steps = scheduler.steps
+            _wind_down(scheduler, history, [a for a in scheduler.actors if a.name in doubts], options)
+            for actor in scheduler.actors:
+                if actor.error is not None:
+                    history.violate("crash", f"{actor.name}: {type(actor.error).__name__}: {actor.error}")
+            clock.now += DRAIN_AFTER_SECONDS
+            db.interleave = None
+            db.faults = FaultInjector(None)  # the drain's own pops must not lose what they take
+            stored = oracle.final_checks()
+        classes = history.judge(stored)
+        history.check_order(FIFO_QUEUES)
+    finally:
+        db.close()
+    return Result(seed, options, history.violations, classes, steps, clock.now, history.operations, scheduler.trace)
+
+
+def _wind_down(scheduler: Scheduler, history: History, workload: list[Actor], options: Options) -> None:
+    """Stop the workload's actors, let what they left running (pool jobs, undos) finish, stop the rest."""
+    stuck = scheduler.stop(workload)
+    scheduler.run(max_steps=scheduler.steps + options.max_steps, until=scheduler.clock.now + 120.0)
+    stuck += scheduler.stop(scheduler.live())
+    for actor in stuck:
+        history.violate("stuck", f"{actor.name} would not stop (at {actor.label!r})")
+
+
+def _instrument(db: Any, scheduler: Scheduler, rng: random.Random, faults: Faults, doubts: dict[str, Doubt]) -> None:
+    """Note commits in doubt per actor; stall actors now and then at their points."""
+    draw, point = db.faults.draw, db.interleave
+
+    def noted_draw() -> str | None:
+        fault: str | None = draw()
+        actor = scheduler.current()
+        if fault in (UNKNOWN_APPLIED, UNKNOWN_NOT_APPLIED) and actor is not None and actor.name in doubts:
+            doubts[actor.name].seen = True
+        return fault
+
+    def stalling_point(label: str) -> None:
+        actor = scheduler.current()
+        if faults.stall and actor is not None and rng.random() < faults.stall:
+            seconds = rng.uniform(0.5, 7.0)
+            scheduler.stalled_until[actor.name] = scheduler.clock.now + seconds
+            scheduler.note(f"{actor.name} stalls {seconds:.2f} s")
+            scheduler.sleep(seconds)
+        point(label)
+
+    db.faults.draw = noted_draw
+    db.interleave = stalling_point
+
+
+def _plan_kills(scheduler: Scheduler, rng: random.Random, faults: Faults) -> None:
+    for actor in scheduler.actors:
+        if rng.random() < faults.kill:
+            actor.kill_at_point = rng.randint(1, 60)
+
+
+class Oracle:
+    """Looks at the store between steps (on the scheduler's thread, outside every actor)."""
+
+    def __init__(self, db: Any, scheduler: Scheduler, history: History) -> None:
+        self.db = db
+        self.scheduler = scheduler
+        self.history = history
+        self.heads: dict[str, tuple[str, float]] = {}  # queue: (its head item's id, seen there since)
+        self.judged = 0  # gave_up entries checked so far
+
+    def step(self) -> None:
+        for queue, limit in KEYED_QUEUES.items():
+            self._key_limit(queue, limit)
+        self._liveness()
+
+    def _liveness(self) -> None:
+        """No waiter gives up while an item it could take was visible for LIVENESS_SECONDS."""
+        now = self.scheduler.clock.now
+        for name, queue, began, _ended in self.history.gave_up[self.judged :]:
+            head = self.heads.get(queue)
+            stalled = self.scheduler.stalled_until.get(name, 0.0) > began
+            if head is not None and not stalled and now - max(head[1], began) >= LIVENESS_SECONDS:
+                self.history.violate(
+                    "liveness", f"{name} gave up on {queue!r} at {now:.3f}; {head[0]} was there from {head[1]:.3f}"
+                )
+        self.judged = len(self.history.gave_up)
+        if not any(a.name.startswith("waiter") for a in self.scheduler.live()):
+            return
+        for queue in LIVENESS_QUEUES:
+            item = service.peek(self.db, queue)
+            if item is None:
+                self.heads.pop(queue, None)
+            elif self.heads.get(queue, ("",))[0] != item.id:
+                self.heads[queue] = (item.id, now)
+
+    def _key_limit(self, queue: str, limit: int) -> None:
+        held: collections.Counter[str] = collections.Counter()
+        for entry in _all(lambda cursor: service.scheduled(self.db, queue, cursor=cursor, limit=500)):
+            push = self.history.pushes.get(entry.item.value)
+            if entry.state == "leased" and push is not None and push.key is not None:
+                held[push.key] += 1
+        for key, count in held.items():
+            if count > limit:
+                self.history.violate("key-limit", f"{count} leases of key {key!r} on {queue!r} (limit {limit})")
+
+    def final_checks(self) -> collections.Counter[str]:
+        """Counters against a recount, then drain every queue: what is still stored, by value."""
+        stored: collections.Counter[str] = collections.Counter()
+        for queue in QUEUES:
+            for end in ("min", "max") if QUEUES[queue]["kind"] == "priority" else ("min",):
+                contention.fulfil(self.db, queue, end)  # results of stopped high-contention pops come back
+            self._recount(queue)
+            while (item := service.pop(self.db, queue)) is not None:
+                stored[item.value] += 1
+            for letter in _all(partial(_dead_page, self.db, queue)):
+                stored[letter.item.value] += 1
+            info = service.get_queue(self.db, queue)
+            if (info.size, info.leased, info.delayed) != (0, 0, 0):
+                self.history.violate("counters", f"{queue!r} drained still counts {info}")
+        return stored
+
+    def _recount(self, queue: str) -> None:
+        info = service.get_queue(self.db, queue)
+        ready = len(list(_all(lambda cursor: service.browse(self.db, queue, cursor=cursor, limit=500))))
+        hidden = collections.Counter(
+            s.state for s in _all(lambda cursor: service.scheduled(self.db, queue, cursor=cursor, limit=500))
+        )
+        dead = len(list(_all(lambda cursor: service.dead_letters(self.db, queue, cursor=cursor, limit=500))))
+        counted = (info.size, info.leased, info.delayed, info.dead)
+        recounted = (ready, hidden["leased"], hidden["delayed"], dead)
+        if counted != recounted:
+            self.history.violate("counters", f"{queue!r} counts {counted}, a recount finds {recounted}")
+
+
+def _dead_page(db: Any, queue: str, cursor: str | None) -> Any:
+    return service.dead_letters(db, queue, cursor=cursor, limit=500)
+
+
+def _all(page: Callable[[str | None], Any]) -> Any:
+    cursor = None
+    while True:
+        got = page(cursor)
+        yield from got.items
+        cursor = got.next_cursor
+        if cursor is None:
+            return
+
+
+def seconds_now() -> float:
+    """Real time, for reporting how long runs took (the simulation's own clock is virtual)."""
+    return time.perf_counter()

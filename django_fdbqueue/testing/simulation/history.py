@@ -1,0 +1,114 @@
+"""What the actors did, and the verdict on it: Jepsen's classes for every pushed value.
+
+Every value pushed is unique (its producer's name and a number). Actors record each push with
+its outcome, each delivery (a pop's item, a claim's item once its ack succeeded) and each call
+that met a commit in doubt. At the end the store is drained, and every value is judged by how
+many copies came out (delivered plus still stored, dead letters included):
+
+* **ok**: as many as its push allows: exactly one, or one or two for a push without a dedup key
+  whose commit was in doubt (the documented cost of a blind retry), none to two for a push that
+  failed in doubt;
+* **lost**: none, beyond what plain pops in doubt may have taken (each may lose one item);
+* **duplicated**: more than its push allows;
+* **unexpected**: a value delivered that was never pushed.
+"""
+
+from __future__ import annotations
+
+import collections
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Push:
+    value: str
+    queue: str
+    dedup: bool
+    key: str | None = None
+    outcome: str = "pending"  # ok, deduped, doubt (returned after a commit in doubt), failed, unsure
+    order_ok: bool = True  # pushed at once, no delay, no doubt: FIFO order may be checked
+
+
+@dataclass
+class Violation:
+    kind: str  # lost, duplicated, unexpected, order, liveness, counters, key-limit, crash
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.detail}"
+
+
+@dataclass
+class History:
+    """What every actor did, in the order the simulation ran it."""
+
+    pushes: dict[str, Push] = field(default_factory=dict)
+    delivered: collections.Counter[str] = field(default_factory=collections.Counter)
+    leased_ever: set[str] = field(default_factory=set)
+    #: Per consumer and queue, the values it popped (plain pops), in order.
+    popped_by: dict[tuple[str, str], list[str]] = field(default_factory=lambda: collections.defaultdict(list))
+    #: Plain pops whose commit was in doubt, per queue: each may have lost one item.
+    lossy_pops: collections.Counter[str] = field(default_factory=collections.Counter)
+    #: Waits that ended with nothing: (actor, queue, began, ended), for the liveness check.
+    gave_up: list[tuple[str, str, float, float]] = field(default_factory=list)
+    violations: list[Violation] = field(default_factory=list)
+    operations: int = 0
+
+    def pushed(self, push: Push) -> None:
+        self.pushes[push.value] = push
+
+    def deliver(self, value: str) -> None:
+        self.delivered[value] += 1
+
+    def violate(self, kind: str, detail: str) -> None:
+        self.violations.append(Violation(kind, detail))
+
+    def judge(self, stored: collections.Counter[str]) -> collections.Counter[str]:
+        """Classify every value (see the module's docstring); record the violations; the counts."""
+        classes: collections.Counter[str] = collections.Counter()
+        lost_per_queue: dict[str, list[str]] = collections.defaultdict(list)
+        for value, push in self.pushes.items():
+            copies = self.delivered[value] + stored[value]
+            low, high = _allowed(push)
+            if copies < low:
+                lost_per_queue[push.queue].append(value)
+                classes["lost"] += 1
+            elif copies > high:
+                classes["duplicated"] += 1
+                self.violate("duplicated", f"{value} came out {copies} times (pushed {push.outcome})")
+            else:
+                classes["ok"] += 1
+        for queue, lost in lost_per_queue.items():
+            if len(lost) > self.lossy_pops[queue]:
+                self.violate("lost", f"{', '.join(sorted(lost)[:5])} of {queue!r} never came out")
+        for value in set(self.delivered) | set(stored):
+            if value not in self.pushes:
+                classes["unexpected"] += 1
+                self.violate("unexpected", f"{value!r} came out but was never pushed")
+        return classes
+
+    def check_order(self, fifo_queues: set[str]) -> None:
+        """Each consumer pops a producer's never-claimed values of a FIFO queue in push order."""
+        for (consumer, queue), values in self.popped_by.items():
+            if queue not in fifo_queues:
+                continue
+            last: dict[str, int] = {}
+            for value in values:
+                push = self.pushes.get(value)
+                if push is None or not push.order_ok or value in self.leased_ever:
+                    continue
+                producer, number = value.rsplit(":", 1)
+                if last.get(producer, -1) > int(number):
+                    self.violate("order", f"{consumer} popped {value} after {producer}:{last[producer]}")
+                last[producer] = max(last.get(producer, -1), int(number))
+
+
+def _allowed(push: Push) -> tuple[int, int]:
+    """How many copies of a value its push allows (low, high)."""
+    if push.outcome == "ok" or (push.outcome == "doubt" and push.dedup):
+        return 1, 1
+    if push.outcome == "doubt":
+        return 1, 2
+    if push.outcome == "deduped":
+        return 0, 0
+    return 0, 1 if push.dedup else 2  # failed or unsure: maybe stored, maybe retried once

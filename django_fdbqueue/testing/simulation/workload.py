@@ -1,0 +1,287 @@
+"""The standard actors: producers, poppers, claimers, waiters and a dead-letter keeper.
+
+Three queues cover the service's modes: ``fifo`` (a FIFO queue, whose plain pops are checked for
+order), ``prio`` (a priority queue with ``max_attempts``, so spent leases become dead letters)
+and ``keyed`` (per-key concurrency 1). Each actor draws its operations from its own RNG (made
+from the seed), so what it does does not depend on the interleaving; when it runs does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from functools import partial
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from django_fdbqueue import service
+from django_fdbqueue.exceptions import LeaseGone, QueueError
+from django_fdbqueue.fdbapi import FDBError, commit_in_doubt
+from django_fdbqueue.service.popping import PopMode
+
+from .history import History, Push
+from .scheduler import Killed, Scheduler
+from .world import run_async
+
+QUEUES: dict[str, dict[str, Any]] = {
+    "fifo": {"kind": "fifo"},
+    "prio": {"kind": "priority", "max_attempts": 3},
+    "keyed": {"kind": "fifo", "key_concurrency": 1},
+}
+FIFO_QUEUES = {"fifo"}
+KEYED_QUEUES = {"keyed": 1}
+LIVENESS_QUEUES = ("fifo", "prio")  # the waiters' queues: no key limits, so visible is claimable
+
+
+@dataclass(frozen=True)
+class Shape:
+    """How many actors of each kind, and how many operations each makes."""
+
+    producers: int = 3
+    poppers: int = 2
+    claimers: int = 3
+    waiters: int = 2
+    awaiters: int = 2
+    keepers: int = 1
+    operations: int = 12
+
+
+class Doubt:
+    """Notes whether a call met a commit in doubt the simulation injected (1021, applied or not)."""
+
+    def __init__(self) -> None:
+        self.seen = False
+
+
+class Actors:
+    """Makes the standard actors of a run and records what they do in ``history``."""
+
+    def __init__(self, db: Any, scheduler: Scheduler, history: History, seed: int, doubts: dict[str, Doubt]) -> None:
+        self.db = db
+        self.scheduler = scheduler
+        self.history = history
+        self.seed = seed
+        self.doubts = doubts
+
+    def spawn_all(self, shape: Shape, skew_us: Callable[[], int]) -> None:
+        kinds: list[tuple[str, int, Callable[[str, random.Random, int], None]]] = [
+            ("producer", shape.producers, self.producer),
+            ("popper", shape.poppers, self.popper),
+            ("claimer", shape.claimers, self.claimer),
+            ("waiter", shape.waiters, self.waiter),
+            ("awaiter", shape.awaiters, self.awaiter),
+            ("keeper", shape.keepers, self.keeper),
+        ]
+        for kind, count, body in kinds:
+            for n in range(count):
+                name = f"{kind}{n}"
+                rng = random.Random(f"{self.seed}/{name}")
+                self.doubts[name] = Doubt()
+                self.scheduler.spawn(name, partial(body, name, rng, shape.operations), skew_us=skew_us())
+
+    # -- bookkeeping --------------------------------------------------------------------------
+    def _call(
+        self, name: str, what: str, fn: Callable[[], Any], *, pops: str | None = None
+    ) -> tuple[Any, bool, BaseException | None]:
+        """Run one service call: (its result, whether it met a commit in doubt, its error).
+
+        ``pops``: the call takes items from that queue for good (a pop), so if it is stopped
+        midway, or its commit is in doubt, one item may be lost, as for a process killed there.
+        """
+        doubt = self.doubts[name]
+        doubt.seen = False
+        self.history.operations += 1
+        self.scheduler.note(f"{name} {what}")
+        failed: BaseException | None = None
+        try:
+            got = fn()
+        except (FDBError, QueueError) as error:
+            got, seen, failed = None, doubt.seen or commit_in_doubt(error), error
+        except Killed:
+            if pops is not None:
+                self.history.lossy_pops[pops] += 1
+            raise
+        else:
+            seen = doubt.seen
+        if seen and pops is not None:
+            self.history.lossy_pops[pops] += 1
+        self.scheduler.note(f"{name} {what} -> {_shown(got, failed)}{' (in doubt)' if seen else ''}")
+        return got, seen, failed
+
+    # -- the actors ---------------------------------------------------------------------------
+    def producer(self, name: str, rng: random.Random, operations: int) -> None:
+        for n in range(operations):
+            queue = rng.choice(list(QUEUES))
+            value = f"{name}:{n}"
+            dedup = rng.random() < 0.5
+            delay = rng.choice([None, None, None, 0.05, 0.3])
+            key = rng.choice(["a", "b", "c"]) if queue == "keyed" else None
+            push = Push(value, queue, dedup, key, order_ok=delay is None)
+            self.history.pushed(push)
+            got, doubt, error = self._call(
+                name,
+                f"push {value} to {queue}" + (f" delay {delay}" if delay else "") + (" dedup" if dedup else ""),
+                partial(
+                    service.push,
+                    self.db,
+                    queue,
+                    value,
+                    priority=rng.randint(0, 3) if QUEUES[queue]["kind"] == "priority" else 0,
+                    delay=delay,
+                    dedup_key=value if dedup else None,
+                    key=key,
+                ),
+            )
+            if error is None:
+                push.outcome = "doubt" if doubt else "ok"
+            else:
+                push.outcome = "unsure" if doubt else "failed"
+            push.order_ok = push.order_ok and push.outcome == "ok"
+
+    def popper(self, name: str, rng: random.Random, operations: int) -> None:
+        for _ in range(operations):
+            queue = rng.choice(["fifo", "prio"])
+            end = "min" if queue == "fifo" else rng.choice(["min", "max"])
+            mode: PopMode = rng.choice(["plain", "plain", "high-contention"])
+            got, doubt, _error = self._call(
+                name,
+                f"pop {queue} {end} {mode}",
+                partial(service.pop, self.db, queue, end, mode=mode),
+                pops=queue if mode == "plain" else None,
+            )
+            if got is not None:
+                self.history.deliver(got.value)
+                if mode == "plain" and not doubt:
+                    self.history.popped_by[(name, queue)].append(got.value)
+
+    def claimer(self, name: str, rng: random.Random, operations: int) -> None:
+        for _ in range(operations):
+            queue = rng.choice(list(QUEUES))
+            spread = rng.choice([None, None, 4]) if queue != "keyed" else None
+            seconds = rng.choice([0.5, 2.0, 30.0])
+            lease, _doubt, _error = self._call(
+                name,
+                f"claim {queue} lease {seconds}" + (f" spread {spread}" if spread else ""),
+                partial(service.claim, self.db, queue, lease=seconds, spread=spread),
+            )
+            if lease is None:
+                continue
+            self.history.leased_ever.add(lease.item.value)
+            self._settle(name, rng, lease)
+
+    def _settle(self, name: str, rng: random.Random, lease: Any) -> None:
+        """Ack, release, extend then ack, or walk away (the lease runs out)."""
+        choice = rng.random()
+        if choice < 0.15:
+            return  # walks away: the item comes back when the lease ends
+        value = lease.item.value
+        if choice < 0.3:
+            delay = rng.choice([0, 0.2])
+            self._call(name, f"release {value}", partial(service.release, self.db, lease.receipt, delay=delay))
+            return
+        if choice < 0.4:
+            self._call(name, f"extend {value}", partial(service.extend, self.db, lease.receipt, 5.0))
+        _got, _doubt, error = self._call(name, f"ack {value}", partial(service.ack, self.db, lease.receipt))
+        if error is None:
+            self.history.deliver(lease.item.value)
+        elif not isinstance(error, (LeaseGone, FDBError)):
+            raise error
+
+    def waiter(self, name: str, rng: random.Random, operations: int) -> None:
+        """Pops and claims that wait: each must wake for an item it may take (liveness)."""
+        for _ in range(max(1, operations // 3)):
+            queue = rng.choice(["fifo", "prio"])
+            started = self.scheduler.clock.now
+            if rng.random() < 0.5:
+                got, _doubt, _error = self._call(
+                    name, f"pop {queue} wait 3", partial(service.pop, self.db, queue, wait=3.0), pops=queue
+                )
+                if got is not None:
+                    self.history.deliver(got.value)
+            else:
+                got, _doubt, _error = self._call(
+                    name, f"claim {queue} wait 3", partial(service.claim, self.db, queue, lease=30.0, wait=3.0)
+                )
+                if got is not None:
+                    self.history.leased_ever.add(got.item.value)
+                    _got, _d, error = self._call(
+                        name, f"ack {got.item.value}", partial(service.ack, self.db, got.receipt)
+                    )
+                    if error is None:
+                        self.history.deliver(got.item.value)
+            if got is None and _error is None:
+                self.history.gave_up.append((name, queue, started, self.scheduler.clock.now))
+
+    def awaiter(self, name: str, rng: random.Random, operations: int) -> None:
+        """An event loop with three coroutines that pop and claim with ``wait=``; some are cancelled."""
+        run_async(self.scheduler, lambda: self._awaiting(name, rng, operations))
+
+    async def _awaiting(self, name: str, rng: random.Random, operations: int) -> None:
+        loop = asyncio.get_running_loop()
+
+        async def one(k: int) -> None:
+            for n in range(max(1, operations // 3)):
+                queue = rng.choice(["fifo", "prio"])
+                claims = rng.random() < 0.5
+                what = f"{name}/{k} a{'claim' if claims else 'pop'} {queue} wait 2 (#{n})"
+                call = (
+                    service.aclaim(self.db, queue, lease=30.0, wait=2.0)
+                    if claims
+                    else service.apop(self.db, queue, wait=2.0)
+                )
+                task = asyncio.ensure_future(call)
+                if rng.random() < 0.3:
+                    cancel_after = rng.uniform(0.0, 2.5)
+                    loop.call_later(cancel_after, task.cancel)
+                self.history.operations += 1
+                self.scheduler.note(what)
+                try:
+                    got = await task
+                except asyncio.CancelledError:
+                    if task.cancelled():
+                        self.scheduler.note(f"{what} -> cancelled")
+                        continue
+                    await self._received(name, what, task.result(), claims)  # our own cancel: got it
+                    raise
+                except (FDBError, QueueError) as error:
+                    self.scheduler.note(f"{what} -> {_shown(None, error)}")
+                    continue
+                await self._received(name, what, got, claims)
+
+        await asyncio.gather(*(one(k) for k in range(3)))
+
+    async def _received(self, name: str, what: str, got: Any, claims: bool) -> None:
+        self.scheduler.note(f"{what} -> {_shown(got, None)}")
+        if got is None:
+            return
+        if not claims:
+            self.history.deliver(got.value)
+            return
+        self.history.leased_ever.add(got.item.value)
+        try:
+            await asyncio.shield(service.aack(self.db, got.receipt))
+        except (FDBError, QueueError):
+            return
+        self.history.deliver(got.item.value)
+
+    def keeper(self, name: str, rng: random.Random, operations: int) -> None:
+        """Requeues dead letters now and then."""
+        for _ in range(max(1, operations // 4)):
+            self.scheduler.sleep(rng.uniform(0.5, 2.0))
+            page, _doubt, _error = self._call(
+                name, "dead letters of prio", partial(service.dead_letters, self.db, "prio", limit=5)
+            )
+            for letter in [] if page is None else page.items:
+                item_id = letter.item.id
+                self._call(
+                    name, f"requeue {letter.item.value}", partial(service.requeue_dead_letter, self.db, "prio", item_id)
+                )
+
+
+def _shown(got: Any, error: BaseException | None) -> str:
+    if error is not None:
+        return f"{type(error).__name__}({getattr(error, 'code', '')})"
+    if got is None:
+        return "None"
+    item = getattr(got, "item", got)
+    return repr(getattr(item, "value", got))

@@ -1,0 +1,190 @@
+"""What a simulation takes over while it runs: time, randomness, sleeps, watches and threads.
+
+Inside :func:`simulated`, for the simulation's actors:
+
+* ``time.time``, ``time.time_ns`` and ``time.monotonic`` read the virtual clock (wall time with
+  the actor's own skew), and ``time.sleep`` blocks the actor on it;
+* ``os.urandom`` and the ``random`` module draw from the seed, and so do the service's own RNGs;
+* a wait on a watch (``waiting.wait_on``) blocks the actor until the watch fires or the virtual
+  time passes; the embedded engine's watches fire when the simulation says (late, by a seeded
+  delay after each commit), not from a thread of their own;
+* the async face's thread pool runs each job as a new actor.
+
+Other threads (the scheduler's own) see the virtual clock too, and real randomness. Everything
+is put back on exit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import os
+import random
+import selectors
+import time
+from typing import Any, Callable, Iterator
+
+from django_fdbqueue.service import contention, offload, spread, tenantturns, waiting
+
+from .scheduler import Scheduler
+
+#: Longest a watch takes to hear of a commit, in virtual seconds (each one drawn from the seed).
+WATCH_DELAY_SECONDS = 0.05
+
+
+class ActorPool(concurrent.futures.Executor):
+    """The async face's pool inside a simulation: each job runs as an actor of its own."""
+
+    def __init__(self, scheduler: Scheduler, prefix: str) -> None:
+        self.scheduler = scheduler
+        self.prefix = prefix
+        self.jobs = 0
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[Any]:
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        self.jobs += 1
+
+        def body() -> None:
+            if not future.set_running_or_notify_cancel():
+                return
+            try:
+                future.set_result(fn(*args, **kwargs))
+            except BaseException as error:  # noqa: BLE001 - the awaiting coroutine gets it
+                future.set_exception(error)
+
+        self.scheduler.spawn(f"{self.prefix}{self.jobs}", body)
+        return future
+
+
+@contextlib.contextmanager
+def simulated(scheduler: Scheduler, rng: random.Random, db: Any) -> Iterator[None]:
+    """Take over time, randomness, waits and the pool for ``scheduler``'s actors (see above)."""
+    clock = scheduler.clock
+    saved: list[tuple[Any, str, Any]] = []
+
+    def put(owner: Any, name: str, value: Any) -> None:
+        saved.append((owner, name, getattr(owner, name)))
+        setattr(owner, name, value)
+
+    def skew() -> int:
+        actor = scheduler.current()
+        return 0 if actor is None else actor.skew_us
+
+    real_sleep, real_urandom = time.sleep, os.urandom
+
+    def sleep(seconds: float) -> None:
+        if scheduler.current() is None:
+            real_sleep(seconds)
+        else:
+            scheduler.sleep(seconds)
+
+    def urandom(n: int) -> bytes:
+        return rng.randbytes(n) if scheduler.current() is not None else real_urandom(n)
+
+    def wait_on(watch: Any, seconds: float) -> bool:
+        scheduler.block("watch", until=clock.now + max(0.0, seconds), condition=watch.is_ready)
+        fired = bool(watch.is_ready())
+        if not fired:
+            watch.cancel()
+        return fired
+
+    put(time, "time", lambda: clock.wall(skew()))
+    put(time, "time_ns", lambda: int(clock.wall(skew()) * 1_000_000_000))
+    put(time, "monotonic", lambda: clock.now)
+    put(time, "sleep", sleep)
+    put(os, "urandom", urandom)
+    put(waiting, "wait_on", wait_on)
+    put(contention, "wait_on", wait_on)
+    put(waiting, "pause", lambda seconds: scheduler.sleep(seconds))
+    put(offload, "_pool", ActorPool(scheduler, "pool-"))
+    put(offload, "_undo_pool", ActorPool(scheduler, "undo-"))
+
+    def later(seconds: float, job: Callable[[], Any]) -> None:
+        def body() -> None:
+            scheduler.sleep(seconds)
+            job()
+
+        scheduler.spawn("undo-later", body)
+
+    put(offload, "later", later)
+    state = random.getstate()
+    random.seed(rng.random())
+    spread._PICK.seed(rng.random())
+    tenantturns._SHUFFLE.seed(rng.random())
+    watcher = db._watcher
+    put(watcher, "manual", True)
+    put(db, "interleave", scheduler.point)
+    put(db, "_clock", lambda: clock.now)
+    put(db._signal, "publish", _announcer(scheduler, rng, watcher, db._signal.publish))
+    try:
+        yield
+    finally:
+        random.setstate(state)
+        for owner, name, value in reversed(saved):
+            setattr(owner, name, value)
+
+
+def _announcer(scheduler: Scheduler, rng: random.Random, watcher: Any, publish: Callable[[int], None]) -> Any:
+    """After each commit, the watches hear of it a seeded moment later (on the scheduler's thread)."""
+
+    def announce(version: int) -> None:
+        publish(version)
+        scheduler.at(scheduler.clock.now + rng.uniform(0.0, WATCH_DELAY_SECONDS), watcher.check_now)
+
+    return announce
+
+
+class SimSelector(selectors.BaseSelector):
+    """An event loop's selector inside a simulation: waiting for I/O or a timer blocks the actor.
+
+    The loop's own wake-up (``call_soon_threadsafe`` from a pool job or a watch's callback)
+    writes to its self-pipe; the actor may run again once that is readable, or once the virtual
+    time its timers name has come.
+    """
+
+    def __init__(self, scheduler: Scheduler) -> None:
+        self.scheduler = scheduler
+        self._real = selectors.DefaultSelector()
+
+    def register(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
+        return self._real.register(fileobj, events, data)
+
+    def unregister(self, fileobj: Any) -> selectors.SelectorKey:
+        return self._real.unregister(fileobj)
+
+    def modify(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
+        return self._real.modify(fileobj, events, data)
+
+    def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
+        ready = self._real.select(0)
+        if ready or (timeout is not None and timeout <= 0):
+            return ready
+        until = None if timeout is None else self.scheduler.clock.now + timeout
+        self.scheduler.block("event loop", until=until, condition=lambda: bool(self._real.select(0)))
+        return self._real.select(0)
+
+    def close(self) -> None:
+        self._real.close()
+
+    def get_key(self, fileobj: Any) -> selectors.SelectorKey:
+        return self._real.get_key(fileobj)
+
+    def get_map(self) -> Any:
+        return self._real.get_map()
+
+
+def run_async(scheduler: Scheduler, main: Callable[[], Any]) -> Any:
+    """Run the coroutine ``main()`` on an event loop of this actor's own, on virtual time."""
+    loop = asyncio.SelectorEventLoop(SimSelector(scheduler))
+    try:
+        return loop.run_until_complete(main())
+    finally:
+        try:
+            tasks = [t for t in asyncio.all_tasks(loop) if not t.done()]
+            for task in tasks:
+                task.cancel()
+            if tasks:
+                loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+        finally:
+            loop.close()
