@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import sys
+import tomllib
 import types
 from pathlib import Path
 
@@ -203,3 +204,30 @@ def test_every_guide_pastes_after_the_tutorial_and_the_guides_before_it(
                 routes = _route_names(page)
                 assert mounted <= routes, f"after {guide.name}, {sorted(mounted - routes)} no longer resolve"
                 mounted |= routes
+
+
+# -- what the guides tell a reader in the tutorial's project to type --------------------------------
+
+PIP_INSTALL = re.compile(r"pip install -e \"(?P<path>[^\"\[]+)\[(?P<extras>[\w,]+)\]\"")
+
+
+def test_the_guides_install_the_app_from_where_the_tutorial_leaves_the_reader():
+    """Every command of the guides runs in ``mysite/`` (the tutorial says so), and the clone is the
+    folder beside it: an install from ``./django-fdbqueue`` there fails. The extras must exist."""
+    extras = set(tomllib.loads((REPO / "pyproject.toml").read_text("utf-8"))["project"]["optional-dependencies"])
+    found = []
+    for guide in guides_in_order():
+        for match in PIP_INSTALL.finditer(guide.read_text("utf-8")):
+            found.append(guide.name)
+            assert match["path"] == "../django-fdbqueue", f"{guide.name}: {match[0]}"
+            assert set(match["extras"].split(",")) <= extras, f"{guide.name}: {match[0]}"
+    assert {"tasks.md", "metrics.md", "upgrading.md", "production.md"} <= set(found)
+
+
+def test_the_production_guide_installs_gunicorn_and_collects_static_files_before_serving_asgi():
+    text = (REPO / "docs" / "howto" / "production.md").read_text("utf-8")
+    install = text.index('pip install -e "../django-fdbqueue[production]"')
+    assert install < text.index("gunicorn mysite.wsgi"), "gunicorn is run before the page installs it"
+    assert text.index("## Serve the static files") < text.index("## Serve many long polls: ASGI")
+    static = text[text.index("## Serve the static files") :].split("\n## ", 1)[0]
+    assert "gunicorn and uvicorn never serve static files" in static
