@@ -231,3 +231,18 @@ def test_the_production_guide_installs_gunicorn_and_collects_static_files_before
     assert text.index("## Serve the static files") < text.index("## Serve many long polls: ASGI")
     static = text[text.index("## Serve the static files") :].split("\n## ", 1)[0]
     assert "gunicorn and uvicorn never serve static files" in static
+
+
+def test_a_guide_that_starts_a_local_cluster_says_where_its_binaries_come_from():
+    """``scripts/fdb-cluster start`` finds nothing without FDB_HOME unless FoundationDB is on PATH
+    or installed by its packages: the page's first block that starts one exports it first."""
+    fence = re.compile(r"^```bash\n(.*?)^```", re.S | re.M)
+    firsts = {}
+    for guide in guides_in_order():
+        for block in fence.findall(guide.read_text("utf-8")):
+            if "scripts/fdb-cluster start" in block:
+                firsts.setdefault(guide.name, block)
+    assert "cluster.md" in firsts
+    for name, block in firsts.items():
+        before = block[: block.index("scripts/fdb-cluster start")]
+        assert "export FDB_HOME=" in before, f"{name}: {block}"
