@@ -210,6 +210,17 @@ def test_e010_foundationdb_engine_without_client_library(settings):
     assert "embedded" in message.hint
 
 
+def test_e010_names_the_client_library_setting(settings, monkeypatch):
+    """Wherever the library is installed: a library outside the loader's path is named by the
+    CLIENT_LIBRARY setting the cluster guide offers, and the hint says so."""
+    from django_fdbqueue.engines import foundationdb
+
+    monkeypatch.setattr(foundationdb, "client_library_error", lambda: "libfdb_c.so: cannot open shared object file")
+    message = expect_only(settings, {"ENGINE": "foundationdb"}, "fdbqueue.E010")
+    assert "FDBQUEUE['CLIENT_LIBRARY']" in message.hint and "FDBQUEUE_CLIENT_LIBRARY" in message.hint
+    assert "client packages" in message.hint and "embedded" in message.hint
+
+
 def test_e011_faults_not_a_dict(settings):
     expect_only(settings, {"FAULTS": [0.1]}, "fdbqueue.E011")
 
