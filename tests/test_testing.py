@@ -371,9 +371,14 @@ def test_the_guides_example_runs_through_the_installed_plugin(tmp_path, engines)
 
     if "foundationdb" in engines:
         plugin.need_cluster()
-    example = marked_blocks(REPO / "docs" / "howto" / "testing.md")["plugin-example"]
-    (tmp_path / "test_orders.py").write_text(example.body + "\n")
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings", "PYTHONPATH": str(REPO)}
+    blocks = marked_blocks(REPO / "docs" / "howto" / "testing.md")
+    (tmp_path / "test_orders.py").write_text(blocks["plugin-example"].body + "\n")
+    # The page's pytest.ini names the settings, the tutorial's there and the suite's here.
+    ini = blocks["pytest-ini"].body
+    assert "DJANGO_SETTINGS_MODULE = mysite.settings" in ini
+    (tmp_path / "pytest.ini").write_text(ini.replace("mysite.settings", "tests.settings") + "\n")
+    env = {key: value for key, value in os.environ.items() if key != "DJANGO_SETTINGS_MODULE"}
+    env["PYTHONPATH"] = str(REPO)
     if plugin.cluster_file():
         env[plugin.ENV_CLUSTER_FILE] = plugin.cluster_file()
     result = subprocess.run(
