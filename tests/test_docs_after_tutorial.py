@@ -1,9 +1,18 @@
-"""The how-to guides' ``# settings.py`` blocks, pasted after the tutorial's, as its readers do.
+"""The how-to guides pasted after the tutorial, as its readers do.
 
-The snippet runner adds a page's settings blocks to a fresh ``startproject`` settings module; a
-reader who did the tutorial first adds them to the tutorial's. Then a block that adds an app the
-tutorial already added lists it twice, and Django refuses to start ("Application labels aren't
-unique"). Here every guide's settings blocks run, in page order, after the tutorial's.
+The snippet runner gives each page a fresh ``startproject`` project and an empty store; a reader
+who did the tutorial first pastes the guides into the tutorial's project, one after another.
+Here:
+
+- every guide's ``# settings.py`` blocks run, in page order, after the tutorial's (a block that
+  adds an app the tutorial already added lists it twice, and Django refuses to start);
+- every guide's blocks run, in the order of the guides' index, in one project and on one store,
+  after the tutorial's steps: a guide that assumes an empty store, its own URLconf, queue names
+  no other guide uses, or a reader who pastes a section within seconds of the one before (the
+  service's clock runs half a minute on at each section) fails here. A block marked
+  ``<!-- howto-chain: skip: WHY -->`` shows a choice, not a step, and is left out of the chain;
+- what the guides tell that reader to type (installs from ``mysite/``, a local cluster's
+  ``FDB_HOME``) fits where the tutorial leaves them.
 """
 
 from __future__ import annotations
