@@ -48,3 +48,36 @@ apt_get() {
 venv_pip_install() {
     PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1 "$VENV/bin/python" -m pip install --quiet "$@"
 }
+
+# Debian packages the test suite uses, each "package:the program it installs:what for". Missing
+# ones are installed with apt-get when this runs as root (after saying so, and unless
+# FDBQUEUE_TEST_NO_APT=1); otherwise a warning says how to install them.
+SYSTEM_PACKAGES=(
+    "chromium:/usr/bin/chromium:the browser tests"
+    "redis-server:/usr/bin/redis-server:the bench's Redis reference tests"
+)
+
+install_system_packages() {
+    local entry package program purpose missing=() purposes=()
+    for entry in "${SYSTEM_PACKAGES[@]}"; do
+        IFS=: read -r package program purpose <<<"$entry"
+        if [ ! -x "$program" ]; then
+            missing+=("$package")
+            purposes+=("$package for $purpose")
+        fi
+    done
+    [ "${#missing[@]}" -gt 0 ] || return 0
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && [ "${FDBQUEUE_TEST_NO_APT:-}" != 1 ]; then
+        local joined
+        joined="$(printf '%s; ' "${purposes[@]}")"
+        echo "==> Running as root: installing Debian's ${missing[*]} with apt-get (${joined%; })."
+        echo "    FDBQUEUE_TEST_NO_APT=1 ./scripts/test installs nothing outside .venv."
+        apt_get update -qq
+        apt_get install -y -qq "${missing[@]}" >/dev/null
+    else
+        for entry in "${purposes[@]}"; do
+            echo "warning: Debian's ${entry} is not installed, so those tests will be skipped or fail;" \
+                "install it with: sudo apt-get install ${entry%% *}" >&2
+        done
+    fi
+}

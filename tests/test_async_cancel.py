@@ -12,7 +12,7 @@ import threading
 import pytest
 
 from django_fdbqueue import service
-from django_fdbqueue.service import asynchronous, offload, popping, waiting, watchhub
+from django_fdbqueue.service import asynchronous, offload, popping, watchhub
 
 from .test_service_async import DEADLINE, WAIT, parked, until
 

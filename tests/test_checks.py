@@ -210,6 +210,17 @@ def test_e010_foundationdb_engine_without_client_library(settings):
     assert "embedded" in message.hint
 
 
+def test_e010_names_the_client_library_setting(settings, monkeypatch):
+    """Wherever the library is installed: a library outside the loader's path is named by the
+    CLIENT_LIBRARY setting the cluster guide offers, and the hint says so."""
+    from django_fdbqueue.engines import foundationdb
+
+    monkeypatch.setattr(foundationdb, "client_library_error", lambda: "libfdb_c.so: cannot open shared object file")
+    message = expect_only(settings, {"ENGINE": "foundationdb"}, "fdbqueue.E010")
+    assert "FDBQUEUE['CLIENT_LIBRARY']" in message.hint and "FDBQUEUE_CLIENT_LIBRARY" in message.hint
+    assert "client packages" in message.hint and "embedded" in message.hint
+
+
 def test_e011_faults_not_a_dict(settings):
     expect_only(settings, {"FAULTS": [0.1]}, "fdbqueue.E011")
 
@@ -280,3 +291,53 @@ def test_w006_warns_while_any_authenticated_user_may_do_anything(settings):
 def test_access_grants_is_the_default_and_passes(settings):
     settings.FDBQUEUE = {**settings.FDBQUEUE, "ACCESS": "grants"}
     assert fdbqueue_messages() == []
+
+
+SETUP_WITH_APPS = """
+import sys
+import django
+from django.conf import settings
+
+settings.configure(
+    INSTALLED_APPS=sys.argv[1].split(","),
+    FDBQUEUE={"ENGINE": "embedded", "PATH": sys.argv[2]},
+)
+django.setup()
+print("set up")
+"""
+
+
+@pytest.mark.parametrize(
+    ("apps", "missing"),
+    [
+        ("rest_framework,django_fdbqueue", "'django.contrib.contenttypes' and 'django.contrib.auth'"),
+        ("django.contrib.contenttypes,rest_framework,django_fdbqueue", "'django.contrib.auth' in"),
+    ],
+    ids=["neither", "no-auth"],
+)
+def test_settings_without_auth_or_contenttypes_name_them(tmp_path, apps, missing):
+    """django.setup() stops with a message naming the apps to add, not Django's "ContentType
+    doesn't declare an explicit app_label" about a model the project never mentioned."""
+    done = subprocess.run(
+        [sys.executable, "-c", SETUP_WITH_APPS, apps, str(tmp_path / "store.sqlite3")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO_DIR)},
+        timeout=120,
+    )
+    assert done.returncode != 0 and "set up" not in done.stdout
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("django.core.exceptions.ImproperlyConfigured: django_fdbqueue needs "), done.stderr
+    assert missing in last and "INSTALLED_APPS" in last
+
+
+def test_settings_with_auth_and_contenttypes_set_up(tmp_path):
+    apps = "django.contrib.contenttypes,django.contrib.auth,rest_framework,django_fdbqueue"
+    done = subprocess.run(
+        [sys.executable, "-c", SETUP_WITH_APPS, apps, str(tmp_path / "store.sqlite3")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO_DIR)},
+        timeout=120,
+    )
+    assert done.returncode == 0 and "set up" in done.stdout, done.stderr

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -75,3 +77,71 @@ def test_the_two_commands_and_the_docs_build_exist():
     assert 'pip install -e ".[docs]"' in text and "docs" in extras
     assert "python -m sphinx -W docs docs/_build/html" in text
     assert (REPO / "docs" / "conf.py").is_file()
+
+
+# Runs scripts/venv.sh's install_system_packages as root would, with apt-get and id stood in
+# for: one package missing, one present (a program every machine has).
+SYSTEM_PACKAGES_AS_ROOT = """
+. scripts/venv.sh
+SYSTEM_PACKAGES=("chromium:$1/chromium:the browser tests" "redis-server:/bin/sh:the bench's Redis reference tests")
+id() { echo 0; }
+apt_get() { echo "apt-get $*"; }
+install_system_packages
+"""
+
+
+def _as_root(tmp_path: Path, **env: str) -> str:
+    done = subprocess.run(
+        ["bash", "-c", SYSTEM_PACKAGES_AS_ROOT, "as-root", str(tmp_path)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout + done.stderr
+
+
+def test_scripts_test_says_what_it_installs_as_root_before_installing_it(tmp_path):
+    """As root ./scripts/test installs Debian packages: it says which, and how not to, first."""
+    output = _as_root(tmp_path).splitlines()
+    said = next(i for i, line in enumerate(output) if "installing Debian's chromium with apt-get" in line)
+    installed = next(i for i, line in enumerate(output) if line.startswith("apt-get "))
+    assert said < installed and "FDBQUEUE_TEST_NO_APT=1" in "\n".join(output[said:installed])
+    assert "redis-server" not in output[said]  # present: not installed again
+    assert "as root, it first says so" in readme() and "FDBQUEUE_TEST_NO_APT=1" in readme()
+
+
+def test_scripts_test_installs_nothing_outside_the_venv_when_asked(tmp_path):
+    output = _as_root(tmp_path, FDBQUEUE_TEST_NO_APT="1")
+    assert "apt-get update" not in output and "sudo apt-get install chromium" in output
+
+
+DEMO_API_ANONYMOUS = """
+import django
+from django.test import Client
+
+django.setup()
+for path in ("/api/", "/api/queues/"):
+    response = Client(HTTP_HOST="127.0.0.1:8000").get(path, headers={"Accept": "application/json"})
+    print(path, response.status_code, response.json()["code"])
+"""
+
+
+def test_the_demo_s_api_answers_401_until_you_log_in_as_the_readme_says():
+    env = {key: value for key, value in os.environ.items() if key != "DJANGO_SETTINGS_MODULE"}
+    env.update(
+        DJANGO_SETTINGS_MODULE="demo.settings", PYTHONPATH=os.pathsep.join([str(REPO), str(REPO / "demo_project")])
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", DEMO_API_ANONYMOUS],
+        cwd=REPO / "demo_project",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:2] == ["/api/ 401 not_authenticated", "/api/queues/ 401 not_authenticated"]
+    assert "`/api/` answers 401" in readme()

@@ -21,7 +21,7 @@ from django.conf import settings as django_settings
 
 from django_fdbqueue import service
 from django_fdbqueue.exceptions import InvalidArgument
-from django_fdbqueue.service import keyclaims, keylimits, leases, waiting
+from django_fdbqueue.service import keylimits, leases, waiting
 
 from .processes import child_database, join_all, kill_leftovers
 

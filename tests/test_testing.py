@@ -371,9 +371,14 @@ def test_the_guides_example_runs_through_the_installed_plugin(tmp_path, engines)
 
     if "foundationdb" in engines:
         plugin.need_cluster()
-    example = marked_blocks(REPO / "docs" / "howto" / "testing.md")["plugin-example"]
-    (tmp_path / "test_orders.py").write_text(example.body + "\n")
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings", "PYTHONPATH": str(REPO)}
+    blocks = marked_blocks(REPO / "docs" / "howto" / "testing.md")
+    (tmp_path / "test_orders.py").write_text(blocks["plugin-example"].body + "\n")
+    # The page's pytest.ini names the settings, the tutorial's there and the suite's here.
+    ini = blocks["pytest-ini"].body
+    assert "DJANGO_SETTINGS_MODULE = mysite.settings" in ini
+    (tmp_path / "pytest.ini").write_text(ini.replace("mysite.settings", "tests.settings") + "\n")
+    env = {key: value for key, value in os.environ.items() if key != "DJANGO_SETTINGS_MODULE"}
+    env["PYTHONPATH"] = str(REPO)
     if plugin.cluster_file():
         env[plugin.ENV_CLUSTER_FILE] = plugin.cluster_file()
     result = subprocess.run(
@@ -399,3 +404,36 @@ def test_the_guides_example_runs_through_the_installed_plugin(tmp_path, engines)
     count = len(engines.split(","))
     assert f"{count} passed" in result.stdout, result.stdout + result.stderr
     assert result.returncode == 0
+
+
+def _pytest_in(tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    """pytest on a project's test of fdbqueue_store, in a folder of its own (no ini file)."""
+    (tmp_path / "test_orders.py").write_text(
+        "def test_an_order(fdbqueue_store):\n    assert fdbqueue_store is not None\n", encoding="utf-8"
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(tmp_path)]
+        + ["--fdbqueue-engines", "embedded", "test_orders.py"],
+        capture_output=True,
+        text=True,
+        env={**env, "PYTHONPATH": str(REPO)},
+        cwd=tmp_path,
+        timeout=120,
+    )
+
+
+def test_the_plugin_fails_a_run_that_finds_no_django_settings(tmp_path):
+    """Without settings pytest-django skips a test that asks for ``settings``: a run of nothing
+    but skips exits 0. The store fixture fails instead, saying what to set."""
+    env = {key: value for key, value in os.environ.items() if key != "DJANGO_SETTINGS_MODULE"}
+    result = _pytest_in(tmp_path, env)
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output
+    assert "fdbqueue_store needs your Django settings" in output and "DJANGO_SETTINGS_MODULE" in output
+    assert "skipped" not in output
+
+
+def test_the_plugin_s_store_works_with_the_settings_named(tmp_path):
+    result = _pytest_in(tmp_path, {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 passed" in result.stdout and "skipped" not in result.stdout

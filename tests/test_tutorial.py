@@ -372,6 +372,14 @@ def test_the_install_step_names_extras_that_exist(tutorial):
             assert metadata.version(requirement.name) in requirement.specifier, requirement
 
 
+def test_the_migrate_step_shows_every_migration_of_the_app(tutorial):
+    """``...`` in "Applying x... OK" matches across lines, so the transcript's comparison cannot
+    see a migration left out: each of the app's own must be on the page."""
+    shown = re.findall(r"Applying fdbqueue\.(\w+)\.\.\. OK", tutorial["migrate"].body)
+    migrations = sorted(path.stem for path in (REPO / "django_fdbqueue" / "migrations").glob("0*.py"))
+    assert shown == migrations
+
+
 def test_the_tutorial_in_a_new_project(tmp_path, store_setting, tutorial):
     with ExitStack() as processes:
         newcomer = Newcomer(tmp_path / "home", store_setting, processes)

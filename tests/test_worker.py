@@ -616,6 +616,16 @@ def test_the_command_with_burst_processes_what_is_ready_and_exits_0(fdbqueue_db,
     assert "burst over" in _log(err)
 
 
+def test_the_command_prints_a_line_per_item_at_its_default_verbosity(fdbqueue_db, queue, worker_process):
+    """The tutorial says the worker takes a task at once: at verbosity 1 each item shows as it
+    goes, not only in the summary at the end."""
+    ids = [service.push(fdbqueue_db, queue, {"n": n}).id for n in (1, 2)]
+    process, _out, err = worker_process(queue, "--handler", "tests.worker_handlers.record", "--burst")
+    assert process.wait(DEADLINE) == 0, _log(err)
+    for item_id in ids:
+        assert f"INFO django_fdbqueue.worker: Processed item {item_id} of queue 'jobs' (attempt 1)." in _log(err)
+
+
 def test_a_second_sigterm_releases_the_item_and_exits(fdbqueue_db, queue, worker_process):
     service.push(fdbqueue_db, queue, {"n": 1})
     process, out, err, files = _sigterm_mid_item(worker_process, queue, lease="30")

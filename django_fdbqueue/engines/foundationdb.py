@@ -21,8 +21,9 @@ if TYPE_CHECKING:
 
 INSTALL_HINT = (
     "Install the FoundationDB client packages (for example foundationdb-clients 7.3 from "
-    "FoundationDB's releases) on this machine, or set FDBQUEUE['ENGINE'] to 'embedded', which "
-    "needs no client library."
+    "FoundationDB's releases) on this machine; or, for a libfdb_c.so outside the loader's search "
+    "path, give its path as FDBQUEUE['CLIENT_LIBRARY'] (or the FDBQUEUE_CLIENT_LIBRARY environment "
+    "variable); or set FDBQUEUE['ENGINE'] to 'embedded', which needs no client library."
 )
 
 # fdb.api_version() may run once per process; the lock makes "check, then select" atomic.

@@ -239,8 +239,36 @@ def fresh_store(engine: str, settings: Any, path: str) -> Iterator[Any]:
         connection.reset_database()
 
 
+NO_SETTINGS = (
+    "fdbqueue_store needs your Django settings, through pytest-django: install pytest-django and "
+    "name your settings module with DJANGO_SETTINGS_MODULE (or --ds, or DJANGO_SETTINGS_MODULE = ... "
+    "under [pytest] in pytest.ini). Without them pytest-django would skip the test, and the run "
+    "would pass having tested nothing."
+)
+
+
+def django_settings_found() -> bool:
+    """Whether pytest-django can give this test its ``settings`` (as pytest-django decides it)."""
+    if os.environ.get("DJANGO_SETTINGS_MODULE"):
+        return True
+    from django.conf import settings
+
+    return bool(settings.configured)
+
+
+def django_settings(request: pytest.FixtureRequest) -> Any:
+    """pytest-django's ``settings`` fixture; a failure that says what to do where it would skip."""
+    if not django_settings_found():
+        pytest.fail(NO_SETTINGS, pytrace=False)
+    try:
+        return request.getfixturevalue("settings")
+    except pytest.FixtureLookupError:
+        pytest.fail(NO_SETTINGS, pytrace=False)
+
+
 @pytest.fixture
-def fdbqueue_store(fdbqueue_engine: str, tmp_path: Any, settings: Any) -> Iterator[Any]:
+def fdbqueue_store(fdbqueue_engine: str, tmp_path: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
     """A fresh store for this test on ``fdbqueue_engine``: the app's database handle."""
+    settings = django_settings(request)
     with fresh_store(fdbqueue_engine, settings, str(tmp_path / "fdbqueue.sqlite3")) as database:
         yield database

@@ -469,8 +469,16 @@ class Worker:
             self._writes_alone(writes, held.item)
             return
         # A handler may settle an item that failed (a task that raised, recorded as FAILED).
-        self._count(**{"failed" if writes is not None and writes.failed else "processed": 1})
-        logger.debug("Acknowledged item %s of queue %r.", held.item.id, self.queue)
+        failed = writes is not None and writes.failed
+        self._count(**{"failed" if failed else "processed": 1})
+        # One line per item at the worker's default verbosity: a newcomer sees each one go by.
+        logger.info(
+            "%s item %s of queue %r (attempt %d).",
+            "Recorded the failure of" if failed else "Processed",
+            held.item.id,
+            self.queue,
+            held.item.attempts,
+        )
         if writes is not None:
             writes.done(True)
 

@@ -19,7 +19,7 @@ from typing import Any
 from django.conf import settings as django_settings
 from django.core.checks.urls import check_resolver
 from django.test.utils import override_settings
-from django.urls import URLPattern, URLResolver, resolve, reverse
+from django.urls import URLPattern, URLResolver, clear_url_caches, resolve, reverse
 from django.urls.resolvers import RegexPattern
 
 from . import project, settings_check
@@ -99,6 +99,7 @@ def run_urls(page: Any, block: Block) -> None:
         page.module_names.add(name)
         page.stack.enter_context(override_settings(ROOT_URLCONF=name))
     execute(block, page.urls_module.__dict__)
+    clear_url_caches()  # the resolver of the module's earlier patterns is cached by its name
     problems = url_problems(page.urls_module)
     if problems:
         raise SnippetFailure(
