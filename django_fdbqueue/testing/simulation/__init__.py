@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import hashlib
 import os
 import random
 import shutil
@@ -100,6 +101,10 @@ class Result:
     def ok(self) -> bool:
         return not self.violations
 
+    def digest(self) -> str:
+        """A fingerprint of the whole run: equal for two runs that went step for step alike."""
+        return hashlib.sha256("\n".join(self.trace).encode()).hexdigest()[:16]
+
     def replay(self) -> str:
         """The one command line that runs this simulation again, step for step."""
         o = self.options
@@ -160,10 +165,11 @@ def _run(seed: int, options: Options, path: str) -> Result:
 
 
 def _wind_down(scheduler: Scheduler, history: History, workload: list[Actor], options: Options) -> None:
-    """Stop the workload's actors, let what they left running (pool jobs, undos) finish, stop the rest."""
-    stuck = scheduler.stop(workload)
+    """Stop the workload's actors; let them, and what they left running (pool jobs, undos), wind
+    down as a process shutting down would; then stop whatever is left."""
+    scheduler.request_stop(workload)
     scheduler.run(max_steps=scheduler.steps + options.max_steps, until=scheduler.clock.now + 120.0)
-    stuck += scheduler.stop(scheduler.live())
+    stuck = scheduler.stop(scheduler.live())
     for actor in stuck:
         history.violate("stuck", f"{actor.name} would not stop (at {actor.label!r})")
 
@@ -175,8 +181,10 @@ def _instrument(db: Any, scheduler: Scheduler, rng: random.Random, faults: Fault
     def noted_draw() -> str | None:
         fault: str | None = draw()
         actor = scheduler.current()
-        if fault in (UNKNOWN_APPLIED, UNKNOWN_NOT_APPLIED) and actor is not None and actor.name in doubts:
-            doubts[actor.name].seen = True
+        owner = None if actor is None else (actor.owner or actor.name)
+        if fault in (UNKNOWN_APPLIED, UNKNOWN_NOT_APPLIED) and owner in doubts:
+            doubts[owner].seen = True
+            doubts[owner].count += 1
         return fault
 
     def stalling_point(label: str) -> None:

@@ -45,6 +45,7 @@ class Actor:
     condition: Callable[[], bool] | None = None
     kill_at_point: int | None = None  # stop at this point (counted from 1), if any
     stop_requested: bool = False  # stop wherever it resumes next (the end of a run)
+    owner: str | None = None  # the actor that started this one (a pool job's event loop)
     points: int = 0
     error: BaseException | None = None
     thread: threading.Thread | None = field(default=None, repr=False)
@@ -95,8 +96,10 @@ class Scheduler:
         return getattr(self._local, "actor", None)
 
     def spawn(self, name: str, body: Callable[[], Any], *, skew_us: int = 0) -> Actor:
-        """A new actor, ready to run ``body`` when first picked."""
-        actor = Actor(name, body, skew_us)
+        """A new actor, ready to run ``body`` when first picked (owned by the actor starting it)."""
+        parent = self.current()
+        actor = Actor(name, body, skew_us if parent is None else parent.skew_us)
+        actor.owner = None if parent is None else (parent.owner or parent.name)
         actor.thread = threading.Thread(target=self._run_actor, args=(actor,), name=f"sim-{name}", daemon=True)
         self.actors.append(actor)
         actor.state = "ready"
@@ -210,8 +213,15 @@ class Scheduler:
     def live(self) -> list[Actor]:
         return [a for a in self.actors if a.state != "done"]
 
+    def request_stop(self, actors: list[Actor]) -> None:
+        """Ask ``actors`` to stop: each raises Killed where it next resumes, then winds down."""
+        for actor in actors:
+            if actor.state in ("ready", "blocked"):
+                actor.stop_requested = True
+                actor.state = "ready"
+
     def stop(self, actors: list[Actor], *, rounds: int = 100) -> list[Actor]:
-        """Stop ``actors`` (each raises Killed where it resumes); those that would not stop."""
+        """Stop ``actors`` now, again each time one blocks while winding down; those that would not."""
         for _ in range(rounds):
             left = [a for a in actors if a.state != "done"]
             if not left:

@@ -1,0 +1,211 @@
+"""The deterministic simulation (``django_fdbqueue.testing.simulation``): a seed replays its run
+step for step, in this process and another; fresh seeds each run and fixed regression seeds
+break no invariant; the verdicts are right; and a planted defect is caught and reported with a
+replay line. The simulation runs on the embedded engine only: it owns that engine's clock,
+watches and commit order (the cluster's side is the swarm of the reliability runs)."""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import os
+import random
+import subprocess
+import sys
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from django_fdbqueue.service import visibility
+from django_fdbqueue.testing.simulation import Faults, History, Options, Push, Shape, simulate
+from django_fdbqueue.testing.simulation.campaign import run_seeds, shrink
+
+#: Fresh seeds each run (CI's slice); FDBQUEUE_SIM_SEEDS changes how many.
+FRESH_SEEDS = int(os.environ.get("FDBQUEUE_SIM_SEEDS", "150"))
+#: Seeds that once found a defect (of the service, or of the simulator's own judging).
+REGRESSION_SEEDS = [3, 4, 1062, 2000]
+SMALL = Options(shape=Shape(operations=6))
+
+
+def _failure_report(result) -> str:
+    lines = [str(v) for v in result.violations] + [f"replay: {result.replay()}"] + result.trace[-40:]
+    return "\n".join(lines)
+
+
+def test_a_seed_replays_its_run_step_for_step():
+    first, second = simulate(7, SMALL), simulate(7, SMALL)
+    assert first.trace == second.trace and first.digest() == second.digest()
+    assert first.classes == second.classes and first.steps == second.steps
+    assert simulate(8, SMALL).digest() != first.digest()
+
+
+def test_a_seed_replays_in_another_process_whatever_its_hash_seed():
+    code = (
+        "import django; django.setup()\n"
+        "from django_fdbqueue.testing.simulation import simulate, Options, Shape\n"
+        "print(simulate(7, Options(shape=Shape(operations=6))).digest())\n"
+    )
+    env = dict(os.environ, PYTHONHASHSEED=str(random.randrange(1, 10_000)), DJANGO_SETTINGS_MODULE="tests.settings")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip() == simulate(7, SMALL).digest()
+
+
+def test_fresh_seeds_break_no_invariant():
+    first = random.randrange(1_000_000)
+    print(f"simulating seeds {first} to {first + FRESH_SEEDS - 1}")
+    campaign = run_seeds(range(first, first + FRESH_SEEDS), Options())
+    failed = campaign.failure
+    print(f"{len(campaign.results)} seeds, {campaign.seeds_per_second:.2f} seeds/s")
+    assert failed is None, _failure_report(shrink(failed))
+
+
+@pytest.mark.parametrize("seed", REGRESSION_SEEDS)
+def test_regression_seeds_break_no_invariant(seed):
+    result = simulate(seed)
+    assert result.ok, _failure_report(result)
+
+
+def test_every_kind_of_actor_and_fault_shows_up():
+    """The default mix does what it says: overlapping commits conflict, faults land, actors stop."""
+    results = [simulate(seed) for seed in (11, 12, 13)]
+    trace = "\n".join(line for result in results for line in result.trace)
+    for what in (
+        "producer0 push",
+        "pop prio",
+        "high-contention",
+        "claim keyed",
+        "spread 4",
+        "ack ",
+        "release ",
+        "extend ",
+        "wait 3",
+        "apop ",
+        "aclaim ",
+        "cancelled",
+        "(in doubt)",
+        "stalls",
+        "requeue ",
+        "dead letters",
+    ):
+        assert what in trace, what
+    assert all(result.operations > 100 and result.virtual_seconds > 1 for result in results)
+
+
+def test_no_faults_means_no_doubt():
+    result = simulate(12, Options(faults=Faults.parse("none"), shape=Shape(operations=6)))
+    assert result.ok and "in doubt" not in "\n".join(result.trace)
+
+
+# --- the verdicts -------------------------------------------------------------------------------
+
+
+def _history(*pushes: Push) -> History:
+    history = History()
+    for push in pushes:
+        history.pushed(push)
+    return history
+
+
+def test_a_value_out_twice_is_duplicated_and_one_never_out_is_lost():
+    history = _history(Push("p:0", "q", False, outcome="ok"), Push("p:1", "q", False, outcome="ok"))
+    history.deliver("p:0")
+    classes = history.judge(collections.Counter({"p:0": 1}))
+    assert classes == {"duplicated": 1, "lost": 1}
+    assert {v.kind for v in history.violations} == {"duplicated", "lost"}
+
+
+def test_what_a_commit_in_doubt_allows():
+    history = _history(
+        Push("p:0", "q", False, outcome="doubt"),  # stored once or twice: a blind retry
+        Push("p:1", "q", True, outcome="doubt"),  # with a dedup key: exactly once
+        Push("p:2", "q", False, outcome="unsure"),  # raised in doubt: none, one or two
+        Push("p:3", "q", False, outcome="ok"),
+    )
+    history.lossy_pops["q"] = 1  # a plain pop in doubt may have taken p:3 for nobody
+    classes = history.judge(collections.Counter({"p:0": 2, "p:1": 1}))
+    assert history.violations == [] and classes == {"ok": 3, "lost": 1}
+    history.deliver("stranger")
+    history.judge(collections.Counter())
+    assert any(v.kind == "unexpected" for v in history.violations)
+
+
+def test_order_is_checked_for_never_claimed_values_only():
+    history = _history(*(Push(f"p:{n}", "fifo", False, outcome="ok") for n in range(3)))
+    history.popped_by[("c", "fifo")] = ["p:2", "p:0"]
+    history.leased_ever.add("p:0")  # released back to its place: may come later
+    history.check_order({"fifo"})
+    assert history.violations == []
+    history.popped_by[("c", "fifo")] = ["p:2", "p:1"]
+    history.check_order({"fifo"})
+    assert [v.kind for v in history.violations] == ["order"]
+
+
+# --- planted defects ----------------------------------------------------------------------------
+
+
+def test_a_push_that_wakes_no_one_is_caught_as_a_liveness_violation(monkeypatch):
+    monkeypatch.setattr(visibility, "wake", lambda tr, qk: None)
+    campaign = run_seeds(range(40), Options())
+    assert campaign.failure is not None, "no seed caught waiters that are never woken"
+    assert {v.kind for v in campaign.failure.violations} >= {"liveness"}
+
+
+def test_a_counter_left_behind_is_caught_and_shrunk(monkeypatch):
+    real = visibility.unhide
+
+    def unhide_without_counting(tr, qk, hidden):
+        del tr[hidden.key(qk)]
+        del tr[hidden.index_key(qk)]
+
+    monkeypatch.setattr(visibility, "unhide", unhide_without_counting)
+    campaign = run_seeds(range(40), Options())
+    failed = campaign.failure
+    assert failed is not None and {v.kind for v in failed.violations} >= {"counters"}
+    smaller = shrink(failed)
+    assert smaller.steps <= failed.steps and not smaller.ok
+    assert smaller.replay().startswith(f"python manage.py fdbqueue simulate --seed {failed.seed} ")
+    monkeypatch.setattr(visibility, "unhide", real)
+    assert simulate(smaller.seed, smaller.options).ok  # the same run, the defect gone
+
+
+# --- the command -------------------------------------------------------------------------------
+
+
+def test_the_command_runs_seeds_and_says_what_it_cost(capsys):
+    call_command("fdbqueue", "simulate", "--seeds", "2", "--seed", "5", "--operations", "4")
+    out = capsys.readouterr()
+    assert out.out.startswith("2 seeds, ") and "seeds/s" in out.out
+    assert "Simulating seeds 5 to 6" in out.err
+
+
+def test_the_command_exits_1_with_a_replay_line_on_a_violation(monkeypatch, capsys):
+    monkeypatch.setattr(visibility, "wake", lambda tr, qk: None)
+    with pytest.raises(CommandError) as raised:
+        call_command("fdbqueue", "simulate", "--seeds", "40", "--seed", "0", "--no-shrink")
+    assert raised.value.returncode == 1
+    out = capsys.readouterr().out
+    assert "liveness:" in out and "Replay: python manage.py fdbqueue simulate --seed " in out
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--faults", "bogus=1"], "unknown fault 'bogus'"),
+        (["--faults", "kill=lots"], "needs a number"),
+        (["--seeds", "0"], "--seeds"),
+        (["--minutes", "-1"], "minutes"),
+    ],
+)
+def test_the_command_refuses_bad_options(args, message, capsys):
+    with pytest.raises(CommandError) as raised:
+        call_command("fdbqueue", "simulate", *args)
+    assert raised.value.returncode == 2
+    assert message in str(raised.value) + capsys.readouterr().err
+
+
+def test_options_replace_only_what_they_name():
+    faults = Faults.parse("kill=0,stall=0.5")
+    assert (faults.kill, faults.stall, faults.not_committed) == (0.0, 0.5, Faults().not_committed)
+    assert Faults.parse(Faults().text()) == Faults()
+    assert dataclasses.replace(Options(), max_steps=10).max_steps == 10
