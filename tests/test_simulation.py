@@ -85,7 +85,6 @@ def test_every_kind_of_actor_and_fault_shows_up():
         "cancelled",
         "(in doubt)",
         "stalls",
-        "requeue ",
         "dead letters",
     ):
         assert what in trace, what
