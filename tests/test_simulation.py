@@ -17,6 +17,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from django_fdbqueue import service
 from django_fdbqueue.service import visibility
 from django_fdbqueue.testing.simulation import Faults, History, Options, Push, Shape, simulate
 from django_fdbqueue.testing.simulation.campaign import run_seeds, shrink
@@ -166,6 +167,49 @@ def test_a_counter_left_behind_is_caught_and_shrunk(monkeypatch):
     assert smaller.replay().startswith(f"python manage.py fdbqueue simulate --seed {failed.seed} ")
     monkeypatch.setattr(visibility, "unhide", real)
     assert simulate(smaller.seed, smaller.options).ok  # the same run, the defect gone
+
+
+# --- a project's own actors ------------------------------------------------------------------------
+
+NONE = Shape(producers=0, poppers=0, claimers=0, waiters=0, awaiters=0, keepers=0)
+
+
+def _taker(ctx):
+    for _ in range(6):
+        ctx.push("mine", dedup=True)
+        ctx.sleep(ctx.rng.uniform(0, 0.1))
+
+
+def test_a_project_s_own_actors_are_run_and_judged():
+    def popper(ctx):
+        for _ in range(10):
+            item = service.pop(ctx.db, "mine", wait=1)
+            if item is not None:
+                ctx.delivered(item.value)
+
+    result = simulate(3, Options(shape=NONE), actors={"taker": _taker, "popper": popper}, queues={"mine": {}})
+    assert "taker push taker:0 to mine" in "\n".join(result.trace)
+    assert result.ok or {v.kind for v in result.violations} == {"lost"}  # a popper killed mid-pop loses one
+    assert sum(result.classes.values()) == 6 and "actors=<taker, popper>" in result.replay()
+
+
+def test_a_project_s_consumer_that_loses_items_is_caught():
+    def careless(ctx):
+        for _ in range(10):
+            lease = service.claim(ctx.db, "mine", lease=5, wait=1)
+            if lease is not None:
+                service.ack(ctx.db, lease.receipt)  # acked, but never handled: a lost item
+                if ctx.rng.random() < 0.5:
+                    ctx.delivered(lease.item.value)
+
+    none = Options(shape=NONE, faults=Faults.parse("none"))
+    results = [simulate(seed, none, actors={"taker": _taker, "c": careless}, queues={"mine": {}}) for seed in range(3)]
+    assert any(v.kind == "lost" for result in results for v in result.violations)
+
+
+def test_a_project_s_queue_may_not_take_a_name_of_the_simulation_s():
+    with pytest.raises(ValueError, match="fifo"):
+        simulate(1, actors={}, queues={"fifo": {}})
 
 
 # --- the command -------------------------------------------------------------------------------

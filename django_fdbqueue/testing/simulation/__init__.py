@@ -23,19 +23,32 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from django_fdbqueue import service
 from django_fdbqueue.service import contention
 from django_fdbqueue.engines.embedded import EmbeddedDatabase
 from django_fdbqueue.engines.embedded.faults import UNKNOWN_APPLIED, UNKNOWN_NOT_APPLIED, FaultConfig, FaultInjector
 
+from .context import ActorContext
 from .history import History, Push, Violation
 from .scheduler import Actor, Killed, Scheduler, VirtualClock
 from .workload import FIFO_QUEUES, KEYED_QUEUES, LIVENESS_QUEUES, QUEUES, Actors, Doubt, Shape
 from .world import simulated
 
-__all__ = ["Actor", "Faults", "History", "Killed", "Options", "Push", "Result", "Shape", "Violation", "simulate"]
+__all__ = [
+    "Actor",
+    "ActorContext",
+    "Faults",
+    "History",
+    "Killed",
+    "Options",
+    "Push",
+    "Result",
+    "Shape",
+    "Violation",
+    "simulate",
+]
 
 #: A waiter asleep this long (virtual seconds) beside an item it could take breaks liveness.
 LIVENESS_SECONDS = 1.0
@@ -96,6 +109,7 @@ class Result:
     virtual_seconds: float
     operations: int
     trace: list[str]
+    custom: tuple[str, ...] = ()  # the project's own actors, by name
 
     @property
     def ok(self) -> bool:
@@ -106,25 +120,48 @@ class Result:
         return hashlib.sha256("\n".join(self.trace).encode()).hexdigest()[:16]
 
     def replay(self) -> str:
-        """The one command line that runs this simulation again, step for step."""
+        """The one command line (or, with actors of your own, the call) that runs this again, step for step."""
         o = self.options
+        if self.custom:
+            return f"simulate({self.seed}, {o!r}, actors=<{', '.join(self.custom)}>, queues=<the same>)"
         return (
             f"python manage.py fdbqueue simulate --seed {self.seed} --steps {o.max_steps}"
             f" --operations {o.shape.operations} --faults {o.faults.text()}"
         )
 
 
-def simulate(seed: int, options: Options | None = None, *, directory: str | None = None) -> Result:
-    """Run one simulation of ``seed`` and judge it (see the module's docstring)."""
+def simulate(
+    seed: int,
+    options: Options | None = None,
+    *,
+    actors: Mapping[str, Callable[[ActorContext], None]] | None = None,
+    queues: Mapping[str, Mapping[str, Any]] | None = None,
+    directory: str | None = None,
+) -> Result:
+    """Run one simulation of ``seed`` and judge it (see the module's docstring).
+
+    ``actors`` (name: function of an :class:`ActorContext`) run beside the standard ones (set
+    ``options.shape``'s counts to 0 for none of those); ``queues`` (name: ``create_queue``'s
+    arguments) are created for them, and judged and drained like the standard queues.
+    """
     options = options or Options()
+    clash = set(queues or ()) & set(QUEUES)
+    if clash:
+        raise ValueError(f"the simulation's own queues are named {', '.join(sorted(clash))}: choose other names")
     folder = tempfile.mkdtemp(prefix="fdbqueue-sim-", dir=directory)
     try:
-        return _run(seed, options, os.path.join(folder, "sim.sqlite3"))
+        return _run(seed, options, os.path.join(folder, "sim.sqlite3"), dict(actors or {}), dict(queues or {}))
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _run(seed: int, options: Options, path: str) -> Result:
+def _run(
+    seed: int,
+    options: Options,
+    path: str,
+    custom: dict[str, Callable[[ActorContext], None]],
+    own_queues: dict[str, Mapping[str, Any]],
+) -> Result:
     rng = random.Random(seed)
     faults = options.faults
     clock = VirtualClock()
@@ -141,12 +178,21 @@ def _run(seed: int, options: Options, path: str) -> Result:
     try:
         with simulated(scheduler, rng, db):
             _instrument(db, scheduler, rng, faults, doubts)
-            for name, settings in QUEUES.items():
+            all_queues = {**QUEUES, **own_queues}
+            for name, settings in all_queues.items():
                 service.create_queue(db, name, **settings)
             actors = Actors(db, scheduler, history, seed, doubts)
-            actors.spawn_all(options.shape, lambda: int(rng.uniform(-1, 1) * faults.skew_ms * 1000))
+
+            def skew() -> int:
+                return int(rng.uniform(-1, 1) * faults.skew_ms * 1000)
+
+            actors.spawn_all(options.shape, skew)
+            for name, body in custom.items():
+                doubts[name] = Doubt()
+                ctx = ActorContext(name, db, scheduler, history, random.Random(f"{seed}/{name}"), doubts[name])
+                scheduler.spawn(name, partial(body, ctx), skew_us=skew())
             _plan_kills(scheduler, rng, faults)
-            oracle = Oracle(db, scheduler, history)
+            oracle = Oracle(db, scheduler, history, all_queues)
             scheduler.run(max_steps=options.max_steps, until=options.seconds, on_step=oracle.step)
             steps = scheduler.steps
             _wind_down(scheduler, history, [a for a in scheduler.actors if a.name in doubts], options)
@@ -161,7 +207,17 @@ def _run(seed: int, options: Options, path: str) -> Result:
         history.check_order(FIFO_QUEUES)
     finally:
         db.close()
-    return Result(seed, options, history.violations, classes, steps, clock.now, history.operations, scheduler.trace)
+    return Result(
+        seed,
+        options,
+        history.violations,
+        classes,
+        steps,
+        clock.now,
+        history.operations,
+        scheduler.trace,
+        tuple(custom),
+    )
 
 
 def _wind_down(scheduler: Scheduler, history: History, workload: list[Actor], options: Options) -> None:
@@ -209,8 +265,11 @@ def _plan_kills(scheduler: Scheduler, rng: random.Random, faults: Faults) -> Non
 class Oracle:
     """Looks at the store between steps (on the scheduler's thread, outside every actor)."""
 
-    def __init__(self, db: Any, scheduler: Scheduler, history: History) -> None:
+    def __init__(
+        self, db: Any, scheduler: Scheduler, history: History, queues: Mapping[str, Mapping[str, Any]]
+    ) -> None:
         self.db = db
+        self.queues = queues
         self.scheduler = scheduler
         self.history = history
         self.heads: dict[str, tuple[str, float]] = {}  # queue: (its head item's id, seen there since)
@@ -254,8 +313,8 @@ class Oracle:
     def final_checks(self) -> collections.Counter[str]:
         """Counters against a recount, then drain every queue: what is still stored, by value."""
         stored: collections.Counter[str] = collections.Counter()
-        for queue in QUEUES:
-            for end in ("min", "max") if QUEUES[queue]["kind"] == "priority" else ("min",):
+        for queue, settings in self.queues.items():
+            for end in ("min", "max") if settings.get("kind") == "priority" else ("min",):
                 contention.fulfil(self.db, queue, end)  # results of stopped high-contention pops come back
             self._recount(queue)
             while (item := service.pop(self.db, queue)) is not None:

@@ -8,7 +8,8 @@ many copies came out (delivered plus still stored, dead letters included):
 * **ok**: as many as its push allows: exactly one, or one or two for a push without a dedup key
   whose commit was in doubt (the documented cost of a blind retry), none to two for a push that
   failed in doubt;
-* **lost**: none, beyond what plain pops in doubt may have taken (each may lose one item);
+* **lost**: none, beyond what plain pops in doubt may have taken (each may lose one item) and
+  acks whose caller stopped waiting may have settled;
 * **duplicated**: more than its push allows;
 * **unexpected**: a value delivered that was never pushed.
 """
@@ -47,6 +48,8 @@ class History:
     leased_ever: set[str] = field(default_factory=set)
     #: Per consumer and queue, the values it popped (plain pops), in order.
     popped_by: dict[tuple[str, str], list[str]] = field(default_factory=lambda: collections.defaultdict(list))
+    #: Values whose ack went on after its caller stopped waiting: delivered, or not.
+    maybe_delivered: collections.Counter[str] = field(default_factory=collections.Counter)
     #: Plain pops whose commit was in doubt, per queue: each may have lost one item.
     lossy_pops: collections.Counter[str] = field(default_factory=collections.Counter)
     #: Waits that ended with nothing: (actor, queue, began, ended), for the liveness check.
@@ -70,7 +73,7 @@ class History:
         for value, push in self.pushes.items():
             copies = self.delivered[value] + stored[value]
             low, high = _allowed(push)
-            if copies < low:
+            if copies < low - self.maybe_delivered[value]:
                 lost_per_queue[push.queue].append(value)
                 classes["lost"] += 1
             elif copies > high:

@@ -274,6 +274,9 @@ class Actors:
             await asyncio.shield(service.aack(self.db, got.receipt))
         except (FDBError, QueueError):
             return
+        except asyncio.CancelledError:
+            self.history.maybe_delivered[got.item.value] += 1  # the ack goes on: done, or not
+            raise
         self.history.deliver(got.item.value)
 
     def keeper(self, name: str, rng: random.Random, operations: int) -> None:
