@@ -84,7 +84,7 @@ def test_every_kind_of_actor_and_fault_shows_up():
         "apop ",
         "aclaim ",
         "cancelled",
-        "(in doubt)",
+        " in doubt)",
         "stalls",
         "dead letters",
     ):
@@ -117,16 +117,18 @@ def test_a_value_out_twice_is_duplicated_and_one_never_out_is_lost():
 
 def test_what_a_commit_in_doubt_allows():
     history = _history(
-        Push("p:0", "q", False, outcome="doubt"),  # stored once or twice: a blind retry
-        Push("p:1", "q", True, outcome="doubt"),  # with a dedup key: exactly once
-        Push("p:2", "q", False, outcome="unsure"),  # raised in doubt: none, one or two
+        Push("p:0", "q", False, outcome="doubt", doubts=2),  # one to three: a blind retry per doubt
+        Push("p:1", "q", True, outcome="doubt", doubts=2),  # with a dedup key: exactly once
+        Push("p:2", "q", False, outcome="unsure", doubts=1),  # raised in doubt: none or one
         Push("p:3", "q", False, outcome="ok"),
+        Push("p:4", "q", False, outcome="doubt", doubts=1),
     )
     history.lossy_pops["q"] = 1  # a plain pop in doubt may have taken p:3 for nobody
-    classes = history.judge(collections.Counter({"p:0": 2, "p:1": 1}))
-    assert history.violations == [] and classes == {"ok": 3, "lost": 1}
+    classes = history.judge(collections.Counter({"p:0": 3, "p:1": 1, "p:4": 3}))
+    assert classes == {"ok": 3, "lost": 1, "duplicated": 1}
+    assert [str(v) for v in history.violations] == ["duplicated: p:4 came out 3 times (pushed doubt)"]
     history.deliver("stranger")
-    history.judge(collections.Counter())
+    history.judge(collections.Counter({"p:0": 1, "p:1": 1, "p:4": 1}))
     assert any(v.kind == "unexpected" for v in history.violations)
 
 

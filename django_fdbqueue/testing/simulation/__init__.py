@@ -239,7 +239,6 @@ def _instrument(db: Any, scheduler: Scheduler, rng: random.Random, faults: Fault
         actor = scheduler.current()
         owner = None if actor is None else (actor.owner or actor.name)
         if fault in (UNKNOWN_APPLIED, UNKNOWN_NOT_APPLIED) and owner in doubts:
-            doubts[owner].seen = True
             doubts[owner].count += 1
         return fault
 

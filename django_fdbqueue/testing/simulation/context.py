@@ -57,13 +57,15 @@ class ActorContext:
         push = Push(value, queue, dedup, kwargs.get("key"), order_ok=False)
         self._history.pushed(push)
         self.note(f"push {value} to {queue}")
-        self._doubt.seen = False
+        before = self._doubt.count
         try:
             got = service.push(self.db, queue, value, dedup_key=value if dedup else None, **kwargs)
         except (FDBError, QueueError) as error:
-            push.outcome = "unsure" if self._doubt.seen or commit_in_doubt(error) else "failed"
+            push.doubts = self._doubt.count - before + (1 if commit_in_doubt(error) else 0)
+            push.outcome = "unsure" if push.doubts else "failed"
             raise
-        push.outcome = "doubt" if self._doubt.seen else "ok"
+        push.doubts = self._doubt.count - before
+        push.outcome = "doubt" if push.doubts else "ok"
         return got
 
     def delivered(self, value: str) -> None:

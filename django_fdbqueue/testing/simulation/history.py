@@ -26,7 +26,8 @@ class Push:
     queue: str
     dedup: bool
     key: str | None = None
-    outcome: str = "pending"  # ok, deduped, doubt (returned after a commit in doubt), failed, unsure
+    doubts: int = 0  # commits in doubt during the push: each may have stored the value once more
+    outcome: str = "pending"  # ok, doubt (returned after commits in doubt), failed, unsure (raised after them)
     order_ok: bool = True  # pushed at once, no delay, no doubt: FIFO order may be checked
 
 
@@ -111,7 +112,9 @@ def _allowed(push: Push) -> tuple[int, int]:
     if push.outcome == "ok" or (push.outcome == "doubt" and push.dedup):
         return 1, 1
     if push.outcome == "doubt":
-        return 1, 2
-    if push.outcome == "deduped":
+        return 1, 1 + push.doubts
+    if push.outcome == "unsure":  # raised after commits in doubt: each may have stored it
+        return 0, 1 if push.dedup else push.doubts
+    if push.outcome == "failed":
         return 0, 0
-    return 0, 1 if push.dedup else 2  # failed or unsure: maybe stored, maybe retried once
+    return 0, 1 if push.dedup else 1 + push.doubts  # pending: the pusher stopped midway

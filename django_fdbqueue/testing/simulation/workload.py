@@ -47,11 +47,11 @@ class Shape:
 
 
 class Doubt:
-    """Notes whether a call met a commit in doubt the simulation injected (1021, applied or not)."""
+    """Counts the commits in doubt (1021, applied or not) the simulation injected into an actor's
+    transactions, and its pool jobs' (an event loop's calls overlap, so theirs are pooled)."""
 
     def __init__(self) -> None:
-        self.seen = False
-        self.count = 0  # commits in doubt so far, for an actor whose calls overlap (an event loop)
+        self.count = 0
 
 
 class Actors:
@@ -83,30 +83,30 @@ class Actors:
     # -- bookkeeping --------------------------------------------------------------------------
     def _call(
         self, name: str, what: str, fn: Callable[[], Any], *, pops: str | None = None
-    ) -> tuple[Any, bool, BaseException | None]:
-        """Run one service call: (its result, whether it met a commit in doubt, its error).
+    ) -> tuple[Any, int, BaseException | None]:
+        """Run one service call: (its result, how many of its commits were in doubt, its error).
 
-        ``pops``: the call takes items from that queue for good (a pop), so if it is stopped
-        midway, or its commit is in doubt, one item may be lost, as for a process killed there.
+        Each commit in doubt may have applied (the service retries it): a push may have stored
+        its value once more for each, a plain pop lost one item for each. ``pops``: the call
+        takes items from that queue for good (a pop); stopped midway, it may lose one too.
         """
         doubt = self.doubts[name]
-        doubt.seen = False
+        before = doubt.count
         self.history.operations += 1
         self.scheduler.note(f"{name} {what}")
         failed: BaseException | None = None
         try:
             got = fn()
         except (FDBError, QueueError) as error:
-            got, seen, failed = None, doubt.seen or commit_in_doubt(error), error
+            got, failed = None, error
         except Killed:
             if pops is not None:
-                self.history.lossy_pops[pops] += 1
+                self.history.lossy_pops[pops] += 1 + doubt.count - before
             raise
-        else:
-            seen = doubt.seen
-        if seen and pops is not None:
-            self.history.lossy_pops[pops] += 1
-        self.scheduler.note(f"{name} {what} -> {_shown(got, failed)}{' (in doubt)' if seen else ''}")
+        seen = doubt.count - before + (1 if failed is not None and commit_in_doubt(failed) else 0)
+        if pops is not None:
+            self.history.lossy_pops[pops] += seen
+        self.scheduler.note(f"{name} {what} -> {_shown(got, failed)}{f' ({seen} in doubt)' if seen else ''}")
         return got, seen, failed
 
     # -- the actors ---------------------------------------------------------------------------
@@ -133,6 +133,7 @@ class Actors:
                     key=key,
                 ),
             )
+            push.doubts = doubt
             if error is None:
                 push.outcome = "doubt" if doubt else "ok"
             else:
@@ -259,8 +260,8 @@ class Actors:
         The loop's coroutines share its jobs' faults, so which pop met it is not known: each one
         that overlapped counts (the verdict is the more lenient for it, never wrong).
         """
-        if not claims and self.doubts[name].count > before:
-            self.history.lossy_pops[queue] += 1
+        if not claims:
+            self.history.lossy_pops[queue] += self.doubts[name].count - before
 
     async def _received(self, name: str, what: str, got: Any, claims: bool) -> None:
         self.scheduler.note(f"{what} -> {_shown(got, None)}")
