@@ -24,6 +24,7 @@ from django.core.cache import cache
 from django.db import connections
 from django.test import AsyncClient, Client
 from django.urls import resolve
+from rest_framework.response import Response
 from rest_framework.throttling import UserRateThrottle
 
 from django_fdbqueue import service
@@ -442,6 +443,74 @@ def test_the_handler_cancels_a_wait_whose_client_disconnects(queue, open_api):
     service.push(open_api, "q", "for someone else")
     info = service.get_queue(open_api, "q")
     assert (info.size, info.leased) == (1, 0)
+
+
+def waiting_request(route: str, lease: float = 600) -> tuple[str, bytes]:
+    """A pop or claim that takes the visible item at once (its lease far longer than the test)."""
+    if route == "claim":
+        return queue_url("q", "claim"), json.dumps({"wait": LONG_WAIT, "lease": lease}).encode()
+    return queue_url("q", "pop") + f"?wait={LONG_WAIT}", b""
+
+
+#: The tasks in which Django's handler makes and sends the response: ``process_request`` on Django
+#: 5, the whole ``handle`` (which the app's handler cancels itself) on Django 4.2.
+RESPONDING = ("ASGIHandler.handle.<locals>.process_request", "ASGIHandler.handle")
+
+
+def responding() -> bool:
+    """Is a task of the running loop still making a response (see RESPONDING)?"""
+    return any(not task.done() and task.get_coro().__qualname__ in RESPONDING for task in asyncio.all_tasks())
+
+
+@pytest.mark.parametrize("route", ["claim", "pop"])
+def test_the_handler_gives_back_what_a_client_left_while_its_answer_was_rendered(queue, open_api, route, monkeypatch):
+    """The service has answered, and the view has returned its answer; the client disconnects while
+    it is rendered on the lane (before it is sent). The item goes back to the queue (the lease is
+    released), as for a client that left while the service's transaction ran."""
+    rendering, rendered = threading.Event(), threading.Event()
+    render = Response.render
+
+    def held_render(self: Response) -> Any:  # on the request's lane, as Django renders it
+        rendering.set()
+        rendered.wait(DEADLINE)
+        return render(self)
+
+    monkeypatch.setattr(Response, "render", held_render)
+    service.push(open_api, "q", "precious")
+
+    async def scenario(handler: FdbQueueASGIHandler) -> None:
+        gone = Exchange(handler, "POST", *waiting_request(route))
+        try:
+            await until(rendering.is_set, "the answer to be rendered")
+            gone.disconnect()
+            # The handler drops the response at once; it ends once the lane is free again.
+            await until(lambda: not responding(), "the handler to drop the response")
+        finally:
+            rendered.set()
+        await asyncio.wait({gone.task}, timeout=DEADLINE)
+        assert gone.task.done() and not any(m["type"] == "http.response.start" for m in gone.sent)
+
+    run_with_handler(scenario)
+    assert offload.undos_settled(DEADLINE)
+    info = service.get_queue(open_api, "q")
+    assert (info.size, info.leased) == (1, 0)
+    item = service.peek(open_api, "q")
+    assert item is not None and item.value == "precious" and item.attempts == 0
+
+
+@pytest.mark.parametrize("route", ["claim", "pop"])
+def test_the_handler_gives_back_nothing_it_sent(queue, open_api, route):
+    """An answer whose last body message went to the server is the client's: nothing comes back."""
+    service.push(open_api, "q", "delivered")
+
+    async def scenario(handler: FdbQueueASGIHandler) -> tuple[int, bytes]:
+        return await Exchange(handler, "POST", *waiting_request(route)).answer()
+
+    status, body = run_with_handler(scenario)
+    assert status == 200 and b"delivered" in body
+    assert offload.undos_settled(DEADLINE)
+    info = service.get_queue(open_api, "q")
+    assert (info.size, info.leased) == ((0, 1) if route == "claim" else (0, 0))
 
 
 def test_the_handler_answers_other_routes_as_django_does(queue, open_api):
