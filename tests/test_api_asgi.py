@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import sqlite3
 import threading
 from typing import Any, Awaitable, Callable
 
@@ -27,7 +28,7 @@ from django.urls import resolve
 from rest_framework.response import Response
 from rest_framework.throttling import UserRateThrottle
 
-from django_fdbqueue import service
+from django_fdbqueue import fdbapi, service
 from django_fdbqueue.api import waitbudget
 from django_fdbqueue.api.asyncviews import Deferred
 from django_fdbqueue.api.views import QueueViewSet
@@ -511,6 +512,61 @@ def test_the_handler_gives_back_nothing_it_sent(queue, open_api, route):
     assert offload.undos_settled(DEADLINE)
     info = service.get_queue(open_api, "q")
     assert (info.size, info.leased) == ((0, 1) if route == "claim" else (0, 0))
+
+
+@pytest.mark.parametrize("route", ["claim", "pop"])
+def test_a_long_poll_whose_attempt_times_out_waits_on_instead_of_answering_503(
+    engine_name, queue, open_api, route, settings
+):
+    """The store too busy to commit within TIMEOUT (here another connection holds SQLite's write
+    lock; under load, 1,000 long polls and two worker processes) times a waiter's attempt out
+    (1031). With its wait still ahead, the waiter tries again and gets the item: before, it
+    answered 503 (8 of 1,258 claims in a load run)."""
+    if engine_name != "embedded":
+        pytest.skip("holding the store's write lock from outside is the embedded engine's")
+    settings.FDBQUEUE = {**settings.FDBQUEUE, "TIMEOUT": 0.3}
+    db = get_database()
+    service.push(db, "q", "worth the wait")
+    timed_out = fdbapi.retry_counts().get(1031, 0)
+    holder = sqlite3.connect(db.path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+
+    async def scenario(handler: FdbQueueASGIHandler) -> tuple[int, bytes]:
+        try:
+            waiter = Exchange(handler, "POST", *waiting_request(route))
+            await until(lambda: fdbapi.retry_counts().get(1031, 0) > timed_out, "an attempt to time out")
+        finally:
+            holder.execute("ROLLBACK")
+        return await waiter.answer()
+
+    try:
+        status, body = run_with_handler(scenario)
+    finally:
+        holder.close()
+    assert status == 200, body
+    answer = json.loads(body)
+    assert (answer["item"]["value"] if route == "claim" else answer["value"]) == "worth the wait"
+
+
+def test_a_long_poll_that_times_out_until_its_wait_is_over_is_still_a_503(engine_name, queue, open_api, settings):
+    """Tried again only while the wait lasts: a store locked for the whole wait answers as before."""
+    if engine_name != "embedded":
+        pytest.skip("holding the store's write lock from outside is the embedded engine's")
+    settings.FDBQUEUE = {**settings.FDBQUEUE, "TIMEOUT": 0.2}
+    db = get_database()
+    service.push(db, "q", "out of reach")
+    holder = sqlite3.connect(db.path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+
+    async def scenario(handler: FdbQueueASGIHandler) -> tuple[int, bytes]:
+        return await Exchange(handler, "POST", queue_url("q", "claim"), b'{"wait": 1, "lease": 60}').answer()
+
+    try:
+        status, body = run_with_handler(scenario)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert status == 503 and json.loads(body)["code"] == "database_unavailable", body
 
 
 def test_the_handler_answers_other_routes_as_django_does(queue, open_api):
