@@ -12,6 +12,14 @@ On Django 4.2 it also cancels the view's task when the client disconnects, as Dj
 handler does (``asyncio.CancelledError`` in the view): a long poll then stops waiting at once,
 and the service gives back what it took.
 
+And it keeps what a waiting pop or claim took until the answer is sent: once the service has
+answered, the response is still rendered and passed back through the middleware (on the
+request's lane, which other requests may be using) and a disconnect meanwhile cancels that.
+Each request's :class:`Handover` (in its scope) holds the item's give-back from the view until
+the answer's last body message is sent, and gives it back if the request ends otherwise. What
+it cannot know is whether the client received an answer that was sent: for a pop that stays in
+doubt, which is what claims are for.
+
     # project/asgi.py
     import os
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
@@ -33,7 +41,7 @@ from asgiref.sync import SyncToAsync, ThreadSensitiveContext, sync_to_async
 from django.core import signals
 from django.core.handlers.asgi import ASGIHandler
 
-__all__ = ["LANES", "FdbQueueASGIHandler", "get_asgi_application"]
+__all__ = ["HANDOVER", "LANES", "FdbQueueASGIHandler", "Handover", "get_asgi_application"]
 
 #: Threads per process that run the requests' synchronous parts: as many requests' sync code runs
 #: at once (the rest queue for their lane), however many requests are in progress or parked.
@@ -43,6 +51,32 @@ _CANCELS_ON_DISCONNECT = django.VERSION >= (5, 0)
 
 Receive = Callable[[], Awaitable[Mapping[str, Any]]]
 Send = Callable[[Mapping[str, Any]], Awaitable[None]]
+#: The scope key of a request's :class:`Handover`.
+HANDOVER = "django_fdbqueue.handover"
+
+
+class Handover:
+    """What a request's view took for its client, given back unless the answer is sent.
+
+    The view calls :meth:`hold` with the give-back of what it took (``Returnable.give_back``:
+    it returns at once); the handler calls :meth:`sent` once the last body message of the answer
+    went to the server, then :meth:`end` as the request ends, which gives back what is still
+    held: the client disconnected, or an error cut the answer, before it was sent.
+    """
+
+    def __init__(self) -> None:
+        self._give_back: Callable[[], None] | None = None
+
+    def hold(self, give_back: Callable[[], None]) -> None:
+        self._give_back = give_back
+
+    def sent(self) -> None:
+        self._give_back = None
+
+    def end(self) -> None:
+        give_back, self._give_back = self._give_back, None
+        if give_back is not None:
+            give_back()
 
 
 class Lanes:
@@ -76,13 +110,21 @@ class FdbQueueASGIHandler(ASGIHandler):
     async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             raise ValueError(f"Django can only handle ASGI/HTTP connections, not {scope['type']}.")
+        handover = Handover()
+
+        async def send_noting(message: Mapping[str, Any]) -> None:
+            await send(message)
+            if message["type"] == "http.response.body" and not message.get("more_body", False):
+                handover.sent()
+
         async with ThreadSensitiveContext() as context:
             ours = SyncToAsync.thread_sensitive_context.get(None) is context  # not inside another's
             if ours:
                 SyncToAsync.context_to_thread_executor[context] = self.lanes.next()
             try:
-                await self.handle(scope, receive, send)
+                await self.handle({**scope, HANDOVER: handover}, receive, send_noting)
             finally:
+                handover.end()
                 if ours:  # the lane is shared: the context's exit must not shut it down
                     SyncToAsync.context_to_thread_executor.pop(context, None)
 

@@ -8,10 +8,20 @@ route's view is the viewset's own DRF view, run in three steps:
    throttles, permissions and the access checks, parsing, the serializers), then the action,
    which under ASGI answers a :class:`Deferred` (what to await, how to answer) instead of
    waiting; or any other answer (an error, a 405, OPTIONS), which is sent as it is.
-2. On the event loop: the awaited ``service.apop`` / ``service.aclaim``, parked without a thread.
-   A client that disconnects cancels it, and the service gives back what it took.
+2. On the event loop: the awaited ``apop_returnable`` / ``aclaim_returnable`` of the service,
+   parked without a thread. A client that disconnects cancels it, and the service gives back
+   what it took.
 3. The answer, shaped and finalized by the same viewset (an error through its one exception
    handler, on a thread), so the bodies, headers and audit are those of the sync routes.
+
+Between steps 2 and 3 the item leaves the service's care, yet the answer still has to be
+rendered and passed back through the middleware (on the request's lane, which it may have to
+wait for) and sent, and a disconnect meanwhile cancels all that. So under
+:class:`~django_fdbqueue.asgi.FdbQueueASGIHandler` the view hands the item's give-back to the
+request's :class:`~django_fdbqueue.asgi.Handover`: the item goes back to its queue (a lease is
+released) unless the answer's last body message is sent. (Under Django's own ASGI handler
+nothing holds it: a disconnect in that window loses a popped item, and leaves a claimed one
+leased until its lease ends.)
 
 The wrapper keeps the DRF view's attributes (``cls``, ``actions``, ``initkwargs``, ``csrf_exempt``),
 which the router's schema generation reads: the OpenAPI schema is the viewset's, unchanged.
@@ -29,6 +39,9 @@ from django.core.handlers.asgi import ASGIRequest
 from rest_framework import status
 from rest_framework.response import Response
 
+from django_fdbqueue.asgi import HANDOVER, Handover
+from django_fdbqueue.service.asynchronous import Returnable
+
 __all__ = ["Deferred", "WaitsOnLoop", "async_view", "waits_on_loop"]
 
 _FLAG = "_fdbqueue_waits_on_loop"
@@ -37,7 +50,9 @@ _FLAG = "_fdbqueue_waits_on_loop"
 class Deferred(Response):
     """What a waiting action answers under ASGI: the wait to await on the loop, and how to answer.
 
-    Never sent itself: :func:`async_view` awaits ``wait()`` and sends ``answer(result)``.
+    Never sent itself: :func:`async_view` awaits ``wait()`` and sends ``answer(result)``. A
+    :class:`~django_fdbqueue.service.asynchronous.Returnable` result is answered with its value,
+    and given back if that answer is not sent (see the module's docstring).
     """
 
     def __init__(self, view: Any, wait: Callable[[], Awaitable[Any]], answer: Callable[[Any], Response]) -> None:
@@ -80,10 +95,27 @@ async def _finish(deferred: Deferred) -> Any:
         result = await deferred.wait()
     except Exception as exc:  # noqa: BLE001 - every error goes to the viewset's exception handler
         return await sync_to_async(_error)(view, exc)
-    # On the loop, with no await between the service's answer and the view's: a disconnect can no
-    # longer cancel the view once it holds an item. (The waiting routes are never audited, so
+    # On the loop, with no await between the service's answer and the hand-over: a disconnect can
+    # no longer cancel the view once it holds an item. (The waiting routes are never audited, so
     # finalizing them touches no database.)
-    return view.finalize_response(view.request, deferred.answer(result), *view.args, **view.kwargs)
+    if not isinstance(result, Returnable):
+        return view.finalize_response(view.request, deferred.answer(result), *view.args, **view.kwargs)
+    try:
+        response = view.finalize_response(view.request, deferred.answer(result.value), *view.args, **view.kwargs)
+    except BaseException:
+        result.give_back()  # the client gets an error, not the item
+        raise
+    handover = _handover(view.request)
+    if handover is not None:
+        handover.hold(result.give_back)
+    return response
+
+
+def _handover(request: Any) -> Handover | None:
+    """The request's :class:`~django_fdbqueue.asgi.Handover`, under the app's ASGI handler."""
+    scope = getattr(getattr(request, "_request", request), "scope", None)
+    found = scope.get(HANDOVER) if isinstance(scope, dict) else None
+    return found if isinstance(found, Handover) else None
 
 
 def _error(view: Any, exc: Exception) -> Any:

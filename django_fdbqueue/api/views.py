@@ -27,6 +27,7 @@ from django_fdbqueue import service
 from django_fdbqueue.connection import get_database
 from django_fdbqueue.fdbapi import FDBError, transactional
 from django_fdbqueue.paths import segment_to_name
+from django_fdbqueue.service import asynchronous
 
 from .access import visible_page
 from .asyncviews import Deferred, WaitsOnLoop, waits_on_loop
@@ -527,7 +528,9 @@ class QueueViewSet(WaitsOnLoop, AppViewSet):  # type: ignore[misc]
         retry_after=_WAIT_RETRY_AFTER,
         description=(
             f"With `wait` (seconds, at most {MAX_WAIT_SECONDS:g}), an empty queue holds the request until an "
-            "item becomes visible or the time is up (long polling); a larger wait is a 400."
+            "item becomes visible or the time is up (long polling); a larger wait is a 400. A pop is at most "
+            "once: an answer sent but not received loses its item. (Under the app's ASGI handler a client that "
+            "disconnects before its answer is sent leaves the item in the queue.) Claim for at-least-once delivery."
         ),
     )
     @action(detail=True, methods=["post"])
@@ -536,7 +539,7 @@ class QueueViewSet(WaitsOnLoop, AppViewSet):  # type: ignore[misc]
         db, end = self.db, query["end"]
         return self._long_poll(
             lambda wait: service.pop(db, name, end=end, wait=wait),
-            lambda wait: service.apop(db, name, end=end, wait=wait),
+            lambda wait: asynchronous.apop_returnable(db, name, end=end, wait=wait),
             query["wait"],
             self._item_or_empty,
         )
@@ -585,7 +588,7 @@ class QueueViewSet(WaitsOnLoop, AppViewSet):  # type: ignore[misc]
         db, options = self.db, {"lease": data["lease"], "end": data["end"], "spread": data.get("spread")}
         return self._long_poll(
             lambda wait: service.claim(db, name, wait=wait, **options),
-            lambda wait: service.aclaim(db, name, wait=wait, **options),
+            lambda wait: asynchronous.aclaim_returnable(db, name, wait=wait, **options),
             data["wait"],
             self._lease_or_empty,
         )

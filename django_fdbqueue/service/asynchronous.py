@@ -10,15 +10,21 @@ A short operation holds a pool thread for its one transaction. A waiting pop or 
 (``wait=``) holds none while it waits: it parks on its queue's shared watch (``awaiting``,
 ``watchhub``). A pop or claim cancelled while its transaction runs does not lose the item: the
 item is put back at its place, or the lease released (``giveback``).
+
+A caller that still has to pass what it got on (an async view, to its client) takes it with
+:func:`apop_returnable` or :func:`aclaim_returnable`: the item, or the lease, with the means to
+give it back should the passing on fail after the service answered.
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
-from typing import Any, Iterable, cast
+from dataclasses import dataclass
+from typing import Any, Callable, Generic, Iterable, TypeVar, cast
 
 from django_fdbqueue.exceptions import InvalidArgument
-from django_fdbqueue.fdbapi import Database, is_transaction
+from django_fdbqueue.fdbapi import Database, ErrorCode, FDBError, is_transaction
 
 from . import awaiting, consuming, deadletters, giveback, keys, kept, leases, offload, popping, pushing, queues
 from . import spread as spread_claims
@@ -28,6 +34,38 @@ from .observe import observed
 from .popping import PopMode
 from .pushing import Codec
 from .records import DeadLetter, Item, Lease, Page, PendingItem, QueueInfo
+
+T = TypeVar("T")
+
+#: Pause before a waiting pop or claim tries again after its attempt timed out (1031).
+TIMED_OUT_PAUSE = 0.1
+
+
+async def _blocking(db: Database, name: str, wait: Any, attempt: Callable[[], Any], undo: Callable[[Any], None]) -> Any:
+    """``awaiting.blocking``, where an attempt that timed out is tried again while the wait lasts.
+
+    An attempt is one transaction, bounded by TIMEOUT; a wait is up to 20 s of them. A store too
+    busy to commit within TIMEOUT (the embedded engine's write lock, which the busy threads of
+    several processes take in turn) timed an attempt out with 1031, and the waiter answered that
+    error (a REST long poll: 503) with most of its wait still ahead. So after
+    :data:`TIMED_OUT_PAUSE` (on the loop: no thread held) it goes on waiting for the rest of its
+    wait; once that is over, the error is raised as before. A 1031 may leave the commit in doubt
+    on a cluster: a claim that did commit leaves a lease that ends by itself (as after 1021); a
+    pop that did is lost to the caller, as it was when the error was raised instead.
+    """
+    loop = asyncio.get_running_loop()
+    started, left = loop.time(), wait
+    while True:
+        try:
+            return await awaiting.blocking(db, name, left, attempt, undo)
+        except FDBError as error:
+            if wait is None or error.code != ErrorCode.TRANSACTION_TIMED_OUT:
+                raise
+            deadline = started + float(wait)  # checked before the first attempt: a number
+            if deadline - loop.time() <= TIMED_OUT_PAUSE:
+                raise
+        await asyncio.sleep(TIMED_OUT_PAUSE)
+        left = max(0.0, deadline - loop.time())
 
 
 def _database(db: Database) -> Database:
@@ -106,6 +144,34 @@ async def apop(
 
     Cancelled while its transaction runs, it puts the item it took back at its place.
     """
+    got = await apop_returnable(db, name, end, mode=mode, timeout=timeout, wait=wait)
+    return None if got is None else got.value
+
+
+@dataclass(frozen=True)
+class Returnable(Generic[T]):
+    """What an async pop or claim took (``value``), for a caller that may yet fail to pass it on."""
+
+    value: T
+    _undo: Callable[[], None]
+
+    def give_back(self) -> None:
+        """Give the item back to its queue (a pop's at its place, a claim's lease released and its
+        attempt taken back), as a cancelled pop or claim does: on the pool, tried again until it
+        succeeds (``offload.undo_later``). Returns at once; call it once."""
+        self._undo()
+
+
+async def apop_returnable(
+    db: Database,
+    name: str,
+    end: str = "min",
+    *,
+    mode: PopMode = "plain",
+    timeout: float | None = None,
+    wait: float | None = None,
+) -> Returnable[Item] | None:
+    """``apop``, with the means to put the item back (:meth:`Returnable.give_back`)."""
     db = _database(db)
     keys.check_name(name)
     keys.check_end(end)
@@ -115,8 +181,13 @@ async def apop(
             item = popping.pop(db, name, end, mode=mode, timeout=timeout)
         return kept.taken(item, found)
 
-    taken = await awaiting.blocking(db, name, wait, attempt, lambda what: giveback.put_back(db, name, what))
-    return None if taken is None else taken.item
+    def put_back(what: kept.Taken) -> None:
+        giveback.put_back(db, name, what)
+
+    taken = await _blocking(db, name, wait, attempt, put_back)
+    if taken is None:
+        return None
+    return Returnable(taken.item, lambda: offload.undo_later(put_back, taken))
 
 
 async def apeek(db: Database, name: str, end: str = "min") -> Item | None:
@@ -156,6 +227,20 @@ async def aclaim(
     the attempt it counted. (No ``step``: a step's writes commit with the claim, and could not
     be taken back for a caller that went away.)
     """
+    got = await aclaim_returnable(db, name, lease=lease, end=end, wait=wait, spread=spread)
+    return None if got is None else got.value
+
+
+async def aclaim_returnable(
+    db: Database,
+    name: str,
+    *,
+    lease: float = DEFAULT_LEASE_SECONDS,
+    end: str = "min",
+    wait: float | None = None,
+    spread: int | None = None,
+) -> Returnable[Lease] | None:
+    """``aclaim``, with the means to release the lease unused (:meth:`Returnable.give_back`)."""
     db = _database(db)
     keys.check_name(name)
     keys.check_end(end)
@@ -166,10 +251,13 @@ async def aclaim(
         if isinstance(got, Lease):
             giveback.unclaim(db, got)
 
-    return cast(
+    claimed = cast(
         "Lease | None",
-        await awaiting.blocking(db, name, wait, lambda: _claim_once(db, name, seconds, end, spreading), undo),
+        await _blocking(db, name, wait, lambda: _claim_once(db, name, seconds, end, spreading), undo),
     )
+    if claimed is None:
+        return None
+    return Returnable(claimed, lambda: offload.undo_later(undo, claimed))
 
 
 async def aack(db: Database, receipt: str, *, name: str | None = None) -> None:
