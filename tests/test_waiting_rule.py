@@ -9,7 +9,10 @@ from __future__ import annotations
 import asyncio
 import threading
 
+import pytest
+
 from django_fdbqueue import service
+from django_fdbqueue.fdbapi import ErrorCode, FDBError, make_error
 from django_fdbqueue.service import keyclaims, leases, waiting, watchhub
 
 from .test_service_async import DEADLINE, WAIT, parked, until
@@ -157,3 +160,25 @@ def test_a_sync_claim_sees_a_slot_given_back_before_its_watch_is_set(fdbqueue_db
     got = service.claim(db, "q", wait=3)
     assert got is not None and got.item.value == "a2"
     assert not any(timed_out), "the claim slept out a wait although a slot was free"
+
+
+def test_a_sync_wait_whose_attempt_timed_out_waits_on(fdbqueue_db, monkeypatch):
+    """A store too busy to commit within TIMEOUT (1031) while the wait has time left: try again."""
+    db = fdbqueue_db
+    service.create_queue(db, "q")
+    service.push(db, "q", "x")
+    real_once, calls = leases.claim_once, []
+
+    def timing_out_once(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise make_error(ErrorCode.TRANSACTION_TIMED_OUT)
+        return real_once(*args, **kwargs)
+
+    monkeypatch.setattr(leases, "claim_once", timing_out_once)
+    got = service.claim(db, "q", wait=5)
+    assert got is not None and got.item.value == "x" and len(calls) == 2
+    calls.clear()
+    with pytest.raises(FDBError) as raised:  # no wait: the error is the caller's, as before
+        service.claim(db, "q")
+    assert raised.value.code == ErrorCode.TRANSACTION_TIMED_OUT

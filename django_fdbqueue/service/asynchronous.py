@@ -18,13 +18,12 @@ give it back should the passing on fail after the service answered.
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 from dataclasses import dataclass
 from typing import Any, Callable, Generic, Iterable, TypeVar, cast
 
 from django_fdbqueue.exceptions import InvalidArgument
-from django_fdbqueue.fdbapi import Database, ErrorCode, FDBError, is_transaction
+from django_fdbqueue.fdbapi import Database, is_transaction
 
 from . import awaiting, consuming, deadletters, giveback, keys, kept, leases, offload, popping, pushing, queues
 from . import spread as spread_claims
@@ -36,36 +35,6 @@ from .pushing import Codec
 from .records import DeadLetter, Item, Lease, Page, PendingItem, QueueInfo
 
 T = TypeVar("T")
-
-#: Pause before a waiting pop or claim tries again after its attempt timed out (1031).
-TIMED_OUT_PAUSE = 0.1
-
-
-async def _blocking(db: Database, name: str, wait: Any, attempt: Callable[[], Any], undo: Callable[[Any], None]) -> Any:
-    """``awaiting.blocking``, where an attempt that timed out is tried again while the wait lasts.
-
-    An attempt is one transaction, bounded by TIMEOUT; a wait is up to 20 s of them. A store too
-    busy to commit within TIMEOUT (the embedded engine's write lock, which the busy threads of
-    several processes take in turn) timed an attempt out with 1031, and the waiter answered that
-    error (a REST long poll: 503) with most of its wait still ahead. So after
-    :data:`TIMED_OUT_PAUSE` (on the loop: no thread held) it goes on waiting for the rest of its
-    wait; once that is over, the error is raised as before. A 1031 may leave the commit in doubt
-    on a cluster: a claim that did commit leaves a lease that ends by itself (as after 1021); a
-    pop that did is lost to the caller, as it was when the error was raised instead.
-    """
-    loop = asyncio.get_running_loop()
-    started, left = loop.time(), wait
-    while True:
-        try:
-            return await awaiting.blocking(db, name, left, attempt, undo)
-        except FDBError as error:
-            if wait is None or error.code != ErrorCode.TRANSACTION_TIMED_OUT:
-                raise
-            deadline = started + float(wait)  # checked before the first attempt: a number
-            if deadline - loop.time() <= TIMED_OUT_PAUSE:
-                raise
-        await asyncio.sleep(TIMED_OUT_PAUSE)
-        left = max(0.0, deadline - loop.time())
 
 
 def _database(db: Database) -> Database:
@@ -184,7 +153,7 @@ async def apop_returnable(
     def put_back(what: kept.Taken) -> None:
         giveback.put_back(db, name, what)
 
-    taken = await _blocking(db, name, wait, attempt, put_back)
+    taken = await awaiting.blocking(db, name, wait, attempt, put_back)
     if taken is None:
         return None
     return Returnable(taken.item, lambda: offload.undo_later(put_back, taken))
@@ -253,7 +222,7 @@ async def aclaim_returnable(
 
     claimed = cast(
         "Lease | None",
-        await _blocking(db, name, wait, lambda: _claim_once(db, name, seconds, end, spreading), undo),
+        await awaiting.blocking(db, name, wait, lambda: _claim_once(db, name, seconds, end, spreading), undo),
     )
     if claimed is None:
         return None

@@ -6,7 +6,8 @@ parks in its queue's channel (``watchhub``), which shares one watch among all th
 queue and wakes each by the rule the sync wait follows (``waiting.next_turn``): a claim whose
 candidates are all at their key's limit parks too, until its chance comes. Same bounds and
 errors as the sync wait: ``wait`` from 0 to ``MAX_WAIT_SECONDS``, checked before the first
-attempt; ``QueueNotFound`` once the queue is deleted.
+attempt; ``QueueNotFound`` once the queue is deleted; an attempt that timed out is tried again
+while the wait lasts (``waiting.try_again_after``).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import asyncio
 from typing import Any, Callable, TypeVar
 
 from . import keys, offload, watchhub
-from .waiting import MAX_WAIT_SECONDS, Blocked
+from .waiting import MAX_WAIT_SECONDS, TIMED_OUT_PAUSE, Blocked, try_again_after
 
 T = TypeVar("T")
 
@@ -37,10 +38,14 @@ async def blocking(db: Any, name: str, wait: object, attempt: Callable[[], Any],
         seen_at = loop.time()
         try:
             got = await offload.run_undoable(attempt, undo)
-        except BaseException:
+        except BaseException as error:
             if woken_in is not None:
                 woken_in.attempted(None)  # its turn goes to the next waiter
-            raise
+                woken_in = None
+            if not try_again_after(error, deadline - loop.time()):
+                raise
+            await asyncio.sleep(TIMED_OUT_PAUSE)
+            continue
         blocked = got if isinstance(got, Blocked) else None
         if woken_in is not None:
             woken_in.attempted(got is not None and blocked is None)

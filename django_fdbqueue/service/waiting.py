@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, TypeVar
 
 from django_fdbqueue.exceptions import InvalidArgument
-from django_fdbqueue.fdbapi import FDBError, _count_retry, bounded, is_transaction
+from django_fdbqueue.fdbapi import ErrorCode, FDBError, _count_retry, bounded, is_transaction
 
 from . import keys
 from .catalog import require
@@ -50,6 +50,22 @@ T = TypeVar("T")
 #: After a watch that failed at once (not a timeout), wait this long before setting another,
 #: so a failing watch cannot turn into a busy loop.
 WATCH_FAILURE_PAUSE = 0.05
+#: Pause before a waiting pop or claim tries again after its attempt timed out (1031).
+TIMED_OUT_PAUSE = 0.1
+
+
+def try_again_after(error: BaseException, left: float) -> bool:
+    """Should a wait with ``left`` seconds to go try again after its attempt raised ``error``?
+
+    An attempt is one transaction, bounded by TIMEOUT; a wait is up to 20 s of them. A store too
+    busy to commit within TIMEOUT (the embedded engine's write lock, which the threads of several
+    processes take in turn) times an attempt out with 1031 with most of the wait still ahead: the
+    waiter goes on waiting, after :data:`TIMED_OUT_PAUSE`, rather than answering the error (a REST
+    long poll: 503). A 1031 may leave a commit in doubt on a cluster: a claim that did commit
+    leaves a lease that ends by itself (as after 1021); a pop that did is lost to the caller, as it
+    is when the error is raised.
+    """
+    return getattr(error, "code", None) == ErrorCode.TRANSACTION_TIMED_OUT and left > TIMED_OUT_PAUSE
 
 
 @dataclass(frozen=True)
@@ -148,7 +164,13 @@ def blocking(db_or_tr: Any, name: str, end: str, wait: object, attempt: Callable
         )
     deadline = time.monotonic() + seconds
     while True:
-        got = attempt()
+        try:
+            got = attempt()
+        except FDBError as error:
+            if not try_again_after(error, deadline - time.monotonic()):
+                raise
+            pause(TIMED_OUT_PAUSE)
+            continue
         blocked = got if isinstance(got, Blocked) else None
         if got is not None and blocked is None:
             return got  # type: ignore[return-value]  # not Blocked: a T
