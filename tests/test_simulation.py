@@ -254,3 +254,14 @@ def test_options_replace_only_what_they_name():
     assert (faults.kill, faults.stall, faults.not_committed) == (0.0, 0.5, Faults().not_committed)
     assert Faults.parse(Faults().text()) == Faults()
     assert dataclasses.replace(Options(), max_steps=10).max_steps == 10
+
+
+# --- the swarm: the same actors and invariants, real threads, either engine --------------------
+
+
+def test_a_swarm_of_the_actors_on_the_store_breaks_no_invariant(fdbqueue_db):
+    from django_fdbqueue.testing.simulation.swarm import swarm
+
+    result = swarm(fdbqueue_db, random.randrange(1_000_000), seconds=6.0)
+    assert result.operations > 50, "the swarm did next to nothing"
+    assert result.ok, "\n".join([str(v) for v in result.violations] + result.trace[-40:])

@@ -265,10 +265,17 @@ class Oracle:
     """Looks at the store between steps (on the scheduler's thread, outside every actor)."""
 
     def __init__(
-        self, db: Any, scheduler: Scheduler, history: History, queues: Mapping[str, Mapping[str, Any]]
+        self,
+        db: Any,
+        scheduler: Scheduler,
+        history: History,
+        queues: Mapping[str, Mapping[str, Any]],
+        *,
+        liveness_seconds: float = LIVENESS_SECONDS,
     ) -> None:
         self.db = db
         self.queues = queues
+        self.liveness_seconds = liveness_seconds
         self.scheduler = scheduler
         self.history = history
         self.heads: dict[str, tuple[str, float]] = {}  # queue: (its head item's id, seen there since)
@@ -285,7 +292,7 @@ class Oracle:
         for name, queue, began, _ended in self.history.gave_up[self.judged :]:
             head = self.heads.get(queue)
             stalled = self.scheduler.stalled_until.get(name, 0.0) > began
-            if head is not None and not stalled and now - max(head[1], began) >= LIVENESS_SECONDS:
+            if head is not None and not stalled and now - max(head[1], began) >= self.liveness_seconds:
                 self.history.violate(
                     "liveness", f"{name} gave up on {queue!r} at {now:.3f}; {head[0]} was there from {head[1]:.3f}"
                 )

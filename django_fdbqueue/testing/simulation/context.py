@@ -75,4 +75,4 @@ class ActorContext:
 
     def lossy(self, queue: str) -> None:
         """A pop of ``queue`` ended in doubt (its item may be lost to everyone): allow one loss."""
-        self._history.lossy_pops[queue] += 1
+        self._history.lossy(queue, 1)

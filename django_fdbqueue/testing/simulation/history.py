@@ -17,6 +17,7 @@ many copies came out (delivered plus still stored, dead letters included):
 from __future__ import annotations
 
 import collections
+import threading
 from dataclasses import dataclass, field
 
 
@@ -57,15 +58,46 @@ class History:
     gave_up: list[tuple[str, str, float, float]] = field(default_factory=list)
     violations: list[Violation] = field(default_factory=list)
     operations: int = 0
+    #: Actors of a swarm record from threads that really run at once.
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def pushed(self, push: Push) -> None:
-        self.pushes[push.value] = push
+        with self._lock:
+            self.pushes[push.value] = push
+
+    def operation(self) -> None:
+        with self._lock:
+            self.operations += 1
 
     def deliver(self, value: str) -> None:
-        self.delivered[value] += 1
+        with self._lock:
+            self.delivered[value] += 1
+
+    def maybe(self, value: str) -> None:
+        """``value``'s ack went on after its caller stopped waiting: delivered, or not."""
+        with self._lock:
+            self.maybe_delivered[value] += 1
+
+    def lossy(self, queue: str, pops: int) -> None:
+        """``pops`` pops of ``queue`` may each have taken an item for nobody (commits in doubt)."""
+        with self._lock:
+            self.lossy_pops[queue] += pops
+
+    def leased(self, value: str) -> None:
+        with self._lock:
+            self.leased_ever.add(value)
+
+    def popped(self, consumer: str, queue: str, value: str) -> None:
+        with self._lock:
+            self.popped_by[(consumer, queue)].append(value)
+
+    def gave_up_on(self, actor: str, queue: str, began: float, ended: float) -> None:
+        with self._lock:
+            self.gave_up.append((actor, queue, began, ended))
 
     def violate(self, kind: str, detail: str) -> None:
-        self.violations.append(Violation(kind, detail))
+        with self._lock:
+            self.violations.append(Violation(kind, detail))
 
     def judge(self, stored: collections.Counter[str]) -> collections.Counter[str]:
         """Classify every value (see the module's docstring); record the violations; the counts."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import threading
 from functools import partial
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -21,7 +22,7 @@ from django_fdbqueue.service.popping import PopMode
 
 from .history import History, Push
 from .scheduler import Killed, Scheduler
-from .world import run_async
+from .world import run_async as run_async_simulated
 
 QUEUES: dict[str, dict[str, Any]] = {
     "fifo": {"kind": "fifo"},
@@ -57,12 +58,28 @@ class Doubt:
 class Actors:
     """Makes the standard actors of a run and records what they do in ``history``."""
 
-    def __init__(self, db: Any, scheduler: Scheduler, history: History, seed: int, doubts: dict[str, Doubt]) -> None:
+    def __init__(
+        self,
+        db: Any,
+        scheduler: Scheduler,
+        history: History,
+        seed: int,
+        doubts: dict[str, Doubt],
+        *,
+        exact: bool = False,
+        run_async: Callable[[Callable[[], Any]], Any] | None = None,
+    ) -> None:
         self.db = db
         self.scheduler = scheduler
         self.history = history
         self.seed = seed
         self.doubts = doubts
+        #: Only the operations whose commits in doubt cost nothing (a swarm on a real cluster,
+        #: where 1021 comes unannounced): pushes with a dedup key, high-contention pops, claims.
+        self.exact = exact
+        #: Set to end a swarm: each actor stops before its next operation.
+        self.stopping = threading.Event()
+        self._run_async = run_async or partial(run_async_simulated, scheduler)
 
     def spawn_all(self, shape: Shape, skew_us: Callable[[], int]) -> None:
         kinds: list[tuple[str, int, Callable[[str, random.Random, int], None]]] = [
@@ -92,7 +109,7 @@ class Actors:
         """
         doubt = self.doubts[name]
         before = doubt.count
-        self.history.operations += 1
+        self.history.operation()
         self.scheduler.note(f"{name} {what}")
         failed: BaseException | None = None
         try:
@@ -101,20 +118,22 @@ class Actors:
             got, failed = None, error
         except Killed:
             if pops is not None:
-                self.history.lossy_pops[pops] += 1 + doubt.count - before
+                self.history.lossy(pops, 1 + doubt.count - before)
             raise
         seen = doubt.count - before + (1 if failed is not None and commit_in_doubt(failed) else 0)
         if pops is not None:
-            self.history.lossy_pops[pops] += seen
+            self.history.lossy(pops, seen)
         self.scheduler.note(f"{name} {what} -> {_shown(got, failed)}{f' ({seen} in doubt)' if seen else ''}")
         return got, seen, failed
 
     # -- the actors ---------------------------------------------------------------------------
     def producer(self, name: str, rng: random.Random, operations: int) -> None:
         for n in range(operations):
+            if self.stopping.is_set():
+                return
             queue = rng.choice(list(QUEUES))
             value = f"{name}:{n}"
-            dedup = rng.random() < 0.5
+            dedup = self.exact or rng.random() < 0.5
             delay = rng.choice([None, None, None, 0.05, 0.3])
             key = rng.choice(["a", "b", "c"]) if queue == "keyed" else None
             push = Push(value, queue, dedup, key, order_ok=delay is None)
@@ -142,9 +161,11 @@ class Actors:
 
     def popper(self, name: str, rng: random.Random, operations: int) -> None:
         for _ in range(operations):
+            if self.stopping.is_set():
+                return
             queue = rng.choice(["fifo", "prio"])
             end = "min" if queue == "fifo" else rng.choice(["min", "max"])
-            mode: PopMode = rng.choice(["plain", "plain", "high-contention"])
+            mode: PopMode = "high-contention" if self.exact else rng.choice(["plain", "plain", "high-contention"])
             got, doubt, _error = self._call(
                 name,
                 f"pop {queue} {end} {mode}",
@@ -154,10 +175,12 @@ class Actors:
             if got is not None:
                 self.history.deliver(got.value)
                 if mode == "plain" and not doubt:
-                    self.history.popped_by[(name, queue)].append(got.value)
+                    self.history.popped(name, queue, got.value)
 
     def claimer(self, name: str, rng: random.Random, operations: int) -> None:
         for _ in range(operations):
+            if self.stopping.is_set():
+                return
             queue = rng.choice(list(QUEUES))
             spread = rng.choice([None, None, 4]) if queue != "keyed" else None
             seconds = rng.choice([0.5, 2.0, 30.0])
@@ -168,7 +191,7 @@ class Actors:
             )
             if lease is None:
                 continue
-            self.history.leased_ever.add(lease.item.value)
+            self.history.leased(lease.item.value)
             self._settle(name, rng, lease)
 
     def _settle(self, name: str, rng: random.Random, lease: Any) -> None:
@@ -192,9 +215,11 @@ class Actors:
     def waiter(self, name: str, rng: random.Random, operations: int) -> None:
         """Pops and claims that wait: each must wake for an item it may take (liveness)."""
         for _ in range(max(1, operations // 3)):
+            if self.stopping.is_set():
+                return
             queue = rng.choice(["fifo", "prio"])
             started = self.scheduler.clock.now
-            if rng.random() < 0.5:
+            if not self.exact and rng.random() < 0.5:
                 got, _doubt, _error = self._call(
                     name, f"pop {queue} wait 3", partial(service.pop, self.db, queue, wait=3.0), pops=queue
                 )
@@ -205,26 +230,28 @@ class Actors:
                     name, f"claim {queue} wait 3", partial(service.claim, self.db, queue, lease=30.0, wait=3.0)
                 )
                 if got is not None:
-                    self.history.leased_ever.add(got.item.value)
+                    self.history.leased(got.item.value)
                     _got, _d, error = self._call(
                         name, f"ack {got.item.value}", partial(service.ack, self.db, got.receipt)
                     )
                     if error is None:
                         self.history.deliver(got.item.value)
             if got is None and _error is None:
-                self.history.gave_up.append((name, queue, started, self.scheduler.clock.now))
+                self.history.gave_up_on(name, queue, started, self.scheduler.clock.now)
 
     def awaiter(self, name: str, rng: random.Random, operations: int) -> None:
         """An event loop with three coroutines that pop and claim with ``wait=``; some are cancelled."""
-        run_async(self.scheduler, lambda: self._awaiting(name, rng, operations))
+        self._run_async(lambda: self._awaiting(name, rng, operations))
 
     async def _awaiting(self, name: str, rng: random.Random, operations: int) -> None:
         loop = asyncio.get_running_loop()
 
         async def one(k: int) -> None:
             for n in range(max(1, operations // 3)):
+                if self.stopping.is_set():
+                    return
                 queue = rng.choice(["fifo", "prio"])
-                claims = rng.random() < 0.5
+                claims = self.exact or rng.random() < 0.5
                 what = f"{name}/{k} a{'claim' if claims else 'pop'} {queue} wait 2 (#{n})"
                 call = (
                     service.aclaim(self.db, queue, lease=30.0, wait=2.0)
@@ -235,7 +262,7 @@ class Actors:
                 if rng.random() < 0.3:
                     cancel_after = rng.uniform(0.0, 2.5)
                     loop.call_later(cancel_after, task.cancel)
-                self.history.operations += 1
+                self.history.operation()
                 self.scheduler.note(what)
                 doubts = self.doubts[name].count
                 task.add_done_callback(partial(self._pop_in_doubt, name, queue, doubts, claims))
@@ -261,7 +288,7 @@ class Actors:
         that overlapped counts (the verdict is the more lenient for it, never wrong).
         """
         if not claims:
-            self.history.lossy_pops[queue] += self.doubts[name].count - before
+            self.history.lossy(queue, self.doubts[name].count - before)
 
     async def _received(self, name: str, what: str, got: Any, claims: bool) -> None:
         self.scheduler.note(f"{what} -> {_shown(got, None)}")
@@ -270,19 +297,21 @@ class Actors:
         if not claims:
             self.history.deliver(got.value)
             return
-        self.history.leased_ever.add(got.item.value)
+        self.history.leased(got.item.value)
         try:
             await asyncio.shield(service.aack(self.db, got.receipt))
         except (FDBError, QueueError):
             return
         except asyncio.CancelledError:
-            self.history.maybe_delivered[got.item.value] += 1  # the ack goes on: done, or not
+            self.history.maybe(got.item.value)  # the ack goes on: done, or not
             raise
         self.history.deliver(got.item.value)
 
     def keeper(self, name: str, rng: random.Random, operations: int) -> None:
         """Requeues dead letters now and then."""
         for _ in range(max(1, operations // 4)):
+            if self.stopping.is_set():
+                return
             self.scheduler.sleep(rng.uniform(0.5, 2.0))
             page, _doubt, _error = self._call(
                 name, "dead letters of prio", partial(service.dead_letters, self.db, "prio", limit=5)
