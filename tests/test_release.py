@@ -206,7 +206,7 @@ def workflows() -> dict[str, dict]:
 
 def test_the_workflows_pin_actions_and_grant_least_privilege():
     """Actions by full commit, no permission by default: each job asks for what it needs."""
-    assert set(workflows()) == {"lint.yml", "tests.yml", "release.yml"}
+    assert set(workflows()) == {"lint.yml", "tests.yml", "release.yml", "simulation.yml"}
     for name, workflow in workflows().items():
         assert workflow["permissions"] == {}, name
         for job_name, job in workflow["jobs"].items():

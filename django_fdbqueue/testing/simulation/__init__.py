@@ -163,8 +163,8 @@ def _run(
     own_queues: dict[str, Mapping[str, Any]],
 ) -> Result:
     rng = random.Random(seed)
-    faults = options.faults
     clock = VirtualClock()
+    faults = options.faults
     db = EmbeddedDatabase(
         path,
         timeout=options.timeout,
@@ -173,51 +173,64 @@ def _run(
     )
     scheduler = Scheduler(rng, clock)
     history = History()
-    steps = 0
     doubts: dict[str, Doubt] = {}
     try:
         with simulated(scheduler, rng, db):
             _instrument(db, scheduler, rng, faults, doubts)
-            all_queues = {**QUEUES, **own_queues}
-            for name, settings in all_queues.items():
+            queues = {**QUEUES, **own_queues}
+            for name, settings in queues.items():
                 service.create_queue(db, name, **settings)
-            actors = Actors(db, scheduler, history, seed, doubts)
-
-            def skew() -> int:
-                return int(rng.uniform(-1, 1) * faults.skew_ms * 1000)
-
-            actors.spawn_all(options.shape, skew)
-            for name, body in custom.items():
-                doubts[name] = Doubt()
-                ctx = ActorContext(name, db, scheduler, history, random.Random(f"{seed}/{name}"), doubts[name])
-                scheduler.spawn(name, partial(body, ctx), skew_us=skew())
-            _plan_kills(scheduler, rng, faults)
-            oracle = Oracle(db, scheduler, history, all_queues)
+            _cast(Actors(db, scheduler, history, seed, doubts), custom, options, rng)
+            oracle = Oracle(db, scheduler, history, queues)
             scheduler.run(max_steps=options.max_steps, until=options.seconds, on_step=oracle.step)
             steps = scheduler.steps
-            _wind_down(scheduler, history, [a for a in scheduler.actors if a.name in doubts], options)
-            for actor in scheduler.actors:
-                if actor.error is not None:
-                    history.violate("crash", f"{actor.name}: {type(actor.error).__name__}: {actor.error}")
-            clock.now += DRAIN_AFTER_SECONDS
-            db.interleave = None
-            db.faults = FaultInjector(None)  # the drain's own pops must not lose what they take
-            stored = oracle.final_checks()
+            stored = _end(db, scheduler, history, oracle, options, [a for a in scheduler.actors if a.name in doubts])
         classes = history.judge(stored)
         history.check_order(FIFO_QUEUES)
     finally:
         db.close()
+    trace = scheduler.trace
     return Result(
-        seed,
-        options,
-        history.violations,
-        classes,
-        steps,
-        clock.now,
-        history.operations,
-        scheduler.trace,
-        tuple(custom),
+        seed, options, history.violations, classes, steps, clock.now, history.operations, trace, tuple(custom)
     )
+
+
+def _cast(
+    actors: Actors, custom: dict[str, Callable[[ActorContext], None]], options: Options, rng: random.Random
+) -> None:
+    """The standard actors, the project's own, and which of them will be stopped midway."""
+    faults = options.faults
+
+    def skew() -> int:
+        return int(rng.uniform(-1, 1) * faults.skew_ms * 1000)
+
+    actors.spawn_all(options.shape, skew)
+    for name, body in custom.items():
+        actors.doubts[name] = Doubt()
+        ctx = ActorContext(
+            name,
+            actors.db,
+            actors.scheduler,
+            actors.history,
+            random.Random(f"{actors.seed}/{name}"),
+            actors.doubts[name],
+        )
+        actors.scheduler.spawn(name, partial(body, ctx), skew_us=skew())
+    _plan_kills(actors.scheduler, rng, faults)
+
+
+def _end(
+    db: Any, scheduler: Scheduler, history: History, oracle: "Oracle", options: Options, workload: list[Actor]
+) -> collections.Counter[str]:
+    """Wind the actors down, note their crashes, then drain the store (faults off, time on)."""
+    _wind_down(scheduler, history, workload, options)
+    for actor in scheduler.actors:
+        if actor.error is not None:
+            history.violate("crash", f"{actor.name}: {type(actor.error).__name__}: {actor.error}")
+    scheduler.clock.now += DRAIN_AFTER_SECONDS
+    db.interleave = None
+    db.faults = FaultInjector(None)  # the drain's own pops must not lose what they take
+    return oracle.final_checks()
 
 
 def _wind_down(scheduler: Scheduler, history: History, workload: list[Actor], options: Options) -> None:

@@ -57,21 +57,48 @@ class ActorPool(concurrent.futures.Executor):
         return future
 
 
+class _Patches:
+    """Attributes replaced for a run, and put back after it in reverse order."""
+
+    def __init__(self) -> None:
+        self.saved: list[tuple[Any, str, Any]] = []
+
+    def put(self, owner: Any, name: str, value: Any) -> None:
+        self.saved.append((owner, name, getattr(owner, name)))
+        setattr(owner, name, value)
+
+    def restore(self) -> None:
+        for owner, name, value in reversed(self.saved):
+            setattr(owner, name, value)
+
+
 @contextlib.contextmanager
 def simulated(scheduler: Scheduler, rng: random.Random, db: Any) -> Iterator[None]:
     """Take over time, randomness, waits and the pool for ``scheduler``'s actors (see above)."""
-    clock = scheduler.clock
-    saved: list[tuple[Any, str, Any]] = []
+    patches = _Patches()
+    state = random.getstate()
+    try:
+        _virtual_time(patches, scheduler, rng)
+        _virtual_waits(patches, scheduler)
+        _actor_pools(patches, scheduler)
+        _seeded_engine(patches, scheduler, rng, db)
+        random.seed(rng.random())
+        spread._PICK.seed(rng.random())
+        tenantturns._SHUFFLE.seed(rng.random())
+        yield
+    finally:
+        random.setstate(state)
+        patches.restore()
 
-    def put(owner: Any, name: str, value: Any) -> None:
-        saved.append((owner, name, getattr(owner, name)))
-        setattr(owner, name, value)
+
+def _virtual_time(patches: _Patches, scheduler: Scheduler, rng: random.Random) -> None:
+    """Clocks read the virtual one (wall time with the actor's skew); sleeps and urandom too."""
+    clock = scheduler.clock
+    real_sleep, real_urandom = time.sleep, os.urandom
 
     def skew() -> int:
         actor = scheduler.current()
         return 0 if actor is None else actor.skew_us
-
-    real_sleep, real_urandom = time.sleep, os.urandom
 
     def sleep(seconds: float) -> None:
         if scheduler.current() is None:
@@ -82,23 +109,30 @@ def simulated(scheduler: Scheduler, rng: random.Random, db: Any) -> Iterator[Non
     def urandom(n: int) -> bytes:
         return rng.randbytes(n) if scheduler.current() is not None else real_urandom(n)
 
+    patches.put(time, "time", lambda: clock.wall(skew()))
+    patches.put(time, "time_ns", lambda: int(clock.wall(skew()) * 1_000_000_000))
+    patches.put(time, "monotonic", lambda: clock.now)
+    patches.put(time, "sleep", sleep)
+    patches.put(os, "urandom", urandom)
+
+
+def _virtual_waits(patches: _Patches, scheduler: Scheduler) -> None:
+    """A wait on a watch blocks the actor until the watch fires or the virtual time passes."""
+
     def wait_on(watch: Any, seconds: float) -> bool:
-        scheduler.block("watch", until=clock.now + max(0.0, seconds), condition=watch.is_ready)
+        scheduler.block("watch", until=scheduler.clock.now + max(0.0, seconds), condition=watch.is_ready)
         fired = bool(watch.is_ready())
         if not fired:
             watch.cancel()
         return fired
 
-    put(time, "time", lambda: clock.wall(skew()))
-    put(time, "time_ns", lambda: int(clock.wall(skew()) * 1_000_000_000))
-    put(time, "monotonic", lambda: clock.now)
-    put(time, "sleep", sleep)
-    put(os, "urandom", urandom)
-    put(waiting, "wait_on", wait_on)
-    put(contention, "wait_on", wait_on)
-    put(waiting, "pause", lambda seconds: scheduler.sleep(seconds))
-    put(offload, "_pool", ActorPool(scheduler, "pool-"))
-    put(offload, "_undo_pool", ActorPool(scheduler, "undo-"))
+    patches.put(waiting, "wait_on", wait_on)
+    patches.put(contention, "wait_on", wait_on)
+    patches.put(waiting, "pause", lambda seconds: scheduler.sleep(seconds))
+
+
+def _actor_pools(patches: _Patches, scheduler: Scheduler) -> None:
+    """The async face's pool, its undo threads and their timers run jobs as actors."""
 
     def later(seconds: float, job: Callable[[], Any]) -> None:
         def body() -> None:
@@ -107,22 +141,18 @@ def simulated(scheduler: Scheduler, rng: random.Random, db: Any) -> Iterator[Non
 
         scheduler.spawn("undo-later", body)
 
-    put(offload, "later", later)
-    state = random.getstate()
-    random.seed(rng.random())
-    spread._PICK.seed(rng.random())
-    tenantturns._SHUFFLE.seed(rng.random())
+    patches.put(offload, "_pool", ActorPool(scheduler, "pool-"))
+    patches.put(offload, "_undo_pool", ActorPool(scheduler, "undo-"))
+    patches.put(offload, "later", later)
+
+
+def _seeded_engine(patches: _Patches, scheduler: Scheduler, rng: random.Random, db: Any) -> None:
+    """The engine's turns, clock and watches go by the scheduler."""
     watcher = db._watcher
-    put(watcher, "manual", True)
-    put(db, "interleave", scheduler.point)
-    put(db, "_clock", lambda: clock.now)
-    put(db._signal, "publish", _announcer(scheduler, rng, watcher, db._signal.publish))
-    try:
-        yield
-    finally:
-        random.setstate(state)
-        for owner, name, value in reversed(saved):
-            setattr(owner, name, value)
+    patches.put(watcher, "manual", True)
+    patches.put(db, "interleave", scheduler.point)
+    patches.put(db, "_clock", lambda: scheduler.clock.now)
+    patches.put(db._signal, "publish", _announcer(scheduler, rng, watcher, db._signal.publish))
 
 
 def _announcer(scheduler: Scheduler, rng: random.Random, watcher: Any, publish: Callable[[int], None]) -> Any:
