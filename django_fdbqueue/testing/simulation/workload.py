@@ -9,14 +9,16 @@ from the seed), so what it does does not depend on the interleaving; when it run
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import random
 from functools import partial
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from django_fdbqueue import service
-from django_fdbqueue.exceptions import LeaseGone, QueueError
+from django_fdbqueue.exceptions import DeadLetterNotFound, LeaseGone, QueueError
 from django_fdbqueue.fdbapi import FDBError, commit_in_doubt
+from django_fdbqueue.service import offload
 from django_fdbqueue.service.popping import PopMode
 
 from .history import History, Push
@@ -40,6 +42,7 @@ class Shape:
     producers: int = 3
     poppers: int = 2
     claimers: int = 3
+    keyed_claimers: int = 2  # claimers of the keyed queue only: claims of one key overlap
     waiters: int = 2
     awaiters: int = 2
     keepers: int = 1
@@ -53,6 +56,52 @@ class Doubt:
         self.seen = False
 
 
+#: The queue an awaiter's ``apop`` takes from, in the context of its task (and so of its jobs).
+_APOP_QUEUE: contextvars.ContextVar[str | None] = contextvars.ContextVar("apop_queue", default=None)
+
+
+class PopDoubt(Doubt):
+    """The doubts of a pool job of an ``apop``: each may lose one item of its queue, as a pop's."""
+
+    def __init__(self, history: History, queue: str) -> None:
+        self.history = history
+        self.queue = queue
+        self._seen = False
+
+    @property
+    def seen(self) -> bool:
+        return self._seen
+
+    @seen.setter
+    def seen(self, value: bool) -> None:
+        if value and not self._seen:
+            self.history.lossy_pops[self.queue] += 1
+        self._seen = value
+
+
+class TaggedPool:
+    """The simulation's pool, noting which of its jobs (actors) run an awaiter's ``apop``.
+
+    A pool job's commit in doubt may lose the item its first attempt took, exactly as a sync
+    pop's: the checker allows it only if the job is known to pop from that queue.
+    """
+
+    def __init__(self, inner: Any, history: History, doubts: dict[str, Doubt]) -> None:
+        self.inner = inner
+        self.history = history
+        self.doubts = doubts
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        future = self.inner.submit(fn, *args, **kwargs)
+        queue = _APOP_QUEUE.get()
+        if queue is not None:
+            self.doubts[f"{self.inner.prefix}{self.inner.jobs}"] = PopDoubt(self.history, queue)
+        return future
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
 class Actors:
     """Makes the standard actors of a run and records what they do in ``history``."""
 
@@ -64,12 +113,17 @@ class Actors:
         self.doubts = doubts
 
     def spawn_all(self, shape: Shape, skew_us: Callable[[], int]) -> None:
+        if offload._pool is not None and hasattr(offload._pool, "prefix"):  # the simulation's pool
+            offload._pool = TaggedPool(offload._pool, self.history, self.doubts)  # type: ignore[assignment]
         kinds: list[tuple[str, int, Callable[[str, random.Random, int], None]]] = [
             ("producer", shape.producers, self.producer),
             ("popper", shape.poppers, self.popper),
             ("claimer", shape.claimers, self.claimer),
+            ("keyclaimer", shape.keyed_claimers, self.keyed_claimer),
             ("waiter", shape.waiters, self.waiter),
-            ("awaiter", shape.awaiters, self.awaiter),
+            # "waiter-async": a waiter too, for the liveness oracle (which watches the queues'
+            # heads while any actor named "waiter..." runs).
+            ("waiter-async", shape.awaiters, self.awaiter),
             ("keeper", shape.keepers, self.keeper),
         ]
         for kind, count, body in kinds:
@@ -169,6 +223,19 @@ class Actors:
             self.history.leased_ever.add(lease.item.value)
             self._settle(name, rng, lease)
 
+    def keyed_claimer(self, name: str, rng: random.Random, operations: int) -> None:
+        """Claims of the keyed queue only, with short leases: claims of one key overlap often."""
+        for _ in range(operations):
+            seconds = rng.choice([0.2, 0.5, 2.0])
+            lease, _doubt, _error = self._call(
+                name, f"claim keyed lease {seconds}", partial(service.claim, self.db, "keyed", lease=seconds)
+            )
+            if lease is None:
+                self.scheduler.sleep(rng.uniform(0.0, 0.2))
+                continue
+            self.history.leased_ever.add(lease.item.value)
+            self._settle(name, rng, lease)
+
     def _settle(self, name: str, rng: random.Random, lease: Any) -> None:
         """Ack, release, extend then ack, or walk away (the lease runs out)."""
         choice = rng.random()
@@ -214,26 +281,42 @@ class Actors:
 
     def awaiter(self, name: str, rng: random.Random, operations: int) -> None:
         """An event loop with three coroutines that pop and claim with ``wait=``; some are cancelled."""
-        run_async(self.scheduler, lambda: self._awaiting(name, rng, operations))
+        in_flight: dict[int, str] = {}  # apops awaited now: each task's queue
+        try:
+            run_async(self.scheduler, lambda: self._awaiting(name, rng, operations, in_flight))
+        except Killed:
+            for queue in in_flight.values():  # stopped with its event loop: as a killed process's pop
+                self.history.lossy_pops[queue] += 1
+            raise
 
-    async def _awaiting(self, name: str, rng: random.Random, operations: int) -> None:
+    async def _awaiting(self, name: str, rng: random.Random, operations: int, in_flight: dict[int, str]) -> None:
         loop = asyncio.get_running_loop()
 
         async def one(k: int) -> None:
             for n in range(max(1, operations // 3)):
-                queue = rng.choice(["fifo", "prio"])
-                claims = rng.random() < 0.5
+                queue = rng.choice(["fifo", "prio", "fifo", "prio", "keyed"])
+                claims = queue == "keyed" or rng.random() < 0.5
                 what = f"{name}/{k} a{'claim' if claims else 'pop'} {queue} wait 2 (#{n})"
                 call = (
                     service.aclaim(self.db, queue, lease=30.0, wait=2.0)
                     if claims
                     else service.apop(self.db, queue, wait=2.0)
                 )
-                task = asyncio.ensure_future(call)
+                tag = _APOP_QUEUE.set(None if claims else queue)
+                try:
+                    task = asyncio.ensure_future(call)
+                finally:
+                    _APOP_QUEUE.reset(tag)
+                if not claims:
+                    in_flight[id(task)] = queue
+                    task.add_done_callback(lambda done: in_flight.pop(id(done), None))
                 if rng.random() < 0.3:
-                    cancel_after = rng.uniform(0.0, 2.5)
+                    # At any time of its wait, or (half of them) while its first transaction runs,
+                    # when what it took must be given back.
+                    cancel_after = rng.uniform(0.0, 2.5) if rng.random() < 0.5 else rng.uniform(0.0, 0.01)
                     loop.call_later(cancel_after, task.cancel)
                 self.history.operations += 1
+                started = self.scheduler.clock.now
                 self.scheduler.note(what)
                 try:
                     got = await task
@@ -246,9 +329,22 @@ class Actors:
                 except (FDBError, QueueError) as error:
                     self.scheduler.note(f"{what} -> {_shown(None, error)}")
                     continue
+                if got is None and queue in LIVENESS_QUEUES and not self._pool_stalled(started):
+                    self.history.gave_up.append((name, queue, started, self.scheduler.clock.now))
                 await self._received(name, what, got, claims)
 
         await asyncio.gather(*(one(k) for k in range(3)))
+
+    def _pool_stalled(self, since: float) -> bool:
+        """Was a pool job (an attempt or a look of an async waiter) stalled by a fault since then?
+
+        An async waiter's slowness is then the fault's, not a defect: it is not judged.
+        """
+        return any(
+            until > since
+            for actor, until in self.scheduler.stalled_until.items()
+            if actor.startswith(("pool-", "undo"))
+        )
 
     async def _received(self, name: str, what: str, got: Any, claims: bool) -> None:
         self.scheduler.note(f"{what} -> {_shown(got, None)}")
@@ -273,9 +369,13 @@ class Actors:
             )
             for letter in [] if page is None else page.items:
                 item_id = letter.item.id
-                self._call(
+                _got, _doubt, error = self._call(
                     name, f"requeue {letter.item.value}", partial(service.requeue_dead_letter, self.db, "prio", item_id)
                 )
+                if isinstance(error, DeadLetterNotFound):
+                    # Only this keeper takes dead letters away, and it just listed this one: the
+                    # requeue applied (an earlier attempt's commit was in doubt) or was never needed.
+                    self.history.violate("answer", f"requeue of {letter.item.value} answered {error!r}")
 
 
 def _shown(got: Any, error: BaseException | None) -> str:
