@@ -173,7 +173,7 @@ def test_a_counter_left_behind_is_caught_and_shrunk(monkeypatch):
 
 # --- a project's own actors ------------------------------------------------------------------------
 
-NONE = Shape(producers=0, poppers=0, claimers=0, waiters=0, awaiters=0, keepers=0)
+NONE = Shape.none()
 
 
 def _taker(ctx):

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from django_fdbqueue import service
-from django_fdbqueue.exceptions import LeaseGone, QueueError
+from django_fdbqueue.exceptions import DeadLetterNotFound, LeaseGone, QueueError
 from django_fdbqueue.fdbapi import FDBError, commit_in_doubt
 from django_fdbqueue.service.popping import PopMode
 
@@ -41,10 +41,16 @@ class Shape:
     producers: int = 3
     poppers: int = 2
     claimers: int = 3
+    keyed_claimers: int = 2  # claimers of the keyed queue only: claims of one key overlap
     waiters: int = 2
     awaiters: int = 2
     keepers: int = 1
     operations: int = 12
+
+    @classmethod
+    def none(cls, operations: int = 12) -> "Shape":
+        """No standard actor at all: for a run of a project's own actors only."""
+        return cls(0, 0, 0, 0, 0, 0, 0, operations)
 
 
 class Doubt:
@@ -86,8 +92,11 @@ class Actors:
             ("producer", shape.producers, self.producer),
             ("popper", shape.poppers, self.popper),
             ("claimer", shape.claimers, self.claimer),
+            ("keyclaimer", shape.keyed_claimers, self.keyed_claimer),
             ("waiter", shape.waiters, self.waiter),
-            ("awaiter", shape.awaiters, self.awaiter),
+            # "waiter-async": a waiter too, for the liveness oracle (which watches the queues'
+            # heads while any actor named "waiter..." runs).
+            ("waiter-async", shape.awaiters, self.awaiter),
             ("keeper", shape.keepers, self.keeper),
         ]
         for kind, count, body in kinds:
@@ -194,6 +203,19 @@ class Actors:
             self.history.leased(lease.item.value)
             self._settle(name, rng, lease)
 
+    def keyed_claimer(self, name: str, rng: random.Random, operations: int) -> None:
+        """Claims of the keyed queue only, with short leases: claims of one key overlap often."""
+        for _ in range(operations):
+            seconds = rng.choice([0.2, 0.5, 2.0])
+            lease, _doubt, _error = self._call(
+                name, f"claim keyed lease {seconds}", partial(service.claim, self.db, "keyed", lease=seconds)
+            )
+            if lease is None:
+                self.scheduler.sleep(rng.uniform(0.0, 0.2))
+                continue
+            self.history.leased(lease.item.value)
+            self._settle(name, rng, lease)
+
     def _settle(self, name: str, rng: random.Random, lease: Any) -> None:
         """Ack, release, extend then ack, or walk away (the lease runs out)."""
         choice = rng.random()
@@ -241,17 +263,23 @@ class Actors:
 
     def awaiter(self, name: str, rng: random.Random, operations: int) -> None:
         """An event loop with three coroutines that pop and claim with ``wait=``; some are cancelled."""
-        self._run_async(lambda: self._awaiting(name, rng, operations))
+        in_flight: dict[int, str] = {}  # apops awaited now: each task's queue
+        try:
+            self._run_async(lambda: self._awaiting(name, rng, operations, in_flight))
+        except Killed:
+            for queue in in_flight.values():  # stopped with its event loop: as a killed process's pop
+                self.history.lossy(queue, 1)
+            raise
 
-    async def _awaiting(self, name: str, rng: random.Random, operations: int) -> None:
+    async def _awaiting(self, name: str, rng: random.Random, operations: int, in_flight: dict[int, str]) -> None:
         loop = asyncio.get_running_loop()
 
         async def one(k: int) -> None:
             for n in range(max(1, operations // 3)):
                 if self.stopping.is_set():
                     return
-                queue = rng.choice(["fifo", "prio"])
-                claims = self.exact or rng.random() < 0.5
+                queue = rng.choice(["fifo", "prio", "fifo", "prio", "keyed"])
+                claims = self.exact or queue == "keyed" or rng.random() < 0.5
                 what = f"{name}/{k} a{'claim' if claims else 'pop'} {queue} wait 2 (#{n})"
                 call = (
                     service.aclaim(self.db, queue, lease=30.0, wait=2.0)
@@ -259,10 +287,16 @@ class Actors:
                     else service.apop(self.db, queue, wait=2.0)
                 )
                 task = asyncio.ensure_future(call)
+                if not claims:
+                    in_flight[id(task)] = queue
+                    task.add_done_callback(lambda done: in_flight.pop(id(done), None))
                 if rng.random() < 0.3:
-                    cancel_after = rng.uniform(0.0, 2.5)
+                    # At any time of its wait, or (half of them) while its first transaction runs,
+                    # when what it took must be given back.
+                    cancel_after = rng.uniform(0.0, 2.5) if rng.random() < 0.5 else rng.uniform(0.0, 0.01)
                     loop.call_later(cancel_after, task.cancel)
                 self.history.operation()
+                started = self.scheduler.clock.now
                 self.scheduler.note(what)
                 doubts = self.doubts[name].count
                 task.add_done_callback(partial(self._pop_in_doubt, name, queue, doubts, claims))
@@ -277,6 +311,8 @@ class Actors:
                 except (FDBError, QueueError) as error:
                     self.scheduler.note(f"{what} -> {_shown(None, error)}")
                     continue
+                if got is None and queue in LIVENESS_QUEUES and not self._pool_stalled(started):
+                    self.history.gave_up_on(name, queue, started, self.scheduler.clock.now)
                 await self._received(name, what, got, claims)
 
         await asyncio.gather(*(one(k) for k in range(3)))
@@ -289,6 +325,17 @@ class Actors:
         """
         if not claims:
             self.history.lossy(queue, self.doubts[name].count - before)
+
+    def _pool_stalled(self, since: float) -> bool:
+        """Was a pool job (an attempt or a look of an async waiter) stalled by a fault since then?
+
+        An async waiter's slowness is then the fault's, not a defect: it is not judged.
+        """
+        return any(
+            until > since
+            for actor, until in self.scheduler.stalled_until.items()
+            if actor.startswith(("pool-", "undo"))
+        )
 
     async def _received(self, name: str, what: str, got: Any, claims: bool) -> None:
         self.scheduler.note(f"{what} -> {_shown(got, None)}")
@@ -318,9 +365,13 @@ class Actors:
             )
             for letter in [] if page is None else page.items:
                 item_id = letter.item.id
-                self._call(
+                _got, _doubt, error = self._call(
                     name, f"requeue {letter.item.value}", partial(service.requeue_dead_letter, self.db, "prio", item_id)
                 )
+                if isinstance(error, DeadLetterNotFound):
+                    # Only this keeper takes dead letters away, and it just listed this one: the
+                    # requeue applied (an earlier attempt's commit was in doubt) or was never needed.
+                    self.history.violate("answer", f"requeue of {letter.item.value} answered {error!r}")
 
 
 def _shown(got: Any, error: BaseException | None) -> str:
