@@ -25,6 +25,7 @@ It prints a table, the median and the worst seeds-to-catch, and writes the JSON 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import concurrent.futures
 import json
 import os
@@ -41,6 +42,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 PATCHES = ROOT / "tests" / "simulation_defects"
 FIGURE = ROOT / "docs" / "_static" / "figures" / "simulation-defects.json"
+#: The package as Python imports it: the clone's, or the installed wheel's (the lowest-versions
+#: run has no source tree beside its tests), with the same files either way.
+PACKAGE = Path(importlib.util.find_spec("django_fdbqueue").origin or "").resolve().parent  # type: ignore[union-attr]
 #: Seconds a simulate process may run past its own --minutes before it is killed.
 GRACE_SECONDS = 120.0
 #: Seconds ``patch`` may take.
@@ -84,9 +88,7 @@ def header(path: Path) -> str:
 
 def prepare(directory: Path, patch: Path | None) -> None:
     """A copy of the package in ``directory``, patched, and the settings module beside it."""
-    shutil.copytree(
-        ROOT / "django_fdbqueue", directory / "django_fdbqueue", ignore=shutil.ignore_patterns("__pycache__")
-    )
+    shutil.copytree(PACKAGE, directory / "django_fdbqueue", ignore=shutil.ignore_patterns("__pycache__"))
     (directory / "simulation_defects_settings.py").write_text(SETTINGS)
     if patch is not None:
         subprocess.run(

@@ -48,7 +48,7 @@ def test_the_patch_applies_to_the_code_as_it_is(patch: Path):
     assert bench.header(patch), "each patch starts with a header saying what it re-introduces"
     done = subprocess.run(
         ["patch", "--dry-run", "-p1", "-i", str(patch)],
-        cwd=bench.ROOT,
+        cwd=bench.PACKAGE.parent,
         capture_output=True,
         text=True,
         timeout=bench.PATCH_SECONDS,
