@@ -178,14 +178,6 @@ def due_as_ready(qk: keys.QueueKeys, entry: Entry, rows: Iterable[Any]) -> Itera
             yield hidden.priority, hidden.stamp, (hidden.meta, kv.value)
 
 
-def next_visible_us(tr: Any, qk: keys.QueueKeys) -> int | None:
-    """When the earliest hidden item becomes visible (a snapshot read), or None."""
-    r = qk.hidden.range()
-    for kv in tr.snapshot.get_range(r.start, r.stop, limit=1):
-        return cast("int | None", qk.hidden.unpack(bytes(kv.key))[0])
-    return None
-
-
 # --- listing ---------------------------------------------------------------------------------------
 
 

@@ -20,7 +20,6 @@ import os
 import random
 import shutil
 import tempfile
-import time
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Callable, Mapping
@@ -370,8 +369,3 @@ def _all(page: Callable[[str | None], Any]) -> Any:
         cursor = got.next_cursor
         if cursor is None:
             return
-
-
-def seconds_now() -> float:
-    """Real time, for reporting how long runs took (the simulation's own clock is virtual)."""
-    return time.perf_counter()
