@@ -73,6 +73,11 @@ class ActorContext:
         self.note(f"delivered {value}")
         self._history.deliver(value)
 
+    def maybe_delivered(self, value: str) -> None:
+        """``value``'s ack was stopped midway, or raised after a commit in doubt: handled, or not."""
+        self.note(f"maybe delivered {value}")
+        self._history.maybe(value)
+
     def lossy(self, queue: str) -> None:
         """A pop of ``queue`` ended in doubt (its item may be lost to everyone): allow one loss."""
         self._history.lossy(queue, 1)

@@ -123,6 +123,7 @@ class Scheduler:
         actor.points += 1
         if actor.kill_at_point is not None and actor.points >= actor.kill_at_point:
             actor.kill_at_point = None
+            self.note(f"{actor.name} is stopped at its {label}")
             raise Killed(f"{actor.name} stopped at its {label}")
         self._give_turn(actor, "ready", label)
 

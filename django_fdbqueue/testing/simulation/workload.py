@@ -108,7 +108,14 @@ class Actors:
 
     # -- bookkeeping --------------------------------------------------------------------------
     def _call(
-        self, name: str, what: str, fn: Callable[[], Any], *, pops: str | None = None, receipts: bool = False
+        self,
+        name: str,
+        what: str,
+        fn: Callable[[], Any],
+        *,
+        pops: str | None = None,
+        receipts: bool = False,
+        acks: str | None = None,
     ) -> tuple[Any, int, BaseException | None]:
         """Run one service call: (its result, how many of its commits were in doubt, its error).
 
@@ -117,6 +124,8 @@ class Actors:
         takes items from that queue for good (a pop); stopped midway, it may lose one too.
         ``receipts``: the pop's retry reads what its first attempt took (a high-contention pop),
         so only one stopped midway, or raising after a commit in doubt, may have lost an item.
+        ``acks``: the call acknowledges that value; stopped midway, or raising after a commit in
+        doubt, it may have settled it (delivered, or not).
         """
         doubt = self.doubts[name]
         before = doubt.count
@@ -130,8 +139,12 @@ class Actors:
         except Killed:
             if pops is not None:
                 self.history.lossy(pops, 1 + doubt.count - before)
+            if acks is not None:
+                self.history.maybe(acks)
             raise
         seen = doubt.count - before + (1 if failed is not None and commit_in_doubt(failed) else 0)
+        if acks is not None and failed is not None and seen:
+            self.history.maybe(acks)
         if pops is not None and (failed is not None or not receipts):
             self.history.lossy(pops, seen)
         self.scheduler.note(f"{name} {what} -> {_shown(got, failed)}{f' ({seen} in doubt)' if seen else ''}")
@@ -233,7 +246,9 @@ class Actors:
             return
         if choice < 0.4:
             self._call(name, f"extend {value}", partial(service.extend, self.db, lease.receipt, 5.0))
-        _got, _doubt, error = self._call(name, f"ack {value}", partial(service.ack, self.db, lease.receipt))
+        _got, _doubt, error = self._call(
+            name, f"ack {value}", partial(service.ack, self.db, lease.receipt), acks=value
+        )
         if error is None:
             self.history.deliver(lease.item.value)
         elif not isinstance(error, (LeaseGone, FDBError)):
@@ -259,7 +274,7 @@ class Actors:
                 if got is not None:
                     self.history.leased(got.item.value)
                     _got, _d, error = self._call(
-                        name, f"ack {got.item.value}", partial(service.ack, self.db, got.receipt)
+                        name, f"ack {got.item.value}", partial(service.ack, self.db, got.receipt), acks=got.item.value
                     )
                     if error is None:
                         self.history.deliver(got.item.value)
