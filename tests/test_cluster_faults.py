@@ -165,6 +165,38 @@ def test_kill_9_of_one_fdbserver_under_load_loses_nothing_and_no_client_hangs(th
     print("\ncluster faults:", json.dumps(numbers))
 
 
+# -- the simulation's actors and invariants, one fdbserver SIGKILLed mid-run ------------------------
+
+
+@pytest.mark.cluster
+@pytest.mark.timeout(300)
+def test_the_simulation_s_swarm_with_one_fdbserver_killed_breaks_no_invariant(cluster, store):
+    """The deterministic simulation's actors and verdict (nothing lost, duplicated or unexpected;
+    counters against a recount; key limits; liveness, allowed the outage) in real threads on the
+    cluster, while one of its three processes is SIGKILLed and the cluster recovers."""
+    from django_fdbqueue.testing.simulation.swarm import swarm
+
+    seed = int.from_bytes(os.urandom(3), "big")
+    killed = threading.Event()
+
+    def kill() -> None:
+        cluster.kill(0)
+        killed.set()
+
+    killer = threading.Timer(3.0, kill)
+    killer.start()
+    try:
+        result = swarm(store, seed, seconds=12.0, liveness_seconds=20.0)
+    finally:
+        killer.cancel()
+        killer.join(10)
+        cluster.start_processes()
+    assert killed.is_set(), "the swarm ended before the kill"
+    assert result.operations > 50, "the swarm did next to nothing"
+    assert result.ok, "\n".join([f"seed {seed}"] + [str(v) for v in result.violations] + result.trace[-60:])
+    print(f"\nswarm of seed {seed} with a kill: {result.operations} operations, {dict(result.classes)}")
+
+
 # -- every process stopped, then started again ------------------------------------------------------
 
 

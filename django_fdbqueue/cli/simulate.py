@@ -59,6 +59,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--operations", type=positive_int, default=None, help="Operations per actor (default 12).")
     parser.add_argument("--steps", type=positive_int, default=None, help="Cut each run after this many steps.")
     parser.add_argument("--minutes", type=_minutes, default=None, help="Stop starting seeds after this long.")
+    parser.add_argument(
+        "--jobs", type=positive_int, default=1, help="Worker processes running seeds side by side (default 1)."
+    )
     parser.add_argument("--no-shrink", action="store_true", help="Report a failure as found, without shrinking it.")
 
 
@@ -84,7 +87,8 @@ def handle_simulate(ctx: Context, options: dict[str, Any]) -> None:
     first = options["seed"] if options["seed"] is not None else int.from_bytes(os.urandom(4), "big")
     if not ctx.as_json:
         ctx.stderr.write(f"Simulating seeds {first} to {first + options['seeds'] - 1} (faults {chosen.faults.text()})")
-    campaign = run_seeds(range(first, first + options["seeds"]), chosen, minutes=options["minutes"])
+    seeds = range(first, first + options["seeds"])
+    campaign = run_seeds(seeds, chosen, minutes=options["minutes"], jobs=options["jobs"])
     failed = campaign.failure
     shrunk = failed if failed is None or options["no_shrink"] else shrink(failed)
     summary = {
@@ -93,6 +97,8 @@ def handle_simulate(ctx: Context, options: dict[str, Any]) -> None:
         "seconds": round(campaign.seconds, 2),
         "seeds_per_second": round(campaign.seeds_per_second, 2),
         "cpu_seconds": round(campaign.cpu_seconds, 2),
+        "cpu_seconds_per_seed": round(campaign.cpu_seconds / max(1, len(campaign.results)), 3),
+        "jobs": options["jobs"],
         "operations": sum(r.operations for r in campaign.results),
         "failed_seed": None if failed is None else failed.seed,
         "violations": [] if shrunk is None else [str(v) for v in shrunk.violations],
@@ -103,7 +109,8 @@ def handle_simulate(ctx: Context, options: dict[str, Any]) -> None:
     else:
         ctx.stdout.write(
             f"{summary['seeds']} seeds, {summary['operations']} operations in {summary['seconds']} s "
-            f"({summary['seeds_per_second']} seeds/s, {summary['cpu_seconds']} s of CPU)"
+            f"({summary['seeds_per_second']} seeds/s in {summary['jobs']} process(es), "
+            f"{summary['cpu_seconds_per_seed']} s of CPU per seed)"
         )
         if shrunk is not None:
             ctx.stdout.write(f"Seed {shrunk.seed} failed:")

@@ -18,6 +18,7 @@ import time
 from typing import Any, Callable
 
 from django_fdbqueue import service
+from django_fdbqueue.fdbapi import FDBError
 
 from . import Faults, Options, Oracle, Result
 from .history import History
@@ -85,11 +86,20 @@ class Swarm(Scheduler):
         return None
 
 
-def swarm(db: Any, seed: int, *, seconds: float = 10.0, shape: Shape | None = None) -> Result:
+def swarm(
+    db: Any,
+    seed: int,
+    *,
+    seconds: float = 10.0,
+    shape: Shape | None = None,
+    liveness_seconds: float = LIVENESS_SECONDS,
+) -> Result:
     """Run the standard actors on ``db`` for ``seconds`` in real threads, then judge the store.
 
     ``db`` is a database the app opened (either engine), whose ROOT holds no queues of the
-    simulation's names (``fifo``, ``prio``, ``keyed``).
+    simulation's names (``fifo``, ``prio``, ``keyed``). ``liveness_seconds``: how long a waiter
+    may give up beside an item it could take; wider when the run has an outage of its own (a
+    killed fdbserver: the cluster answers nothing while it recovers).
     """
     shape = shape or Shape(operations=1_000_000)  # they run until told to stop
     crowd = Swarm()
@@ -98,7 +108,7 @@ def swarm(db: Any, seed: int, *, seconds: float = 10.0, shape: Shape | None = No
         service.create_queue(db, name, **settings)
     actors = Actors(db, crowd, history, seed, {}, exact=True, run_async=lambda main: asyncio.run(main()))
     actors.spawn_all(shape, lambda: 0)
-    oracle = Oracle(db, crowd, history, QUEUES, liveness_seconds=LIVENESS_SECONDS)
+    oracle = Oracle(db, crowd, history, QUEUES, liveness_seconds=liveness_seconds)
     monitor = threading.Thread(target=_watch, args=(oracle, crowd, seconds), name="swarm-monitor", daemon=True)
     monitor.start()
     monitor.join(seconds + 60)
@@ -119,9 +129,13 @@ def swarm(db: Any, seed: int, *, seconds: float = 10.0, shape: Shape | None = No
 
 
 def _watch(oracle: Oracle, crowd: Swarm, seconds: float) -> None:
-    """The invariants checked as the swarm runs, a few times a second, until its time is up."""
+    """The invariants checked as the swarm runs, a few times a second, until its time is up (a look
+    the store could not answer, as in an outage, is skipped)."""
     while crowd.clock.now < seconds:
-        oracle.step()
+        try:
+            oracle.step()
+        except FDBError as error:
+            crowd.note(f"monitor: the store did not answer ({error.code})")
         time.sleep(0.2)
 
 

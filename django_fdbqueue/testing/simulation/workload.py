@@ -246,9 +246,7 @@ class Actors:
             return
         if choice < 0.4:
             self._call(name, f"extend {value}", partial(service.extend, self.db, lease.receipt, 5.0))
-        _got, _doubt, error = self._call(
-            name, f"ack {value}", partial(service.ack, self.db, lease.receipt), acks=value
-        )
+        _got, _doubt, error = self._call(name, f"ack {value}", partial(service.ack, self.db, lease.receipt), acks=value)
         if error is None:
             self.history.deliver(lease.item.value)
         elif not isinstance(error, (LeaseGone, FDBError)):

@@ -8,7 +8,8 @@ Inside :func:`simulated`, for the simulation's actors:
 * a wait on a watch (``waiting.wait_on``) blocks the actor until the watch fires or the virtual
   time passes; the embedded engine's watches fire when the simulation says (late, by a seeded
   delay after each commit), not from a thread of their own;
-* the async face's thread pool runs each job as a new actor.
+* the async face's thread pool runs each job as a new actor;
+* the package's log records go into the run's trace (one line each), not to the handlers.
 
 Other threads (the scheduler's own) see the virtual clock too, and real randomness. Everything
 is put back on exit.
@@ -19,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import logging
 import os
 import random
 import selectors
@@ -82,6 +84,7 @@ def simulated(scheduler: Scheduler, rng: random.Random, db: Any) -> Iterator[Non
         _virtual_waits(patches, scheduler)
         _actor_pools(patches, scheduler)
         _seeded_engine(patches, scheduler, rng, db)
+        _traced_logs(patches, scheduler)
         random.seed(rng.random())
         spread._PICK.seed(rng.random())
         tenantturns._SHUFFLE.seed(rng.random())
@@ -89,6 +92,26 @@ def simulated(scheduler: Scheduler, rng: random.Random, db: Any) -> Iterator[Non
     finally:
         random.setstate(state)
         patches.restore()
+
+
+class _TraceHandler(logging.Handler):
+    """A log record as one line of the trace: injected faults make the service log retries by
+    the hundred, which are the run's story, not noise for the terminal."""
+
+    def __init__(self, scheduler: Scheduler) -> None:
+        super().__init__(logging.DEBUG)
+        self.scheduler = scheduler
+
+    def emit(self, record: logging.LogRecord) -> None:
+        first = record.getMessage().splitlines()[0][:200]
+        self.scheduler.note(f"log {record.levelname.lower()} {record.name}: {first}")
+
+
+def _traced_logs(patches: _Patches, scheduler: Scheduler) -> None:
+    logger = logging.getLogger("django_fdbqueue")
+    handler = _TraceHandler(scheduler)
+    patches.put(logger, "handlers", [handler])
+    patches.put(logger, "propagate", False)
 
 
 def _virtual_time(patches: _Patches, scheduler: Scheduler, rng: random.Random) -> None:
