@@ -17,7 +17,7 @@ from django_fdbqueue.bench.references import ReferenceUnavailable
 from django_fdbqueue.bench.targets import Target
 from django_fdbqueue.bench.task_rows import TaskRun
 
-from . import redis_ref, sqlite_ref, tasks_db_ref
+from . import redis_ref, sqlite_ref, strategies, tasks_db_ref
 from .directory import reference_directory
 
 #: The mark the hook looks for: this is the project's references module.
@@ -53,6 +53,11 @@ def _open_sqlite(stack: contextlib.ExitStack) -> Target:
     target = sqlite_ref.SqliteTarget(os.path.join(directory, "reference.sqlite3"), location)
     stack.callback(target.close)
     return target
+
+
+def comparison_strategies() -> tuple[dict[str, Any], dict[str, Any]]:
+    """The pop strategies that give up exact order, measured beside the service's, and their layouts."""
+    return strategies.STRATEGIES, strategies.LAYOUTS
 
 
 def tasks_db_missing() -> str | None:

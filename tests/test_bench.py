@@ -33,7 +33,7 @@ from django_fdbqueue.bench.goals import CLAIMS_VS_POP, MANY, REDIS_PAIRS, SQLITE
 from django_fdbqueue.bench.latency import PROBE_SAMPLES, probe, probe_key
 from django_fdbqueue.bench.recipe_source import RecipeUnavailable, extract_code, load_recipe
 from django_fdbqueue.bench.task_names import ENQUEUED_FIRST, TASKS_DB
-from django_fdbqueue.bench.strategies import STRATEGIES
+from django_fdbqueue.bench.strategies import available
 from django_fdbqueue.bench.suite import NO_RECIPE, Bench, BenchConfig
 from django_fdbqueue.bench.workloads import SPREAD_CLAIMS
 from django_fdbqueue.tasks.compat import task_backends
@@ -54,6 +54,8 @@ NO_RECIPE_FILE = (
     "documentation page or Python code), which the bench runs beside the service"
 )
 #: Rows only the app's queues have: no reference claims, acks or blocks in a pop.
+#: Every strategy a run from the clone measures: the service's pop modes, then the project's.
+STRATEGIES = tuple(available())
 OURS_ONLY = ("claim+ack", "wake")
 DEEP_SIZE = 300
 SHALLOW_SIZE = 30  # what the bench compares a deep queue of 300 with (a tenth of it)

@@ -9,7 +9,7 @@ as the test suite's), or else in a ``benchmarks`` folder beside the app's own (a
 installed editable, as the demo project's ``manage.py`` runs it). The app imports them through
 this module only; installed from the wheel alone there are none, and asking for one is an error
 that says so. The provider module offers ``check(name)``, ``start(name, stack, progress)``,
-``tasks_db_missing()`` and ``run_tasks_db(count, detail)``.
+``comparison_strategies()``, ``tasks_db_missing()`` and ``run_tasks_db(count, detail)``.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ __all__ = [
     "ReferenceMissing",
     "ReferenceUnavailable",
     "check",
+    "comparison_strategies",
     "provider",
     "run_tasks_db",
     "start",
@@ -90,6 +91,15 @@ def check(name: str) -> None:
 def start(name: str, stack: contextlib.ExitStack, progress: Progress) -> Target:
     """Start the reference ``name``; the run's exit stack stops it and removes its files."""
     return cast(Target, _required(name).start(name, stack, progress))
+
+
+def comparison_strategies() -> tuple[dict[str, Any], dict[str, Any]]:
+    """The project's comparison pop strategies and their layouts (name -> function, name ->
+    Layout); none where the project's benchmarks are not here."""
+    module = provider()
+    if module is None:
+        return {}, {}
+    return cast("tuple[dict[str, Any], dict[str, Any]]", module.comparison_strategies())
 
 
 def tasks_db_missing() -> str | None:

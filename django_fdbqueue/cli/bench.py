@@ -41,7 +41,7 @@ from django_fdbqueue.bench.report import (
     write_plot,
 )
 from django_fdbqueue.bench.runner import BenchError
-from django_fdbqueue.bench.strategies import STRATEGIES
+from django_fdbqueue.bench.strategies import available
 from django_fdbqueue.bench.plan import (
     COMPARE_CHOICES,
     DEFAULT_CLIENTS,
@@ -168,7 +168,7 @@ def register(subparsers: Any) -> None:
         action="append",
         dest="strategies",
         metavar="NAME",
-        help=f"A pop strategy to measure; repeat for several. Default: all ({', '.join(STRATEGIES)}).",
+        help=f"A pop strategy to measure; repeat for several. Default: all ({', '.join(available())}).",
     )
     parser.add_argument(
         "--deep-size",
