@@ -1,6 +1,7 @@
 """What the bench's hook (:mod:`django_fdbqueue.bench.references`) calls: the ``--compare``
 references, a private redis-server and a raw SQLite file beside the embedded store, each stopped
-or removed when the run's exit stack closes; and the Tasks goal's reference.
+or removed when the run's exit stack closes; FoundationDB's recipe from the file given; the
+comparison pop strategies; and the Tasks goal's reference.
 
 The functions look the reference modules up when called, so a test that replaces one of their
 functions replaces it for the bench too.
@@ -17,7 +18,7 @@ from django_fdbqueue.bench.references import ReferenceUnavailable
 from django_fdbqueue.bench.targets import Target
 from django_fdbqueue.bench.task_rows import TaskRun
 
-from . import redis_ref, sqlite_ref, strategies, tasks_db_ref
+from . import recipe_ref, recipe_source, redis_ref, sqlite_ref, strategies, tasks_db_ref
 from .directory import reference_directory
 
 #: The mark the hook looks for: this is the project's references module.
@@ -53,6 +54,16 @@ def _open_sqlite(stack: contextlib.ExitStack) -> Target:
     target = sqlite_ref.SqliteTarget(os.path.join(directory, "reference.sqlite3"), location)
     stack.callback(target.close)
     return target
+
+
+def load_recipe(path: str) -> recipe_source.RecipeSource:
+    """FoundationDB's recipe code from the file given, checked (RecipeUnavailable says why not)."""
+    return recipe_source.load_recipe(path)
+
+
+def recipe_target(ours: Any, recipe: recipe_source.RecipeSource) -> Target:
+    """The recipe on the store of ``ours`` (the app's target), on its very handle."""
+    return recipe_ref.RecipeTarget.beside(ours, recipe)
 
 
 def comparison_strategies() -> tuple[dict[str, Any], dict[str, Any]]:

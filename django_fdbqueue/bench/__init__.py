@@ -13,9 +13,8 @@ drift, ratios measured seconds apart much less.
 Modules, one job each:
 
 * ``strategies``: the registry of pop strategies (``--strategy``) and their queue layouts;
-* ``targets``: the interface every measured store offers; ``service_target`` and ``recipe_ref``
-  implement it for our service and FoundationDB's recipe;
-* ``recipe_source``: finding and checking the recipe's code in the file given;
+* ``targets``: the interface every measured store offers; ``service_target`` implements it for
+  our service (the project's benchmarks for FoundationDB's recipe, Redis and raw SQLite);
 * ``child``: opening the parent's store in a client process (client library, Django, handle);
 * ``workloads``: what one client does per operation;
 * ``runner``: clients as threads or spawned processes, the shared timed window;

@@ -1,15 +1,18 @@
-"""The hook through which the project's references plug into the bench: ``--compare redis,sqlite``
-and the Tasks goal's reference, django-tasks' database backend.
+"""The hook through which the project's references plug into the bench: ``--compare redis,sqlite``,
+FoundationDB's recipe (``--recipe PATH``), the comparison pop strategies, and the Tasks goal's
+reference, django-tasks' database backend.
 
-The references measure a private Redis, a raw SQLite table and another Tasks backend: figures for
-the project's goals, not for a user's store, so they are not part of the app. They live in the
+The references measure a private Redis, a raw SQLite table, FoundationDB's own recipe and another
+Tasks backend: figures for the project's goals, not for a user's store, so they are not part of
+the app. They live in the
 repository's ``benchmarks`` package, beside ``django_fdbqueue/``, which the wheel leaves out. The
 bench finds them by import path (:data:`PROVIDER`): on ``sys.path`` (a run from the clone's root,
 as the test suite's), or else in a ``benchmarks`` folder beside the app's own (a clone with the app
 installed editable, as the demo project's ``manage.py`` runs it). The app imports them through
 this module only; installed from the wheel alone there are none, and asking for one is an error
 that says so. The provider module offers ``check(name)``, ``start(name, stack, progress)``,
-``comparison_strategies()``, ``tasks_db_missing()`` and ``run_tasks_db(count, detail)``.
+``load_recipe(path)``, ``recipe_target(ours, recipe)``, ``comparison_strategies()``,
+``tasks_db_missing()`` and ``run_tasks_db(count, detail)``.
 """
 
 from __future__ import annotations
@@ -27,11 +30,14 @@ from .task_rows import TaskRun
 
 __all__ = [
     "PROVIDER",
+    "RecipeUnavailable",
     "ReferenceMissing",
     "ReferenceUnavailable",
     "check",
     "comparison_strategies",
+    "load_recipe",
     "provider",
+    "recipe_target",
     "run_tasks_db",
     "start",
     "tasks_db_missing",
@@ -50,6 +56,10 @@ _TASKS_DB = "django-tasks database backend reference (the Tasks goal's)"
 
 class ReferenceUnavailable(Exception):
     """A ``--compare`` reference cannot run here; the message says why and what to do."""
+
+
+class RecipeUnavailable(Exception):
+    """FoundationDB's recipe cannot run from the file given, or at all here; the message says why."""
 
 
 class ReferenceMissing(Exception):
@@ -91,6 +101,22 @@ def check(name: str) -> None:
 def start(name: str, stack: contextlib.ExitStack, progress: Progress) -> Target:
     """Start the reference ``name``; the run's exit stack stops it and removes its files."""
     return cast(Target, _required(name).start(name, stack, progress))
+
+
+def load_recipe(path: str) -> Any:
+    """The recipe's code read and checked from ``path`` (``--recipe PATH``), before anything runs."""
+    module = provider()
+    if module is None:
+        raise RecipeUnavailable(f"--recipe needs {_NOT_HERE}.")
+    return module.load_recipe(path)
+
+
+def recipe_target(ours: Target, recipe: Any) -> Target:
+    """The recipe on the store of ``ours``; its code is run once now, so a broken one stops the run."""
+    module = provider()
+    if module is None:
+        raise RecipeUnavailable(f"--recipe needs {_NOT_HERE}.")
+    return cast(Target, module.recipe_target(ours, recipe))
 
 
 def comparison_strategies() -> tuple[dict[str, Any], dict[str, Any]]:

@@ -29,7 +29,7 @@ On each target (the app's queues, and the references asked for) the run measures
   benchmarks, see :mod:`~django_fdbqueue.bench.references`).
 
 The references: FoundationDB's own priority-queue recipe on the same store (``--recipe PATH``,
-see :mod:`~django_fdbqueue.bench.recipe_ref`), a private Redis and a raw SQLite file
+from the project's benchmarks), a private Redis and a raw SQLite file
 (``--compare``, from the project's benchmarks beside the app, through the hook in
 :mod:`~django_fdbqueue.bench.references`). Then it relates the rows
 (:mod:`~django_fdbqueue.bench.results`); :mod:`~django_fdbqueue.bench.goals` reads the figures
@@ -57,7 +57,7 @@ from typing import Any
 from .measure import RowMeasuring
 from .plan import COMPARE_CHOICES, MODES, NO_RECIPE, BenchConfig, plan
 from .progress import Progress
-from .references import ReferenceMissing, run_tasks_db, start, tasks_db_missing
+from .references import ReferenceMissing, recipe_target, run_tasks_db, start, tasks_db_missing
 from .results import NO_STRATEGY, REFERENCES, BenchResult, Row, memory_warnings, relate
 from .runner import BenchError, ProcessTeam
 from .targets import OURS, Target
@@ -129,9 +129,7 @@ class Bench(RowMeasuring):
         with contextlib.ExitStack() as stack:
             targets: dict[str, Target] = {OURS: ours}
             if self.config.recipe is not None:
-                from .recipe_ref import RecipeTarget
-
-                targets["recipe"] = RecipeTarget.beside(ours, self.config.recipe)
+                targets["recipe"] = recipe_target(ours, self.config.recipe)
             for name in self.config.compare:
                 targets[name] = start(name, stack, progress)
             references = {name: target.metadata() for name, target in targets.items() if name != OURS}

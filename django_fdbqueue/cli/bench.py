@@ -30,8 +30,7 @@ from typing import Any, Iterator
 from django.core.management.base import CommandError
 
 from django_fdbqueue.bench.progress import Progress
-from django_fdbqueue.bench.recipe_source import RecipeUnavailable, load_recipe
-from django_fdbqueue.bench.references import ReferenceUnavailable, check
+from django_fdbqueue.bench.references import RecipeUnavailable, ReferenceUnavailable, check, load_recipe
 from django_fdbqueue.bench.report import (
     PlotUnavailable,
     check_plot_available,
