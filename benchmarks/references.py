@@ -1,7 +1,7 @@
 """What the bench's hook (:mod:`django_fdbqueue.bench.references`) calls: the ``--compare``
 references, a private redis-server and a raw SQLite file beside the embedded store, each stopped
 or removed when the run's exit stack closes; FoundationDB's recipe from the file given; the
-comparison pop strategies; and the Tasks goal's reference.
+comparison pop strategies; the Tasks goal's reference; and the goals table and chart.
 
 The functions look the reference modules up when called, so a test that replaces one of their
 functions replaces it for the bench too.
@@ -18,7 +18,7 @@ from django_fdbqueue.bench.references import ReferenceUnavailable
 from django_fdbqueue.bench.targets import Target
 from django_fdbqueue.bench.task_rows import TaskRun
 
-from . import recipe_ref, recipe_source, redis_ref, sqlite_ref, strategies, tasks_db_ref
+from . import goals, plot, recipe_ref, recipe_source, redis_ref, sqlite_ref, strategies, tasks_db_ref
 from .directory import reference_directory
 
 #: The mark the hook looks for: this is the project's references module.
@@ -64,6 +64,26 @@ def load_recipe(path: str) -> recipe_source.RecipeSource:
 def recipe_target(ours: Any, recipe: recipe_source.RecipeSource) -> Target:
     """The recipe on the store of ``ours`` (the app's target), on its very handle."""
     return recipe_ref.RecipeTarget.beside(ours, recipe)
+
+
+def goals_table(result: Any) -> str:
+    """The goals table of a finished run, as the report prints it."""
+    return goals.goals_table(result)
+
+
+def goals_data(result: Any) -> list[dict[str, Any]]:
+    """The goals of a finished run, as the JSON document holds them."""
+    return goals.as_data(goals.goals_of(result))
+
+
+def check_plot_available() -> None:
+    """Raise PlotUnavailable unless matplotlib can be imported."""
+    plot.check_plot_available()
+
+
+def write_plot(result: Any, path: str) -> None:
+    """The run's chart, as a PNG at ``path``."""
+    plot.write_plot(result, path)
 
 
 def comparison_strategies() -> tuple[dict[str, Any], dict[str, Any]]:

@@ -31,7 +31,7 @@ from django_fdbqueue import connection, service
 from django_fdbqueue.bench import runner, stats, task_rows
 from django_fdbqueue.bench import references as hook
 from django_fdbqueue.bench.references import RecipeUnavailable
-from django_fdbqueue.bench.goals import CLAIMS_VS_POP, MANY, REDIS_PAIRS, SQLITE_PAIRS, TASKS_VS_DB_BACKEND, WAKE_P50_MS
+from benchmarks.goals import CLAIMS_VS_POP, MANY, REDIS_PAIRS, SQLITE_PAIRS, TASKS_VS_DB_BACKEND, WAKE_P50_MS
 from django_fdbqueue.bench.latency import PROBE_SAMPLES, probe, probe_key
 from django_fdbqueue.bench.task_names import ENQUEUED_FIRST, TASKS_DB
 from django_fdbqueue.bench.strategies import available
@@ -610,6 +610,14 @@ def test_compare_without_the_projects_benchmarks_is_exit_code_2(fdbqueue_db, mon
     assert code == 2 and out == ""
     assert message.startswith(f"--compare {reference} needs the project's benchmarks (a clone): "), message
     assert "benchmarks/ is beside django_fdbqueue/" in message
+
+
+def test_plot_without_the_projects_benchmarks_is_exit_code_2(fdbqueue_db, monkeypatch, tmp_path):
+    """The chart is the project's: from the wheel alone --plot is refused up front; the table is not."""
+    monkeypatch.setattr(hook, "PROVIDER", "fdbqueue_no_such_benchmarks.references")
+    code, out, message = _run("--quick", "--plot", str(tmp_path / "chart.png"))
+    assert code == 2 and out == ""
+    assert message.startswith("--plot needs the project's benchmarks (a clone): "), message
 
 
 def test_another_benchmarks_package_is_not_taken_for_the_projects(monkeypatch, tmp_path):

@@ -16,7 +16,7 @@ import pytest
 
 from benchmarks import tasks_db_ref
 from django_fdbqueue.bench import references as hook
-from django_fdbqueue.bench.goals import evaluate
+from benchmarks.goals import evaluate
 from django_fdbqueue.bench.progress import Progress
 from django_fdbqueue.bench.results import Row, relate
 from django_fdbqueue.bench.runner import BenchError

@@ -12,8 +12,7 @@ from typing import Any
 from .results import NO_STRATEGY, Row
 from .strategies import registered
 from .targets import OURS
-from .task_names import ENQUEUED_FIRST, TASKS_DB
-from .task_rows import ENQUEUED_FIRST_WORKERS, IMMEDIATE, TASK_WORKERS
+from .task_names import ENQUEUED_FIRST, ENQUEUED_FIRST_WORKERS, IMMEDIATE, TASK_WORKERS, TASKS_DB
 from .workloads import SPREAD_CLAIMS
 
 #: The references ``--compare`` starts; the recipe comes with ``--recipe PATH`` instead.

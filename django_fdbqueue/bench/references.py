@@ -1,6 +1,7 @@
 """The hook through which the project's references plug into the bench: ``--compare redis,sqlite``,
-FoundationDB's recipe (``--recipe PATH``), the comparison pop strategies, and the Tasks goal's
-reference, django-tasks' database backend.
+FoundationDB's recipe (``--recipe PATH``), the comparison pop strategies, the Tasks goal's
+reference (django-tasks' database backend), and the goals table and chart that judge the app
+against them.
 
 The references measure a private Redis, a raw SQLite table, FoundationDB's own recipe and another
 Tasks backend: figures for the project's goals, not for a user's store, so they are not part of
@@ -12,7 +13,8 @@ installed editable, as the demo project's ``manage.py`` runs it). The app import
 this module only; installed from the wheel alone there are none, and asking for one is an error
 that says so. The provider module offers ``check(name)``, ``start(name, stack, progress)``,
 ``load_recipe(path)``, ``recipe_target(ours, recipe)``, ``comparison_strategies()``,
-``tasks_db_missing()`` and ``run_tasks_db(count, detail)``.
+``goals_table(result)``, ``goals_data(result)``, ``check_plot_available()``,
+``write_plot(result, path)``, ``tasks_db_missing()`` and ``run_tasks_db(count, detail)``.
 """
 
 from __future__ import annotations
@@ -30,17 +32,22 @@ from .task_rows import TaskRun
 
 __all__ = [
     "PROVIDER",
+    "PlotUnavailable",
     "RecipeUnavailable",
     "ReferenceMissing",
     "ReferenceUnavailable",
     "check",
+    "check_plot_available",
     "comparison_strategies",
+    "goals_data",
+    "goals_table",
     "load_recipe",
     "provider",
     "recipe_target",
     "run_tasks_db",
     "start",
     "tasks_db_missing",
+    "write_plot",
 ]
 
 #: The module that provides the references, in the repository beside the app.
@@ -56,6 +63,10 @@ _TASKS_DB = "django-tasks database backend reference (the Tasks goal's)"
 
 class ReferenceUnavailable(Exception):
     """A ``--compare`` reference cannot run here; the message says why and what to do."""
+
+
+class PlotUnavailable(Exception):
+    """``--plot`` cannot draw here (no matplotlib, or no project's benchmarks); the message says why."""
 
 
 class RecipeUnavailable(Exception):
@@ -117,6 +128,32 @@ def recipe_target(ours: Target, recipe: Any) -> Target:
     if module is None:
         raise RecipeUnavailable(f"--recipe needs {_NOT_HERE}.")
     return cast(Target, module.recipe_target(ours, recipe))
+
+
+def goals_table(result: Any) -> str:
+    """The goals table of a finished run (a BenchResult), or "" without the project's benchmarks."""
+    module = provider()
+    return "" if module is None else cast(str, module.goals_table(result))
+
+
+def goals_data(result: Any) -> list[dict[str, Any]]:
+    """The goals of a finished run as JSON data; none without the project's benchmarks."""
+    module = provider()
+    return [] if module is None else cast("list[dict[str, Any]]", module.goals_data(result))
+
+
+def check_plot_available() -> None:
+    """Raise :class:`PlotUnavailable` unless ``--plot`` can draw here (checked before a long run)."""
+    module = provider()
+    if module is None:
+        raise PlotUnavailable(f"--plot needs {_NOT_HERE} (the table and --json-file do not need it).")
+    module.check_plot_available()
+
+
+def write_plot(result: Any, path: str) -> None:
+    """Draw the run's chart into ``path`` (a PNG)."""
+    check_plot_available()
+    cast(ModuleType, provider()).write_plot(result, path)
 
 
 def comparison_strategies() -> tuple[dict[str, Any], dict[str, Any]]:

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 from .runner import GRACE_SECONDS, BenchError
-from .task_names import BACKEND_ALIAS, QUEUE_NAME
+from .task_names import BACKEND_ALIAS, ENQUEUED_FIRST_WORKERS, IMMEDIATE, QUEUE_NAME, TASK_WORKERS
 from .stats import peak_memory_mib, reset_peak_memory
 
 __all__ = [
@@ -62,14 +62,8 @@ __all__ = [
     "queue_prefix",
 ]
 
-#: The target name of the reference rows.
-IMMEDIATE = "immediate"
 #: The TASKS alias the bench adds for the reference rows (ours: ``task_names.BACKEND_ALIAS``).
 IMMEDIATE_ALIAS = "fdbqueue-bench-immediate"
-#: Worker threads of the rows of ours.
-TASK_WORKERS = (1, 4, 16)
-#: Worker threads of the rows that enqueue every task first, with exact and with spread claims.
-ENQUEUED_FIRST_WORKERS = (1, 16)
 #: Results read or deleted per transaction.
 RESULT_BATCH = 200
 #: The workers' claim wait: how soon they notice the stop once every task has run.

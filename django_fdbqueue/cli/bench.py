@@ -30,15 +30,16 @@ from typing import Any, Iterator
 from django.core.management.base import CommandError
 
 from django_fdbqueue.bench.progress import Progress
-from django_fdbqueue.bench.references import RecipeUnavailable, ReferenceUnavailable, check, load_recipe
-from django_fdbqueue.bench.report import (
+from django_fdbqueue.bench.references import (
     PlotUnavailable,
+    RecipeUnavailable,
+    ReferenceUnavailable,
+    check,
     check_plot_available,
-    format_report,
-    to_document,
-    write_json,
+    load_recipe,
     write_plot,
 )
+from django_fdbqueue.bench.report import format_report, to_document, write_json
 from django_fdbqueue.bench.runner import BenchError
 from django_fdbqueue.bench.strategies import available
 from django_fdbqueue.bench.plan import (
