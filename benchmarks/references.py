@@ -1,7 +1,8 @@
 """What the bench's hook (:mod:`django_fdbqueue.bench.references`) calls: the ``--compare``
 references, a private redis-server and a raw SQLite file beside the embedded store, each stopped
 or removed when the run's exit stack closes; FoundationDB's recipe from the file given; the
-comparison pop strategies; the Tasks goal's reference; and the goals table and chart.
+comparison pop strategies; the tasks rows and the Tasks goal's reference; and the goals table
+and chart.
 
 The functions look the reference modules up when called, so a test that replaces one of their
 functions replaces it for the bench too.
@@ -11,14 +12,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Any, Callable
+from typing import Any
 
 from django_fdbqueue.bench.progress import Progress
 from django_fdbqueue.bench.references import ReferenceUnavailable
 from django_fdbqueue.bench.targets import Target
-from django_fdbqueue.bench.task_rows import TaskRun
 
-from . import goals, plot, recipe_ref, recipe_source, redis_ref, sqlite_ref, strategies, tasks_db_ref
+from . import goals, plot, recipe_ref, recipe_source, redis_ref, sqlite_ref, strategies, task_rows, tasks_db_ref
 from .directory import reference_directory
 
 #: The mark the hook looks for: this is the project's references module.
@@ -96,6 +96,11 @@ def tasks_db_missing() -> str | None:
     return tasks_db_ref.missing()
 
 
-def run_tasks_db(count: int, detail: Callable[[str], None]) -> tuple[TaskRun, dict[str, Any]]:
-    """N tasks through django-tasks' database backend, in a process of its own."""
-    return tasks_db_ref.run_database_backend(count, detail)
+def tasks_missing() -> str | None:
+    """Why the tasks rows cannot run here (the Tasks framework is an optional extra), or None."""
+    return task_rows.framework_missing()
+
+
+def measure_tasks(bench: Any, progress: Progress) -> dict[str, Any] | None:
+    """The run's tasks rows, measured in place; how they ran (the run's metadata), or None."""
+    return task_rows.measure(bench, progress)

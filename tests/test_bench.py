@@ -25,10 +25,10 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test.utils import override_settings
 
-from benchmarks import recipe_ref, redis_ref, tasks_db_ref
+from benchmarks import recipe_ref, redis_ref, task_rows, tasks_db_ref
 from benchmarks.recipe_source import RecipeSource, extract_code, load_recipe
 from django_fdbqueue import connection, service
-from django_fdbqueue.bench import runner, stats, task_rows
+from django_fdbqueue.bench import runner, stats
 from django_fdbqueue.bench import references as hook
 from django_fdbqueue.bench.references import RecipeUnavailable
 from benchmarks.goals import CLAIMS_VS_POP, MANY, REDIS_PAIRS, SQLITE_PAIRS, TASKS_VS_DB_BACKEND, WAKE_P50_MS

@@ -1,6 +1,6 @@
 """The hook through which the project's references plug into the bench: ``--compare redis,sqlite``,
 FoundationDB's recipe (``--recipe PATH``), the comparison pop strategies, the Tasks goal's
-reference (django-tasks' database backend), and the goals table and chart that judge the app
+reference (django-tasks' database backend) with the tasks rows, and the goals table and chart that judge the app
 against them.
 
 The references measure a private Redis, a raw SQLite table, FoundationDB's own recipe and another
@@ -14,7 +14,8 @@ this module only; installed from the wheel alone there are none, and asking for 
 that says so. The provider module offers ``check(name)``, ``start(name, stack, progress)``,
 ``load_recipe(path)``, ``recipe_target(ours, recipe)``, ``comparison_strategies()``,
 ``goals_table(result)``, ``goals_data(result)``, ``check_plot_available()``,
-``write_plot(result, path)``, ``tasks_db_missing()`` and ``run_tasks_db(count, detail)``.
+``write_plot(result, path)``, ``tasks_missing()``, ``tasks_db_missing()`` and
+``measure_tasks(bench, progress)``.
 """
 
 from __future__ import annotations
@@ -24,17 +25,15 @@ import importlib
 import sys
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable, cast
+from typing import Any, cast
 
 from .progress import Progress
 from .targets import Target
-from .task_rows import TaskRun
 
 __all__ = [
     "PROVIDER",
     "PlotUnavailable",
     "RecipeUnavailable",
-    "ReferenceMissing",
     "ReferenceUnavailable",
     "check",
     "check_plot_available",
@@ -42,11 +41,12 @@ __all__ = [
     "goals_data",
     "goals_table",
     "load_recipe",
+    "measure_tasks",
     "provider",
     "recipe_target",
-    "run_tasks_db",
     "start",
     "tasks_db_missing",
+    "tasks_missing",
     "write_plot",
 ]
 
@@ -71,10 +71,6 @@ class PlotUnavailable(Exception):
 
 class RecipeUnavailable(Exception):
     """FoundationDB's recipe cannot run from the file given, or at all here; the message says why."""
-
-
-class ReferenceMissing(Exception):
-    """The Tasks goal's reference cannot run (found during the run); the message says why."""
 
 
 def provider() -> ModuleType | None:
@@ -173,9 +169,17 @@ def tasks_db_missing() -> str | None:
     return cast("str | None", module.tasks_db_missing())
 
 
-def run_tasks_db(count: int, detail: Callable[[str], None]) -> tuple[TaskRun, dict[str, Any]]:
-    """N tasks through the database backend: the run, and how it ran (metadata)."""
+def tasks_missing() -> str | None:
+    """Why the tasks rows cannot run here, or None: they are the project's, and need the Tasks framework."""
     module = provider()
     if module is None:
-        raise ReferenceMissing(f"{_TASKS_DB}: it needs {_NOT_HERE}; so it is not measured.")
-    return cast("tuple[TaskRun, dict[str, Any]]", module.run_tasks_db(count, detail))
+        return f"they need {_NOT_HERE}; so they are not measured."
+    return cast("str | None", module.tasks_missing())
+
+
+def measure_tasks(bench: Any, progress: Progress) -> dict[str, Any] | None:
+    """Measure the run's tasks rows in place (a ``suite.Bench``); how they ran, or None when none did."""
+    module = provider()
+    if module is None:
+        return None
+    return cast("dict[str, Any] | None", module.measure_tasks(bench, progress))
