@@ -1,8 +1,11 @@
-"""``manage.py fdbqueue bench``: measure the queues here, and compare them with FoundationDB's own
-recipe (``--recipe PATH``), Redis and raw SQLite.
+"""``manage.py fdbqueue bench``: measure the queues here; from a clone of the repository, also
+compare them with FoundationDB's own recipe (``--recipe PATH``), Redis and raw SQLite.
 
-It also measures Django Tasks through the app's backend, against the framework's ImmediateBackend
-and django-tasks' database backend on SQLite (``--tasks``), when the Tasks framework is installed.
+From a clone it also measures Django Tasks through the app's backend, against the framework's
+ImmediateBackend and django-tasks' database backend on SQLite (``--tasks``), when the Tasks
+framework is installed. The references, the tasks rows, the goals table and the chart are the
+project's (its ``benchmarks`` package, not in the wheel), reached through
+:mod:`django_fdbqueue.bench.references`.
 
 The measuring lives in :mod:`django_fdbqueue.bench`; this module turns the command line into a
 :class:`~django_fdbqueue.bench.plan.BenchConfig`, shows progress on standard error, and writes
@@ -10,8 +13,8 @@ the results: the table (or, with ``--json``, the full JSON document) on standard
 optionally the same document to a file (``--json-file``) and a chart (``--plot``).
 
 Exit codes, as for every subcommand: 2 for what cannot run as asked (an unknown strategy,
-``--compare`` without the project's benchmarks beside the app (they are not in the wheel), or
-``--compare redis`` without redis-server, ``--plot`` without matplotlib, a ``--recipe`` file without
+``--compare``, ``--recipe`` or ``--plot`` without the project's benchmarks beside the app (they
+are not in the wheel), ``--compare redis`` without redis-server, ``--plot`` without matplotlib, a ``--recipe`` file without
 the recipe's code, or with code that fails to load), checked before anything is measured; 3 when a
 store fails during the run or the exactly-once check fails (the results are still printed and
 written, so the failing rows can be seen); 130 when interrupted, after the bench's queues, client
