@@ -8,6 +8,9 @@ the "FDB queues > Queues" entry on the admin index, and the view/add/change/dele
 The proxies below are the app's other entries on the admin index and in its sidebar (Tasks,
 Schedules, Activity, API tokens): each leads to its pages (``admin.entries``). They have no
 permissions of their own (``default_permissions = ()``): each page keeps its own rules.
+
+The grants and token scopes (``QueueGrant``, ``TokenScope``) are the rows ``access`` reads. They
+check what they store with ``rights``, never with ``access``, so the imports point one way.
 """
 
 from typing import Any, Iterable, TypeVar
@@ -17,6 +20,8 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.dispatch import Signal
+
+from django_fdbqueue.rights import canonical_rules, join_actions, parse_actions, parse_pattern
 
 
 class Queue(models.Model):
@@ -76,13 +81,11 @@ class TokensEntry(Queue):
         verbose_name = verbose_name_plural = "API tokens"
 
 
-# --- access: grants and token scopes (django_fdbqueue.access) ----------------------------------------
+# --- access: grants and token scopes (django_fdbqueue.access reads them) -----------------------------
 
 
 def validate_pattern(value: Any) -> None:
     """A queue-name pattern (``orders``, ``orders.*`` or ``*``), or a ValidationError saying why not."""
-    from django_fdbqueue.access.patterns import parse_pattern
-
     try:
         parse_pattern(value)
     except ValueError as error:
@@ -91,8 +94,6 @@ def validate_pattern(value: Any) -> None:
 
 def validate_actions(value: Any) -> None:
     """Comma-separated actions (``push,consume``), or a ValidationError naming the actions there are."""
-    from django_fdbqueue.access.actions import parse_actions
-
     try:
         parse_actions(value)
     except ValueError as error:
@@ -189,8 +190,6 @@ class QueueGrant(models.Model):
             raise ValidationError(
                 "A grant is to one user or to one group: give exactly one of them.", code="one_grantee"
             )
-        from django_fdbqueue.access.actions import join_actions, parse_actions
-
         try:
             self.actions = join_actions(parse_actions(self.actions))
         except ValueError:
@@ -232,8 +231,6 @@ class TokenScope(models.Model):
 
     def check_before_save(self) -> None:
         """The rules in canonical form; a malformed one is a ValidationError (``save``, ``bulk_create``)."""
-        from django_fdbqueue.access.scopes import canonical_rules
-
         try:
             self.rules = canonical_rules(self.rules)
         except ValueError as error:

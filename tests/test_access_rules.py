@@ -13,7 +13,8 @@ from django.db import IntegrityError, transaction
 from knox.models import AuthToken
 
 from django_fdbqueue import access
-from django_fdbqueue.access import events, patterns
+from django_fdbqueue import rights
+from django_fdbqueue.access import events
 from django_fdbqueue.exceptions import InvalidQueueName
 from django_fdbqueue.models import QueueGrant, TokenScope
 from django_fdbqueue.service import keys
@@ -86,7 +87,7 @@ def test_the_mirrored_name_rule_agrees_with_the_service(name):
         valid = True
     except InvalidQueueName:
         valid = False
-    assert bool(patterns._NAME_RE.fullmatch(name)) == valid
+    assert bool(rights._NAME_RE.fullmatch(name)) == valid
 
 
 def test_actions_are_checked_and_kept_in_canonical_order():

@@ -60,7 +60,7 @@ FUZZ_SEED = int(os.environ.get("FDBQUEUE_FUZZ_SEED", "12"))
 USERNAME, PASSWORD = "fuzzer", "fuzz-password"
 ROOT = ("fdbqueue-fuzz",)
 
-# What the path parameters and receipts look like to the schema (views.py, serializers.py): a
+# What the path parameters and receipts look like to the schema (schemas.py, serializers.py): a
 # generated value that fits is swapped only for another that fits, so a case generated as valid
 # stays valid and one generated as invalid stays invalid.
 SEGMENT = re.compile(r"(?:~\.\.?|[A-Za-z0-9._-]{1,200})")
@@ -317,7 +317,7 @@ def test_api_conforms_to_its_schema(case: Any, world: World) -> None:
 #
 # One test per problem, each naming the generated request that showed it. All were the schema's
 # fault (it allowed what the API refuses, or left out an answer the API gives); the fixes are in
-# django_fdbqueue/api/ (openapi.py, and the fields in serializers.py and views.py).
+# django_fdbqueue/api/ (openapi.py, and the fields in serializers.py and schemas.py).
 
 
 def _operations(prefix: str = "/api/queues/") -> list[tuple[str, str, dict[str, Any]]]:

@@ -5,8 +5,12 @@ the bench, the test plugin) call the service; the service speaks FoundationDB's 
 answers it. The project's bench references (``benchmarks``, beside the app and not in its wheel)
 may import the app; the app never imports them (the bench finds them by import path at run time). A test fails here when an import goes against those arrows, directly or through
 other modules, or when two modules import each other in any roundabout way. The graph is read
-from the source by grimp (import-linter's engine); imports made only for type checkers count
-too: a circle through them still ties the modules together for every reader and type checker.
+from the source by grimp (import-linter's engine), imports inside functions included (a test below
+shows it reads them); imports made only for type checkers count too: a circle through them still
+ties the modules together for every reader and type checker. A folder counts as one part of its
+package, as the code map and a drawing of the floors show it: ``models`` importing
+``access.patterns`` while ``access.rules`` imports ``models`` is a circle, though no module reaches
+itself.
 """
 
 from __future__ import annotations
@@ -23,8 +27,8 @@ BENCHMARKS = "benchmarks"
 FACES = ("access", "admin", "api", "bench", "cli", "management", "metrics", "tasks", "testing", "tokens", "worker")
 SERVICE = "service"
 ENGINES = "engines"
-#: What every layer may use: FoundationDB's shared names, settings, errors, codecs.
-FOUNDATIONS = ("fdbapi", "clientlib", "conf", "exceptions", "codecs")
+#: What every layer may use: FoundationDB's shared names, settings, errors, codecs, how rights are written.
+FOUNDATIONS = ("fdbapi", "clientlib", "conf", "exceptions", "codecs", "rights")
 
 
 @pytest.fixture(scope="module")
@@ -129,6 +133,46 @@ def _circles(graph: grimp.ImportGraph) -> list[list[str]]:
         if module not in index:
             visit(module)
     return circles
+
+
+def test_no_import_circles_between_folders(graph):
+    """No part of a package (a module, or a subpackage as a whole) reaches itself through the others."""
+    assert _folder_circles(graph) == []
+
+
+def _folder_circles(graph: grimp.ImportGraph) -> list[list[str]]:
+    """The circles among each package's children, a subpackage folded into one node."""
+    circles = []
+    for package in sorted(module for module in graph.modules if graph.find_children(module)):
+        parts = sorted(graph.find_children(package))
+        folded = grimp.ImportGraph()
+        for part in parts:
+            folded.add_module(part)
+        for importer in parts:
+            for imported in parts:
+                if importer != imported and graph.direct_import_exists(
+                    importer=importer, imported=imported, as_packages=True
+                ):
+                    folded.add_import(importer=importer, imported=imported)
+        circles += _circles(folded)
+    return circles
+
+
+def test_imports_inside_functions_are_read(tmp_path, monkeypatch):
+    """A made-up package whose only loop is through an import inside a function: grimp reads it,
+    so the circle tests above count such imports (``models`` and ``access`` once met only there)."""
+    package = tmp_path / "made_up_app"
+    (package / "access").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "models.py").write_text("def validate():\n    from made_up_app.access.patterns import parse\n")
+    (package / "access" / "__init__.py").write_text("")
+    (package / "access" / "patterns.py").write_text("def parse():\n    pass\n")
+    (package / "access" / "rules.py").write_text("def can():\n    from made_up_app.models import validate\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    made = grimp.build_graph("made_up_app", cache_dir=None)
+    assert made.direct_import_exists(importer="made_up_app.models", imported="made_up_app.access.patterns")
+    assert _circles(made) == []  # no module reaches itself...
+    assert _folder_circles(made) == [["made_up_app.access", "made_up_app.models"]]  # ...but the folders do
 
 
 def test_the_circle_finder_finds_a_circle():

@@ -16,7 +16,10 @@ from django_fdbqueue.fdbapi import FDBError, is_transaction, transactional
 from django_fdbqueue.tasks import results
 from django_fdbqueue.tasks import runner as task_runner
 from django_fdbqueue.worker import Worker
-from django_fdbqueue.worker import runner as worker_runner
+from django_fdbqueue.worker import heartbeat as worker_heartbeat
+from django_fdbqueue.worker import settling as worker_settling
+from django_fdbqueue.worker import slots as worker_slots
+from django_fdbqueue.worker import state as worker_state
 from tests.test_tasks import backend, workers  # noqa: F401 - fixtures
 from tests.test_worker import DEADLINE, queue, wait_until, worker_factory  # noqa: F401 - fixtures
 
@@ -139,12 +142,13 @@ def test_a_worker_refuses_an_on_claim_that_is_not_callable(fdbqueue_db, queue, w
         worker_factory(queue, lambda item, claimed: None, on_claim=42)
 
 
-def _claimed_and_extended(db, worker: Worker) -> worker_runner._Held:
+def _claimed_and_extended(db, worker: Worker) -> worker_state.Held:
     """An item as a slot holds it after its claim, once the heartbeat extended its lease (as it does
     when the extend falls due before the slot calls the handler)."""
     lease = service.claim(db, worker.queue, lease=worker.lease, step=worker.on_claim)
-    held = worker_runner._Held(lease, time.monotonic(), worker.lease)
-    worker._extend(held)
+    held = worker_state.Held(lease, time.monotonic(), worker.lease)
+    heartbeat, _ = worker._roles()
+    heartbeat.extend(held)
     assert held.lease is not lease and not held.lost  # the extend's own lease replaced the claim's
     return held
 
@@ -157,7 +161,9 @@ def test_an_extend_before_the_handler_keeps_what_on_claim_returned(fdbqueue_db, 
     worker = Worker(
         fdbqueue_db, queue, lambda item, claimed: handled.append((item.value, claimed)), on_claim=_marking_step([])
     )
-    worker._handle(_claimed_and_extended(fdbqueue_db, worker))
+    held = _claimed_and_extended(fdbqueue_db, worker)
+    _, slots = worker._roles()
+    slots[0].handle(held)
     assert handled == [("one", "step for one")]
     assert (worker.stats.processed, worker.stats.failed) == (1, 0)
     info = service.get_queue(fdbqueue_db, queue)
@@ -170,18 +176,19 @@ def test_the_heartbeat_is_timed_from_when_the_claim_returned(fdbqueue_db, queue,
     the claim had waited that long."""
     jumped = [0.0]
     clock = types.SimpleNamespace(monotonic=lambda: time.monotonic() + jumped[0], sleep=time.sleep)
-    monkeypatch.setattr(worker_runner, "time", clock)
+    for module in (worker_slots, worker_heartbeat, worker_settling):
+        monkeypatch.setattr(module, "time", clock)
     step_ran_at: list[float] = []
     first_extend_due: list[float] = []
 
-    class RecordingHeld(worker_runner._Held):
+    class RecordingHeld(worker_state.Held):
         __slots__ = ()
 
         def __init__(self, *args) -> None:
             super().__init__(*args)
             first_extend_due.append(self.next_extend)
 
-    monkeypatch.setattr(worker_runner, "_Held", RecordingHeld)
+    monkeypatch.setattr(worker_slots, "Held", RecordingHeld)
 
     def on_claim(tr, lease):
         jumped[0] += 100.0
@@ -194,7 +201,7 @@ def test_the_heartbeat_is_timed_from_when_the_claim_returned(fdbqueue_db, queue,
     assert handled.wait(DEADLINE)
     worker.stop()
     assert worker.wait(DEADLINE)
-    assert first_extend_due[0] >= step_ran_at[-1] + 30 * worker_runner.HEARTBEAT_FRACTION
+    assert first_extend_due[0] >= step_ran_at[-1] + 30 * worker_state.HEARTBEAT_FRACTION
 
 
 # --- tasks: RUNNING in the claim's transaction ----------------------------------------------------
@@ -229,7 +236,9 @@ def test_a_task_whose_lease_is_extended_before_it_runs_runs_once(fdbqueue_db, ba
     result = tf.add.enqueue(2, 3)
     runner = task_runner.TaskRunner(backend, "test-worker")
     worker = Worker(fdbqueue_db, backend.queue_for("default"), runner.handle, on_claim=runner.claimed, end="max")
-    worker._handle(_claimed_and_extended(fdbqueue_db, worker))
+    held = _claimed_and_extended(fdbqueue_db, worker)
+    _, slots = worker._roles()
+    slots[0].handle(held)
     result.refresh()
     assert str(result.status) == "SUCCESSFUL" and result.return_value == 5 and result.attempts == 1
     assert (worker.stats.processed, worker.stats.failed) == (1, 0)

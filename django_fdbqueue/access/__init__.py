@@ -12,11 +12,23 @@ the same four functions::
 See ``docs/howto/permissions.md``.
 """
 
-from .actions import ACTIONS, ADMIN_ACTIONS, ADMIN_PAGES, PERMISSIONS, REST_ROUTES, Action, check_action, parse_actions
+from django_fdbqueue.rights import (
+    ACTIONS,
+    EVERY_QUEUE,
+    Action,
+    Pattern,
+    PatternError,
+    ScopeRule,
+    canonical_rules,
+    check_action,
+    parse_actions,
+    parse_pattern,
+    parse_scope,
+)
+
+from .actions import ADMIN_ACTIONS, ADMIN_PAGES, PERMISSIONS, REST_ROUTES
 from .exceptions import QueueAccessDenied
-from .patterns import EVERY_QUEUE, Pattern, PatternError, parse_pattern
 from .rules import can, can_every, may_see, require, require_every, visible_queues
-from .scopes import ScopeRule, canonical_rules, parse_scope
 
 __all__ = [
     "ACTIONS",

@@ -1,44 +1,21 @@
-"""The five actions a user may be granted on a queue, and which route, page or action needs which.
+"""Which REST route, admin page or admin action needs which of the five actions on its queue.
 
 One table (:data:`REST_ROUTES`, :data:`ADMIN_PAGES`, :data:`ADMIN_ACTIONS`) so every face asks
-the same question for the same operation, and a test can check that no route is left out.
+the same question for the same operation, and a test can check that no route is left out. The
+actions themselves, and how they are written, are ``django_fdbqueue.rights``'s.
 """
 
 from __future__ import annotations
 
-from enum import Enum
-from typing import Iterable
-
 __all__ = [
-    "ACTIONS",
     "ADMIN_ACTIONS",
     "ADMIN_PAGES",
-    "Action",
     "EVERY_QUEUE_ROUTES",
     "PERMISSIONS",
     "REST_ROUTES",
     "TARGET_ROUTES",
-    "check_action",
-    "join_actions",
-    "parse_actions",
 ]
 
-
-class Action(str, Enum):
-    """What a grant allows on the queues its pattern matches."""
-
-    VIEW = "view"  # list, stats, peek, browse, scheduled items, dead letters read, key limits read
-    PUSH = "push"
-    CONSUME = "consume"  # pop, claim, ack, release, extend
-    MANAGE = "manage"  # create, settings, clear, dead letters requeue/delete, key limits, schedules
-    DELETE = "delete"
-
-    def __str__(self) -> str:
-        return self.value
-
-
-#: The actions' names, in their canonical order.
-ACTIONS: tuple[str, ...] = tuple(action.value for action in Action)
 
 #: The Django permission (on the placeholder ``Queue`` model) that gives an action on every queue.
 PERMISSIONS: dict[str, str] = {
@@ -120,28 +97,3 @@ ADMIN_ACTIONS: dict[str, str] = {
     "task_requeue": "consume",
     "delete": "delete",
 }
-
-
-def check_action(action: object) -> str:
-    """``action`` as one of :data:`ACTIONS`, or ValueError naming the ones there are."""
-    value = action.value if isinstance(action, Action) else action
-    if not isinstance(value, str) or value not in ACTIONS:
-        raise ValueError(f"Unknown action {action!r}: the actions are {', '.join(ACTIONS)}.")
-    return value
-
-
-def parse_actions(text: str | Iterable[str]) -> tuple[str, ...]:
-    """Actions written ``"push,consume"`` (or given as a list): checked, deduplicated, in canonical order."""
-    parts = text.split(",") if isinstance(text, str) else list(text)
-    names = [part.strip() if isinstance(part, str) else part for part in parts]
-    if all(name == "" for name in names):
-        raise ValueError(f"Name at least one action: {', '.join(ACTIONS)}.")
-    if "" in names:
-        raise ValueError(f"An empty action in {text!r}: separate the actions ({', '.join(ACTIONS)}) by single commas.")
-    chosen = {check_action(name) for name in names}
-    return tuple(action for action in ACTIONS if action in chosen)
-
-
-def join_actions(actions: Iterable[str]) -> str:
-    """The stored form of a set of actions: canonical order, comma-separated."""
-    return ",".join(parse_actions(list(actions)))

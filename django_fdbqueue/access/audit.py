@@ -17,8 +17,9 @@ import json
 import logging
 from typing import Any, Mapping
 
+from django_fdbqueue.rights import check_action
+
 from . import events
-from .actions import check_action
 
 __all__ = ["record"]
 

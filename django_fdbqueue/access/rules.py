@@ -24,12 +24,11 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, TypeVar, cast
 
 from django_fdbqueue.conf import get_settings
+from django_fdbqueue.rights import ACTIONS, EVERY_QUEUE, Pattern, ScopeRule, check_action, parse_pattern, parse_scope
 
 from . import events
-from .actions import ACTIONS, PERMISSIONS, check_action
+from .actions import PERMISSIONS
 from .exceptions import QueueAccessDenied
-from .patterns import EVERY_QUEUE, Pattern, parse_pattern
-from .scopes import ScopeRule, parse_scope
 
 __all__ = ["CACHE_SECONDS", "can", "can_every", "forget", "may_see", "require", "require_every", "visible_queues"]
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .actions import check_action
+from django_fdbqueue.rights import check_action
+
 from .rules import _rights
 
 __all__ = ["can_somewhere"]

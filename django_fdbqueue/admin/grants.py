@@ -20,7 +20,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from django_fdbqueue.access import ACTIONS, audit
-from django_fdbqueue.access.actions import join_actions
+from django_fdbqueue.rights import join_actions
 from django_fdbqueue.models import QueueGrant
 
 

@@ -38,7 +38,7 @@ from django.utils.cache import add_never_cache_headers
 from django.utils.http import urlencode
 
 from django_fdbqueue.access import audit
-from django_fdbqueue.access.scopes import canonical_rules
+from django_fdbqueue.rights import canonical_rules
 from django_fdbqueue.tokens import service as tokens
 
 logger = logging.getLogger(__name__)

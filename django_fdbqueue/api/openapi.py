@@ -17,7 +17,7 @@ that enforces it is matched:
 
 The last two are ``QueueAutoSchema``'s, which the viewset names as its schema.
 
-views.py imports this module; defining the extension classes registers them.
+policy.py imports this module; defining the extension classes registers them.
 """
 
 from __future__ import annotations

@@ -228,7 +228,7 @@ def _check_scope(scope: Any) -> list[str] | None:
     """The scope's rules, checked and canonical, or :class:`InvalidScope` (before anything is stored)."""
     if scope is None:
         return None
-    from django_fdbqueue.access.scopes import canonical_rules
+    from django_fdbqueue.rights import canonical_rules
 
     try:
         return canonical_rules(scope)
