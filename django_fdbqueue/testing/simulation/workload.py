@@ -406,34 +406,46 @@ class Actors:
         if not claims:
             self.history.deliver(got.value)
             return
-        self.history.leased(got.item.value)
+        value = got.item.value
+        self.history.leased(value)
         choice = 1.0 if rng is None else rng.random()  # no rng: acked at once
         if rng is not None:
             await asyncio.sleep(rng.choice([0.0, 0.0, 0.05, 0.3]))  # handling it, holding its key's slot
         if choice < 0.15:
-            self.scheduler.note(f"{what}: walks away from {got.item.value}")  # the lease runs out
-        elif choice < 0.3:
-            await self._aquiet(service.arelease(self.db, got.receipt, delay=0.2 if choice < 0.2 else 0.0))
-        elif choice > 0.4 or await self._aquiet(service.aextend(self.db, got.receipt, 5.0)):
-            await self._aack(got.item.value, got.receipt)
-
-    async def _aquiet(self, call: Any) -> bool:
-        """Await a release or extend: True if it went through (its errors are the item's fate)."""
-        try:
-            await call
-        except (FDBError, QueueError):
-            return False
-        return True
-
-    async def _aack(self, value: str, receipt: str) -> None:
-        try:
-            await asyncio.shield(service.aack(self.db, receipt))
-        except (FDBError, QueueError):
+            self.scheduler.note(f"{name} walks away from {value}")  # the lease runs out
             return
+        if choice < 0.3:
+            delay = 0.2 if choice < 0.2 else 0.0
+            await self._asettle(name, f"release {value}", service.arelease(self.db, got.receipt, delay=delay))
+            return
+        if choice < 0.4 and not await self._asettle(
+            name, f"extend {value}", service.aextend(self.db, got.receipt, 5.0)
+        ):
+            return
+        if await self._asettle(name, f"ack {value}", service.aack(self.db, got.receipt), acks=value):
+            self.history.deliver(value)
+
+    async def _asettle(self, name: str, what: str, call: Any, acks: str | None = None) -> bool:
+        """Await an ack, release or extend: True if it went through.
+
+        ``acks``: the value it acknowledges; raising after a commit in doubt, or stopped while it
+        goes on, it may have settled it (delivered, or not).
+        """
+        self.scheduler.note(f"{name} {what}")
+        before = self.doubts[name].count
+        try:
+            await asyncio.shield(call)
+        except (FDBError, QueueError) as error:
+            self.scheduler.note(f"{name} {what} -> {_shown(None, error)}")
+            if acks is not None and (self.doubts[name].count > before or commit_in_doubt(error)):
+                self.history.maybe(acks)
+            return False
         except asyncio.CancelledError:
-            self.history.maybe(value)  # the ack goes on: done, or not
+            if acks is not None:
+                self.history.maybe(acks)  # it goes on: done, or not
             raise
-        self.history.deliver(value)
+        self.scheduler.note(f"{name} {what} -> done")
+        return True
 
     async def _hub_left_idle(self, name: str) -> None:
         """Once its waits ended, the loop's async waiting holds nothing: no waiter, turn or watch.
