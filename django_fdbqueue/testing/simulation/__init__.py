@@ -31,7 +31,7 @@ from django_fdbqueue.engines.embedded.faults import UNKNOWN_APPLIED, UNKNOWN_NOT
 
 from .context import ActorContext
 from .history import History, Push, Violation
-from .keyslots import KeySlots
+from .keyslots import KeySlots, leases_and_counters
 from .liveness import Asleep
 from .scheduler import Actor, Killed, Scheduler, VirtualClock
 from .workload import FIFO_QUEUES, KEYED_QUEUES, LIVENESS_QUEUES, QUEUES, Actors, Doubt, Shape
@@ -294,7 +294,7 @@ class Oracle:
         self.history = history
         self.heads: dict[str, tuple[str, float]] = {}  # queue: (its head item's id, seen there since)
         self.judged = 0  # gave_up entries checked so far
-        self.asleep = Asleep(db, scheduler, history, KEYED_QUEUES)
+        self.asleep = Asleep(db, scheduler, history, KEYED_QUEUES, bound=liveness_seconds / 2)
         self.key_slots = KeySlots(db, history)
 
     def step(self) -> None:
@@ -324,15 +324,11 @@ class Oracle:
                 self.heads[queue] = (item.id, now)
 
     def _key_limit(self, queue: str, limit: int) -> None:
-        held: collections.Counter[str] = collections.Counter()
-        for entry in _all(lambda cursor: service.scheduled(self.db, queue, cursor=cursor, limit=500)):
-            push = self.history.pushes.get(entry.item.value)
-            if entry.state == "leased" and push is not None and push.key is not None:
-                held[push.key] += 1
+        held, stored = leases_and_counters(self.db, self.history, queue)
         for key, count in held.items():
             if count > limit:
                 self.history.violate("key-limit", f"{count} leases of key {key!r} on {queue!r} (limit {limit})")
-        self.key_slots.check(queue, held)
+        self.key_slots.check(queue, held, stored)
 
     def final_checks(self) -> collections.Counter[str]:
         """Counters against a recount, then drain every queue: what is still stored, by value."""

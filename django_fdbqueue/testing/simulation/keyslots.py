@@ -14,20 +14,33 @@ import collections
 from typing import Any
 
 from django_fdbqueue.fdbapi import transactional
+from django_fdbqueue import service
 from django_fdbqueue.service import catalog
 
 from .history import History
 
 
 @transactional
-def counters(tr: Any, queue: str) -> dict[str, int]:
-    """The stored lease counter of every key of ``queue`` (a counter at zero is cleared)."""
+def leases_and_counters(tr: Any, history: History, queue: str) -> tuple[collections.Counter[str], dict[str, int]]:
+    """In one snapshot: the leases stored per key (those that ran out too), and each key's counter."""
+    held: collections.Counter[str] = collections.Counter()
+    cursor = None
+    while True:
+        page = service.scheduled(tr, queue, cursor=cursor, limit=500)
+        for entry in page.items:
+            push = history.pushes.get(entry.item.value)
+            if entry.state == "leased" and push is not None and push.key is not None:
+                held[push.key] += 1
+        cursor = page.next_cursor
+        if cursor is None:
+            break
     _entry, qk = catalog.require(tr, queue)
     r = qk.key_counts.range()
-    return {
+    counts = {
         qk.key_counts.unpack(bytes(kv.key))[0]: int.from_bytes(bytes(kv.value), "little", signed=True)
         for kv in tr.get_range(r.start, r.stop)
     }
+    return held, counts
 
 
 class KeySlots:
@@ -38,9 +51,8 @@ class KeySlots:
         self.history = history
         self.reported: set[tuple[str, str]] = set()
 
-    def check(self, queue: str, leases: collections.Counter[str]) -> None:
-        """Each key's counter equals ``leases``: the leases of that key stored now."""
-        stored = counters(self.db, queue)
+    def check(self, queue: str, leases: collections.Counter[str], stored: dict[str, int]) -> None:
+        """Each key's counter (``stored``) equals ``leases``: the leases of that key stored now."""
         for key in sorted(set(stored) | set(leases)):
             count, held = stored.get(key, 0), leases[key]
             if count != held and (queue, key) not in self.reported:
@@ -49,4 +61,5 @@ class KeySlots:
 
     def drained(self, queue: str) -> None:
         """No key of a drained queue holds a slot."""
-        self.check(queue, collections.Counter())
+        _held, stored = leases_and_counters(self.db, self.history, queue)
+        self.check(queue, collections.Counter(), stored)
