@@ -145,7 +145,7 @@ class Actors:
                 self.history.maybe(acks)
             raise
         seen = doubt.count - before + (1 if failed is not None and commit_in_doubt(failed) else 0)
-        if acks is not None and failed is not None and seen:
+        if acks is not None and failed is not None and _may_have_settled(failed, seen):
             self.history.maybe(acks)
         if pops is not None and (failed is not None or not receipts):
             self.history.lossy(pops, seen)
@@ -437,7 +437,8 @@ class Actors:
             await asyncio.shield(call)
         except (FDBError, QueueError) as error:
             self.scheduler.note(f"{name} {what} -> {_shown(None, error)}")
-            if acks is not None and (self.doubts[name].count > before or commit_in_doubt(error)):
+            seen = self.doubts[name].count - before + (1 if commit_in_doubt(error) else 0)
+            if acks is not None and _may_have_settled(error, seen):
                 self.history.maybe(acks)
             return False
         except asyncio.CancelledError:
@@ -503,6 +504,15 @@ class LoopTurns:
             if self.planned[task] <= 0:
                 del self.planned[task]
                 task.cancel()
+
+
+def _may_have_settled(error: BaseException, doubts: int) -> bool:
+    """Did an ack that raised ``error`` after ``doubts`` commits in doubt maybe apply?
+
+    Not if it says the lease is gone: an ack whose commit applied answers from the lease's
+    settled marker when it is tried again, so "gone" means this ack did not settle it.
+    """
+    return doubts > 0 and not isinstance(error, LeaseGone)
 
 
 def _shown(got: Any, error: BaseException | None) -> str:
