@@ -7,6 +7,7 @@ and its watch). Every test runs on both engines."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 
 import pytest
@@ -38,6 +39,11 @@ def test_the_rule_for_a_claim_whose_items_were_all_at_their_limit(fdbqueue_db):
     token = waiting.Blocked(qk, b"1", retry_us=1_500_000)  # type: ignore[arg-type]
     assert waiting.next_turn(_outlook(next_us=4_000_000), token) == waiting.Turn(False, 0.5)
     assert waiting.next_turn(_outlook(), waiting.Blocked(qk, b"1", retry_us=900_000)) == waiting.Turn(True)  # type: ignore[arg-type]
+    claimed_at = waiting.Blocked(qk, b"1", seen_us=800_000)  # type: ignore[arg-type]
+    shown = dataclasses.replace(_outlook(visible=5), shown_us=900_000)  # a lease ran out after the claim
+    assert waiting.next_turn(shown, claimed_at).now
+    seen_by_the_claim = dataclasses.replace(_outlook(visible=5), shown_us=800_000)
+    assert not waiting.next_turn(seen_by_the_claim, claimed_at).now
 
 
 def test_a_look_that_counted_its_limit_looks_again(fdbqueue_db, monkeypatch):
@@ -131,6 +137,21 @@ def test_a_blocked_async_claim_parks_until_a_slot_is_given_back(fdbqueue_db, mon
 
     got = asyncio.run(story())
     assert got is not None and got.item.value == "a2"
+
+
+def test_a_blocked_async_claim_takes_the_slot_of_a_lease_that_ran_out(fdbqueue_db):
+    """No ack, no push: the lease holding the key's one slot ends, and the parked claim takes it.
+
+    The simulation found it (issue 37): the keeper's timer looked again when the lease ended, but
+    the rule saw no change of the wake-up key, so the claim slept out its wait beside the item.
+    """
+    db = fdbqueue_db
+    service.create_queue(db, "q", key_concurrency=1)
+    service.push_many(db, "q", ["a1", "a2"], key="a")
+    first = service.claim(db, "q", lease=0.3)
+    assert first is not None
+    got = asyncio.run(asyncio.wait_for(service.aclaim(db, "q", wait=WAIT), DEADLINE))
+    assert got is not None and got.item.value in ("a1", "a2")
 
 
 def test_a_sync_claim_sees_a_slot_given_back_before_its_watch_is_set(fdbqueue_db, monkeypatch):

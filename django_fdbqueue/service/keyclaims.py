@@ -107,7 +107,7 @@ def choose(tr: Any, entry: Entry, qk: keys.QueueKeys, end: str, limits: Limits, 
         return kv
     wake = tr.snapshot[qk.wake_key]  # what a waiter compares with: any change is a new chance
     retry_us = None if soonest is None else now_us + max(1, round(soonest * 1_000_000))
-    return Blocked(qk, bytes(wake) if wake.present() else None, retry_us)
+    return Blocked(qk, bytes(wake) if wake.present() else None, retry_us, now_us)
 
 
 def _hold(tr: Any, qk: keys.QueueKeys, key: str, limits: Limits, held: int, left: float, now_us: int) -> None:

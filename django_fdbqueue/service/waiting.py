@@ -74,11 +74,14 @@ class Blocked:
 
     ``wake`` is the wake-up key's value in the claim's own snapshot: any change after it (a slot
     given back, a push) is a new chance. ``retry_us`` is when the next rate token comes, if any.
+    ``seen_us`` is the claim's clock: a hidden item that shows after it (a lease running out frees
+    its key's slot) is a new chance too, though the wake-up key did not change.
     """
 
     qk: keys.QueueKeys
     wake: bytes | None
     retry_us: int | None = None
+    seen_us: int | None = None
 
 
 @dataclass(frozen=True)
@@ -91,6 +94,7 @@ class Outlook:
     now_us: int
     wake: bytes | None  # the wake-up key's value
     watches: "AnyOf"
+    shown_us: int | None = None  # when the latest hidden item that is due now became visible
 
 
 @dataclass(frozen=True)
@@ -110,9 +114,10 @@ def next_turn(seen: Outlook, blocked: Blocked | None = None) -> Turn:
     if blocked is None:
         return Turn(seen.visible > 0, _seconds(seen, seen.next_us))
     changed = seen.wake != blocked.wake
+    shown = seen.shown_us is not None and blocked.seen_us is not None and seen.shown_us > blocked.seen_us
     token_due = blocked.retry_us is not None and blocked.retry_us <= seen.now_us
     times = [us for us in (seen.next_us, blocked.retry_us) if us is not None and us > seen.now_us]
-    return Turn(changed or token_due, _seconds(seen, min(times)) if times else None)
+    return Turn(changed or shown or token_due, _seconds(seen, min(times)) if times else None)
 
 
 def _seconds(seen: Outlook, at_us: int | None) -> float | None:
@@ -139,8 +144,11 @@ def look(db: Any, name: str, limit: int, *, end: str = "min") -> Outlook:
             wake = tr.snapshot[qk.wake_key]
             watches = AnyOf(tr.watch(qk.wake_key), tr.watch(keys.catalog_key(qk.root, name)))
             visible = min(limit, len(list(ready)) + len(list(due)))
+            last_due = tr.snapshot.get_range(h.start, after_now, limit=1, reverse=True)
             next_us = next((qk.hidden.unpack(bytes(kv.key))[0] for kv in later), None)
-            seen = Outlook(visible, limit, next_us, now_us, bytes(wake) if wake.present() else None, watches)
+            shown_us = next((qk.hidden.unpack(bytes(kv.key))[0] for kv in last_due), None)
+            wake_value = bytes(wake) if wake.present() else None
+            seen = Outlook(visible, limit, next_us, now_us, wake_value, watches, shown_us)
             tr.commit().wait()  # read-only: it cannot conflict; it starts the watches
         except FDBError as error:
             _count_retry(error.code)

@@ -31,6 +31,8 @@ from django_fdbqueue.engines.embedded.faults import UNKNOWN_APPLIED, UNKNOWN_NOT
 
 from .context import ActorContext
 from .history import History, Push, Violation
+from .keyslots import KeySlots, leases_and_counters
+from .liveness import Asleep
 from .scheduler import Actor, Killed, Scheduler, VirtualClock
 from .workload import FIFO_QUEUES, KEYED_QUEUES, LIVENESS_QUEUES, QUEUES, Actors, Doubt, Shape
 from .world import simulated
@@ -292,11 +294,14 @@ class Oracle:
         self.history = history
         self.heads: dict[str, tuple[str, float]] = {}  # queue: (its head item's id, seen there since)
         self.judged = 0  # gave_up entries checked so far
+        self.asleep = Asleep(db, scheduler, history, KEYED_QUEUES, bound=liveness_seconds / 2)
+        self.key_slots = KeySlots(db, history)
 
     def step(self) -> None:
         for queue, limit in KEYED_QUEUES.items():
             self._key_limit(queue, limit)
         self._liveness()
+        self.asleep.step()
 
     def _liveness(self) -> None:
         """No waiter gives up while an item it could take was visible for LIVENESS_SECONDS."""
@@ -319,14 +324,11 @@ class Oracle:
                 self.heads[queue] = (item.id, now)
 
     def _key_limit(self, queue: str, limit: int) -> None:
-        held: collections.Counter[str] = collections.Counter()
-        for entry in _all(lambda cursor: service.scheduled(self.db, queue, cursor=cursor, limit=500)):
-            push = self.history.pushes.get(entry.item.value)
-            if entry.state == "leased" and push is not None and push.key is not None:
-                held[push.key] += 1
+        held, stored = leases_and_counters(self.db, self.history, queue)
         for key, count in held.items():
             if count > limit:
                 self.history.violate("key-limit", f"{count} leases of key {key!r} on {queue!r} (limit {limit})")
+        self.key_slots.check(queue, held, stored)
 
     def final_checks(self) -> collections.Counter[str]:
         """Counters against a recount, then drain every queue: what is still stored, by value."""
@@ -339,6 +341,7 @@ class Oracle:
                 stored[item.value] += 1
             for letter in _all(partial(_dead_page, self.db, queue)):
                 stored[letter.item.value] += 1
+            self.key_slots.drained(queue)
             info = service.get_queue(self.db, queue)
             if (info.size, info.leased, info.delayed) != (0, 0, 0):
                 self.history.violate("counters", f"{queue!r} drained still counts {info}")

@@ -17,6 +17,7 @@ many copies came out (delivered plus still stored, dead letters included):
 from __future__ import annotations
 
 import collections
+import itertools
 import threading
 from dataclasses import dataclass, field
 
@@ -30,6 +31,16 @@ class Push:
     doubts: int = 0  # commits in doubt during the push: each may have stored the value once more
     outcome: str = "pending"  # ok, doubt (returned after commits in doubt), failed, unsure (raised after them)
     order_ok: bool = True  # pushed at once, no delay, no doubt: FIFO order may be checked
+
+
+@dataclass(frozen=True)
+class Wait:
+    """A pop or claim with ``wait=`` under way, for the liveness check as it runs."""
+
+    actor: str  # who waits: an async waiter's event loop (the owner of its pool jobs), or a thread
+    queue: str
+    began: float
+    what: str
 
 
 @dataclass
@@ -56,6 +67,9 @@ class History:
     lossy_pops: collections.Counter[str] = field(default_factory=collections.Counter)
     #: Waits that ended with nothing: (actor, queue, began, ended), for the liveness check.
     gave_up: list[tuple[str, str, float, float]] = field(default_factory=list)
+    #: Waits under way, by number: the liveness check looks at them at every step.
+    waits: dict[int, Wait] = field(default_factory=dict)
+    _wait_numbers: "itertools.count[int]" = field(default_factory=itertools.count, repr=False)
     violations: list[Violation] = field(default_factory=list)
     operations: int = 0
     #: Actors of a swarm record from threads that really run at once.
@@ -94,6 +108,23 @@ class History:
     def gave_up_on(self, actor: str, queue: str, began: float, ended: float) -> None:
         with self._lock:
             self.gave_up.append((actor, queue, began, ended))
+
+    def wait_began(self, wait: Wait) -> int:
+        """A wait began: its number, for :meth:`wait_ended`."""
+        with self._lock:
+            number = next(self._wait_numbers)
+            self.waits[number] = wait
+            return number
+
+    def wait_ended(self, number: int) -> None:
+        with self._lock:
+            self.waits.pop(number, None)
+
+    def waits_ended(self, actor: str) -> None:
+        """Every wait of ``actor`` ended (it was stopped, with its event loop)."""
+        with self._lock:
+            for number in [n for n, w in self.waits.items() if w.actor == actor]:
+                del self.waits[number]
 
     def violate(self, kind: str, detail: str) -> None:
         with self._lock:

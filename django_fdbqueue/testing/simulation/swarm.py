@@ -48,6 +48,9 @@ class RealClock(VirtualClock):
     def now(self, value: float) -> None:
         pass  # real time moves by itself
 
+    def wall(self, skew_us: int = 0) -> float:
+        return time.time() + skew_us / 1_000_000  # the service's own clock, as the oracle reads it
+
 
 class Swarm(Scheduler):
     """The scheduler's interface, with every actor a thread that really runs at once."""

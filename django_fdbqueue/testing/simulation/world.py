@@ -193,11 +193,14 @@ class SimSelector(selectors.BaseSelector):
 
     The loop's own wake-up (``call_soon_threadsafe`` from a pool job or a watch's callback)
     writes to its self-pipe; the actor may run again once that is readable, or once the virtual
-    time its timers name has come.
+    time its timers name has come. ``each_turn`` is called once per turn of the loop, after its
+    wait and before it runs what is ready: an actor may cancel its tasks there, between any two
+    of their steps.
     """
 
-    def __init__(self, scheduler: Scheduler) -> None:
+    def __init__(self, scheduler: Scheduler, each_turn: Callable[[], None] | None = None) -> None:
         self.scheduler = scheduler
+        self.each_turn = each_turn
         self._real = selectors.DefaultSelector()
 
     def register(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
@@ -211,11 +214,13 @@ class SimSelector(selectors.BaseSelector):
 
     def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
         ready = self._real.select(0)
-        if ready or (timeout is not None and timeout <= 0):
-            return ready
-        until = None if timeout is None else self.scheduler.clock.now + timeout
-        self.scheduler.block("event loop", until=until, condition=lambda: bool(self._real.select(0)))
-        return self._real.select(0)
+        if not ready and (timeout is None or timeout > 0):
+            until = None if timeout is None else self.scheduler.clock.now + timeout
+            self.scheduler.block("event loop", until=until, condition=lambda: bool(self._real.select(0)))
+            ready = self._real.select(0)
+        if self.each_turn is not None:
+            self.each_turn()
+        return ready
 
     def close(self) -> None:
         self._real.close()
@@ -227,9 +232,10 @@ class SimSelector(selectors.BaseSelector):
         return self._real.get_map()
 
 
-def run_async(scheduler: Scheduler, main: Callable[[], Any]) -> Any:
-    """Run the coroutine ``main()`` on an event loop of this actor's own, on virtual time."""
-    loop = asyncio.SelectorEventLoop(SimSelector(scheduler))
+def run_async(scheduler: Scheduler, main: Callable[[], Any], *, each_turn: Callable[[], None] | None = None) -> Any:
+    """Run the coroutine ``main()`` on an event loop of this actor's own, on virtual time
+    (``each_turn``: see :class:`SimSelector`)."""
+    loop = asyncio.SelectorEventLoop(SimSelector(scheduler, each_turn))
     try:
         return loop.run_until_complete(main())
     finally:
