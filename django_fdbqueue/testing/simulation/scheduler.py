@@ -47,6 +47,7 @@ class Actor:
     pause_at_point: tuple[int, float] | None = None  # (point, seconds): freeze there that long, once
     #: Freeze once a watch it waits on fires, once: for how long, given the clock then.
     pause_on_wake: Callable[[float], float] | None = None
+    kill_on_wake: bool = False  # stop once a watch it waits on fires (answered, and gone)
     stop_requested: bool = False  # stop wherever it resumes next (the end of a run)
     owner: str | None = None  # the actor that started this one (a pool job's event loop)
     points: int = 0
@@ -134,8 +135,12 @@ class Scheduler:
         self._give_turn(actor, "ready", label)
 
     def woken(self) -> None:
-        """This actor's watch fired: freeze it now if it is planned to (see ``Actor.pause_on_wake``)."""
+        """This actor's watch fired: stop or freeze it now if it is planned to (see ``Actor``)."""
         actor = self.current()
+        if actor is not None and actor.kill_on_wake:
+            actor.kill_on_wake = False
+            self.note(f"{actor.name} is stopped as its watch fires")
+            raise Killed(f"{actor.name} stopped as its watch fired")
         if actor is not None and actor.pause_on_wake is not None:
             seconds, actor.pause_on_wake = actor.pause_on_wake(self.clock.now), None
             self.pause(seconds, "wake-up")

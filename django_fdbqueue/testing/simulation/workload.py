@@ -182,7 +182,7 @@ class Actors:
         for _ in range(operations):
             if self.stopping.is_set():
                 return
-            self._meet(TICK_SECONDS)
+            self._meet(rng.choice([1, 1, 2, 3]) * TICK_SECONDS)  # a quiet tick now and then
             values = [f"{name}:{pushed + k}" for k in range(rng.randint(3, 10))]
             pushed += len(values)
             pushes = [Push(value, CONTENDED, False, order_ok=False) for value in values]
@@ -310,7 +310,7 @@ class Actors:
         for n in range(max(1, operations // 2)):
             if self.stopping.is_set():
                 return
-            self._meet(TICK_SECONDS)
+            self._meet(rng.choice([1, 1, 2, 3]) * TICK_SECONDS)
             # Mid-tick: most find the queue empty and wait, to be woken together by the next burst.
             self.scheduler.sleep(TICK_SECONDS / 2)
             pops = [self._contended(name, f"{name}.{n}{'abcd'[k]}", rng) for k in range(rng.choice([3, 4]))]
@@ -332,8 +332,10 @@ class Actors:
         # freezes once woken (answered, handed the lead, an item pushed), often long enough for
         # its deadline and the grace to pass.
         plan = rng.random()
-        if plan < 0.15:
+        if plan < 0.1:
             pop.kill_at_point = rng.randint(5, 10)
+        elif plan < 0.2:
+            pop.kill_on_wake = True
         elif plan < 0.3:
             pop.pause_at_point = (rng.randint(5, 10), rng.uniform(4.0, 12.0))
         elif plan < 0.5:
@@ -347,8 +349,11 @@ class Actors:
         for _ in range(operations):
             if self.stopping.is_set():
                 return
-            self._meet(TICK_SECONDS)
-            self.scheduler.sleep(TICK_SECONDS / 2)  # when the contenders meet
+            if rng.random() < 0.5:  # at a quiet moment, for waiters (``wait=``) only
+                self.scheduler.sleep(rng.uniform(0.2, 1.5))
+            else:  # when the contenders meet
+                self._meet(TICK_SECONDS)
+                self.scheduler.sleep(TICK_SECONDS / 2)
             for _ in range(rng.randint(1, 4)):
                 self.scheduler.sleep(rng.uniform(0.0, 0.03))
                 self._call(name, f"fulfil {CONTENDED} {end}", partial(contention.fulfil, self.db, CONTENDED, end))
@@ -386,7 +391,7 @@ class Actors:
         for _ in range(max(1, operations // 3)):
             if self.stopping.is_set():
                 return
-            queue = rng.choice(["fifo", "prio"])
+            queue = rng.choice(["fifo", "prio", CONTENDED])
             started = self.scheduler.clock.now
             if not self.exact and rng.random() < 0.5:
                 got, _doubt, _error = self._call(
@@ -502,23 +507,55 @@ class Actors:
         self.history.deliver(got.item.value)
 
     def keeper(self, name: str, rng: random.Random, operations: int) -> None:
-        """Requeues dead letters now and then."""
-        for _ in range(max(1, operations // 4)):
+        """Sets items aside (a claim of ``letters`` released) and requeues or deletes dead letters.
+
+        Only it takes dead letters away, so a requeue or delete of one it just listed must succeed,
+        whatever commits in doubt it met (a retry answers from the settled marker).
+        """
+        for n in range(max(1, operations // 2)):
             if self.stopping.is_set():
                 return
-            self.scheduler.sleep(rng.uniform(0.5, 2.0))
+            self.scheduler.sleep(rng.uniform(0.2, 1.0))
+            if rng.random() < 0.7:
+                self._bury(name, rng, n)
+            queue = rng.choice(["prio", "letters"])
             page, _doubt, _error = self._call(
-                name, "dead letters of prio", partial(service.dead_letters, self.db, "prio", limit=5)
+                name, f"dead letters of {queue}", partial(service.dead_letters, self.db, queue, limit=5)
             )
             for letter in [] if page is None else page.items:
-                item_id = letter.item.id
-                _got, _doubt, error = self._call(
-                    name, f"requeue {letter.item.value}", partial(service.requeue_dead_letter, self.db, "prio", item_id)
-                )
-                if isinstance(error, DeadLetterNotFound):
-                    # Only this keeper takes dead letters away, and it just listed this one: the
-                    # requeue applied (an earlier attempt's commit was in doubt) or was never needed.
-                    self.history.violate("answer", f"requeue of {letter.item.value} answered {error!r}")
+                self._dispose(name, rng, queue, letter.item)
+
+    def _bury(self, name: str, rng: random.Random, n: int) -> None:
+        """Push a value to ``letters`` and claim and release an item there: its one attempt spent."""
+        self._push(name, rng, "letters", n)
+        lease, _doubt, _error = self._call(
+            name, "claim letters", partial(service.claim, self.db, "letters", lease=30.0)
+        )
+        if lease is not None:
+            self.history.leased(lease.item.value)
+            value = lease.item.value
+            self._call(name, f"release {value}", partial(service.release, self.db, lease.receipt))
+
+    def _dispose(self, name: str, rng: random.Random, queue: str, item: Any) -> None:
+        """Requeue or delete a dead letter just listed: the answer must say it was done."""
+        value = item.value
+        what = "requeue" if rng.random() < 0.5 else "delete"
+        if what == "requeue":
+            got, _doubt, error = self._call(
+                name, f"requeue {value}", partial(service.requeue_dead_letter, self.db, queue, item.id)
+            )
+            if got is not None and got.value != value:
+                self.history.violate("answer", f"requeue of {value} answered {got.value!r}")
+        else:
+            _got, _doubt, error = self._call(
+                name, f"delete {value}", partial(service.delete_dead_letter, self.db, queue, item.id), acks=value
+            )
+            if error is None:
+                self.history.deliver(value)  # handled for good
+        if isinstance(error, DeadLetterNotFound):
+            # It was just listed, and nobody else takes dead letters: the call applied (an earlier
+            # attempt's commit was in doubt) and must say so.
+            self.history.violate("answer", f"{what} of {value} answered {error!r}")
 
 
 def _all_done(actors: list[Any]) -> bool:
