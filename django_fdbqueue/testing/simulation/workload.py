@@ -179,10 +179,10 @@ class Actors:
     def feeder(self, name: str, rng: random.Random, operations: int) -> None:
         """Pushes bursts to ``hc`` (``push_many``) just before the contenders meet over them."""
         pushed = 0
-        for _ in range(operations):
+        for _ in range(max(1, operations // 2)):
             if self.stopping.is_set():
                 return
-            self._meet(rng.choice([1, 1, 2, 3]) * TICK_SECONDS)  # a quiet tick now and then
+            self._meet(TICK_SECONDS)
             values = [f"{name}:{pushed + k}" for k in range(rng.randint(3, 10))]
             pushed += len(values)
             pushes = [Push(value, CONTENDED, False, order_ok=False) for value in values]
@@ -310,7 +310,7 @@ class Actors:
         for n in range(max(1, operations // 2)):
             if self.stopping.is_set():
                 return
-            self._meet(rng.choice([1, 1, 2, 3]) * TICK_SECONDS)
+            self._meet(TICK_SECONDS)
             # Mid-tick: most find the queue empty and wait, to be woken together by the next burst.
             self.scheduler.sleep(TICK_SECONDS / 2)
             pops = [self._contended(name, f"{name}.{n}{'abcd'[k]}", rng) for k in range(rng.choice([3, 4]))]
@@ -327,19 +327,7 @@ class Actors:
             return self._contended_pop(owner, what, timeout, wait)
         pop = self.scheduler.spawn(name, partial(self._contended_pop, name, what, timeout, wait))
         self.doubts[name] = self.doubts[owner]  # its commits in doubt are its owner's
-        # From its 5th point on: a pop that got that far was staged (points 1 to 4 are its races
-        # on the fast path), so it stops with a request, a lead or a result in the store. Or it
-        # freezes once woken (answered, handed the lead, an item pushed), often long enough for
-        # its deadline and the grace to pass.
-        plan = rng.random()
-        if plan < 0.1:
-            pop.kill_at_point = rng.randint(5, 10)
-        elif plan < 0.2:
-            pop.kill_on_wake = True
-        elif plan < 0.3:
-            pop.pause_at_point = (rng.randint(5, 10), rng.uniform(4.0, 12.0))
-        elif plan < 0.5:
-            pop.pause_on_wake = partial(self._till_meeting, rng.uniform(4.0, 12.0) + rng.uniform(0.0, 0.05))
+        self._plan_stop(pop, rng, waits=wait is not None)
         return pop
 
     def tender(self, name: str, rng: random.Random, operations: int) -> None:
@@ -349,14 +337,34 @@ class Actors:
         for _ in range(operations):
             if self.stopping.is_set():
                 return
-            if rng.random() < 0.5:  # at a quiet moment, for waiters (``wait=``) only
-                self.scheduler.sleep(rng.uniform(0.2, 1.5))
-            else:  # when the contenders meet
-                self._meet(TICK_SECONDS)
-                self.scheduler.sleep(TICK_SECONDS / 2)
+            self._meet(TICK_SECONDS)
+            self.scheduler.sleep(TICK_SECONDS / 2)  # when the contenders meet
             for _ in range(rng.randint(1, 4)):
                 self.scheduler.sleep(rng.uniform(0.0, 0.03))
                 self._call(name, f"fulfil {CONTENDED} {end}", partial(contention.fulfil, self.db, CONTENDED, end))
+
+    def _plan_stop(self, pop: Any, rng: random.Random, *, waits: bool) -> None:
+        """Maybe stop or freeze ``pop`` at a step of the protocol.
+
+        From its 5th point on: a pop that got that far was staged (points 1 to 4 are its races on
+        the fast path), so it stops with a request, a lead or a result in the store. A pop that
+        does not wait for items watches only its bells: woken, it was answered or handed the
+        lead, and it stops there or freezes (often long enough for its deadline and the grace to
+        pass: its result is put back by a round, or it collects it late, among the others' rounds).
+        """
+        plan = rng.random()
+        if plan >= 0.5:
+            return
+        if waits:  # it may also be woken by an item pushed: some plans at its points instead
+            plan = rng.random() * 0.5
+        if plan < 0.1:
+            pop.kill_on_wake = True
+        elif plan < 0.3:
+            pop.pause_on_wake = partial(self._till_meeting, rng.uniform(4.0, 12.0) + rng.uniform(0.0, 0.05))
+        elif plan < 0.4:
+            pop.kill_at_point = rng.randint(5, 10)
+        else:
+            pop.pause_at_point = (rng.randint(5, 10), rng.uniform(4.0, 12.0))
 
     @staticmethod
     def _till_meeting(at_least: float, now: float) -> float:
