@@ -89,7 +89,7 @@ def swarm(db: Any, seed: int, *, seconds: float = 10.0, shape: Shape | None = No
     """Run the standard actors on ``db`` for ``seconds`` in real threads, then judge the store.
 
     ``db`` is a database the app opened (either engine), whose ROOT holds no queues of the
-    simulation's names (``fifo``, ``prio``, ``keyed``).
+    simulation's names (``fifo``, ``prio``, ``keyed``, ``hc``, ``letters``).
     """
     shape = shape or Shape(operations=1_000_000)  # they run until told to stop
     crowd = Swarm()

@@ -1,8 +1,12 @@
-"""The standard actors: producers, poppers, claimers, waiters and a dead-letter keeper.
+"""The standard actors: producers, poppers, claimers, waiters, a dead-letter keeper, and
+high-contention contenders with their feeder and tender.
 
 Three queues cover the service's modes: ``fifo`` (a FIFO queue, whose plain pops are checked for
 order), ``prio`` (a priority queue with ``max_attempts``, so spent leases become dead letters)
-and ``keyed`` (per-key concurrency 1). Each actor draws its operations from its own RNG (made
+and ``keyed`` (per-key concurrency 1). Two have actors of their own: ``hc``, where several
+high-contention pops meet on one end each tick (their rounds overlap; some pops stop or freeze
+at a step of the protocol), and ``letters`` (``max_attempts=1``), where the keeper makes dead
+letters to requeue or delete. Each actor draws its operations from its own RNG (made
 from the seed), so what it does does not depend on the interleaving; when it runs does.
 """
 
