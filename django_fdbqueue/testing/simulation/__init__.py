@@ -206,6 +206,7 @@ def _cast(
     def skew() -> int:
         return int(rng.uniform(-1, 1) * faults.skew_ms * 1000)
 
+    actors.stops, actors.freezes = faults.kill > 0, faults.stall > 0
     actors.spawn_all(options.shape, skew)
     for name, body in custom.items():
         actors.doubts[name] = Doubt()

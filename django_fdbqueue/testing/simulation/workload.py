@@ -100,6 +100,8 @@ class Actors:
         #: Set to end a swarm: each actor stops before its next operation.
         self.stopping = threading.Event()
         self._run_async = run_async or partial(run_async_simulated, scheduler)
+        #: Contender pops may be stopped, and frozen, midway (the run's faults ``kill``, ``stall``).
+        self.stops, self.freezes = not exact, not exact
         #: The end of ``hc`` every contender pops: their rounds meet there.
         self.contended_end = random.Random(f"{seed}/{CONTENDED}").choice(["min", "max"])
 
@@ -361,6 +363,9 @@ class Actors:
             return
         if waits:  # it may also be woken by an item pushed: some plans at its points instead
             plan = rng.random() * 0.5
+        stop, freeze = plan < 0.1 or 0.3 <= plan < 0.4, not (plan < 0.1 or 0.3 <= plan < 0.4)
+        if (stop and not self.stops) or (freeze and not self.freezes):
+            return
         if plan < 0.1:
             pop.kill_on_wake = True
         elif plan < 0.3:
