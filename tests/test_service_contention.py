@@ -687,3 +687,44 @@ def test_random_faults_lose_and_duplicate_nothing(fdbqueue_db, faults, monkeypat
     assert remaining == [], "an item was stranded although every popper stayed alive"
     info = service.get_queue(fdbqueue_db, "q")
     assert (info.size, info.popped) == (0, 120)
+
+
+def test_fast_pop_in_doubt_whose_retry_times_out_returns_its_item(fdbqueue_db, faults, monkeypatch):
+    """A fast-path pop commits in doubt (1021, applied), then its retry runs out of time (1031).
+
+    The item left the queue with the applied attempt; only the receipt says whose it was, and only
+    this call can read it: raising 1031 lost the item (the simulation's seeds met it). The pop reads
+    its receipt once more, in a transaction of its own, and returns the item.
+    """
+    service.create_queue(fdbqueue_db, "q", kind="fifo")
+    ids = fill(fdbqueue_db, "q", "fifo", 2)
+    real_retry = contention._retry
+
+    def retry(tr, error):
+        if error.code == ErrorCode.COMMIT_UNKNOWN_RESULT:  # the TIMEOUT budget is spent by now
+            raise FDBError(ErrorCode.TRANSACTION_TIMED_OUT)
+        real_retry(tr, error)
+
+    monkeypatch.setattr(contention, "_retry", retry)
+    faults.fail_next("unknown_applied")
+    assert hc_pop(fdbqueue_db, "q").id == ids[0]
+    assert [item.id for item in service.browse(fdbqueue_db, "q").items] == ids[1:]
+
+
+def test_pop_in_doubt_not_applied_whose_retry_times_out_raises(fdbqueue_db, faults, monkeypatch):
+    """The same, the attempt in doubt not applied: nothing was taken, the pop raises 1031."""
+    service.create_queue(fdbqueue_db, "q", kind="fifo")
+    ids = fill(fdbqueue_db, "q", "fifo", 2)
+    real_retry = contention._retry
+
+    def retry(tr, error):
+        if error.code == ErrorCode.COMMIT_UNKNOWN_RESULT:
+            raise FDBError(ErrorCode.TRANSACTION_TIMED_OUT)
+        real_retry(tr, error)
+
+    monkeypatch.setattr(contention, "_retry", retry)
+    faults.fail_next("unknown_not_applied")
+    with pytest.raises(FDBError) as raised:
+        hc_pop(fdbqueue_db, "q")
+    assert raised.value.code == ErrorCode.TRANSACTION_TIMED_OUT
+    assert [item.id for item in service.browse(fdbqueue_db, "q").items] == ids

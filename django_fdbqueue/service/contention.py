@@ -529,7 +529,30 @@ def pop(db: Any, name: str, end: str = "min", *, timeout: float | None = None) -
     keys.check_end(end)
     seconds = _check_timeout(timeout)
     p = _Pop(name, end, now_micros() + micros(seconds), time.monotonic() + seconds)
+    try:
+        return _steps(db, p)
+    except FDBError:
+        item = _confirm_apart(db, p)
+        if item is None:
+            raise
+        return item
 
+
+def _confirm_apart(db: Any, p: _Pop) -> Item | None:
+    """A step raised (1031, say) after an attempt in doubt: the item that attempt took, if it
+    committed. Its receipt is read in a transaction of its own: the failed one's time is spent,
+    and nobody else can tell whose the item was."""
+    if not p.candidates:
+        return None
+    try:
+        return p.confirm(db.create_transaction())
+    except FDBError:
+        return None
+
+
+def _steps(db: Any, p: _Pop) -> Item | None:
+    """The protocol's steps for one pop (see the module docstring): arrive, lead or wait, collect."""
+    name, end = p.name, p.end
     got = _arrive(db, p)
     if got is not STAGED:
         return _finish(got)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import hashlib
+import math
 import os
 import random
 import shutil
@@ -53,6 +54,8 @@ __all__ = [
 
 #: A waiter asleep this long (virtual seconds) beside an item it could take breaks liveness.
 LIVENESS_SECONDS = 1.0
+#: Actors whose names start so may wait (``wait=``): the liveness oracle watches the queues' heads for them.
+WAITERS = ("waiter", "contender")
 #: How far the clock runs on before the store is drained, so every lease and delay has ended.
 DRAIN_AFTER_SECONDS = 600.0
 
@@ -205,6 +208,7 @@ def _cast(
     def skew() -> int:
         return int(rng.uniform(-1, 1) * faults.skew_ms * 1000)
 
+    actors.stops, actors.freezes = faults.kill > 0, faults.stall > 0
     actors.spawn_all(options.shape, skew)
     for name, body in custom.items():
         actors.doubts[name] = Doubt()
@@ -296,14 +300,26 @@ class Oracle:
         self.judged = 0  # gave_up entries checked so far
         self.asleep = Asleep(db, scheduler, history, KEYED_QUEUES, bound=liveness_seconds / 2)
         self.key_slots = KeySlots(db, history)
+        self.checked_at: int | None = None  # the store's version at the last key-limit check
+        self.peeked: dict[str, int | None] = {}  # queue: the store's version at its last look
+        self.quiet_until: dict[str, float] = {}  # an empty queue: when its first hidden item shows
 
     def step(self) -> None:
-        for queue, limit in KEYED_QUEUES.items():
-            self._key_limit(queue, limit)
-        self._liveness()
+        version = self._version()
+        if version is None or version != self.checked_at:
+            for queue, limit in KEYED_QUEUES.items():  # only a commit can take a key's slot
+                self._key_limit(queue, limit)
+        self.checked_at = version
+        self._liveness(version)
         self.asleep.step()
 
-    def _liveness(self) -> None:
+    def _version(self) -> int | None:
+        """The last commit's version, as the embedded engine tells its watchers (None: unknown),
+        to skip looks at a store that has not changed."""
+        read = getattr(getattr(self.db, "_signal", None), "read", None)
+        return None if read is None else read()
+
+    def _liveness(self, version: int | None) -> None:
         """No waiter gives up while an item it could take was visible for LIVENESS_SECONDS."""
         now = self.scheduler.clock.now
         for name, queue, began, _ended in self.history.gave_up[self.judged :]:
@@ -314,14 +330,30 @@ class Oracle:
                     "liveness", f"{name} gave up on {queue!r} at {now:.3f}; {head[0]} was there from {head[1]:.3f}"
                 )
         self.judged = len(self.history.gave_up)
-        if not any(a.name.startswith("waiter") for a in self.scheduler.live()):
+        if not any(a.name.startswith(WAITERS) for a in self.scheduler.live()):
             return
         for queue in LIVENESS_QUEUES:
+            if self._unchanged(queue, version):
+                continue
+            self.peeked[queue] = version
             item = service.peek(self.db, queue)
             if item is None:
                 self.heads.pop(queue, None)
+                self.quiet_until[queue] = self._next_visible(queue)
             elif self.heads.get(queue, ("",))[0] != item.id:
                 self.heads[queue] = (item.id, now)
+
+    def _unchanged(self, queue: str, version: int | None) -> bool:
+        """Would a look at ``queue`` now see what the last one saw? Yes if nothing committed since,
+        and its head is still there (only a commit takes an item) or nothing hidden has shown."""
+        if version is None or self.peeked.get(queue) != version:
+            return False
+        return queue in self.heads or self.scheduler.clock.wall() < self.quiet_until.get(queue, 0.0)
+
+    def _next_visible(self, queue: str) -> float:
+        """When the first hidden item of ``queue`` shows (wall seconds; infinity: none is hidden)."""
+        page = service.scheduled(self.db, queue, limit=1)
+        return page.items[0].visible_at.timestamp() if page.items else math.inf
 
     def _key_limit(self, queue: str, limit: int) -> None:
         held, stored = leases_and_counters(self.db, self.history, queue)

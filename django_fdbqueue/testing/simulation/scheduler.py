@@ -44,6 +44,10 @@ class Actor:
     wake_at: float | None = None
     condition: Callable[[], bool] | None = None
     kill_at_point: int | None = None  # stop at this point (counted from 1), if any
+    pause_at_point: tuple[int, float] | None = None  # (point, seconds): freeze there that long, once
+    #: Freeze once a watch it waits on fires, once: for how long, given the clock then.
+    pause_on_wake: Callable[[float], float] | None = None
+    kill_on_wake: bool = False  # stop once a watch it waits on fires (answered, and gone)
     stop_requested: bool = False  # stop wherever it resumes next (the end of a run)
     owner: str | None = None  # the actor that started this one (a pool job's event loop)
     points: int = 0
@@ -125,7 +129,29 @@ class Scheduler:
             actor.kill_at_point = None
             self.note(f"{actor.name} is stopped at its {label}")
             raise Killed(f"{actor.name} stopped at its {label}")
+        if actor.pause_at_point is not None and actor.points >= actor.pause_at_point[0]:
+            seconds, actor.pause_at_point = actor.pause_at_point[1], None
+            self.pause(seconds, label)
         self._give_turn(actor, "ready", label)
+
+    def woken(self) -> None:
+        """This actor's watch fired: stop or freeze it now if it is planned to (see ``Actor``)."""
+        actor = self.current()
+        if actor is not None and actor.kill_on_wake:
+            actor.kill_on_wake = False
+            self.note(f"{actor.name} is stopped as its watch fires")
+            raise Killed(f"{actor.name} stopped as its watch fired")
+        if actor is not None and actor.pause_on_wake is not None:
+            seconds, actor.pause_on_wake = actor.pause_on_wake(self.clock.now), None
+            self.pause(seconds, "wake-up")
+
+    def pause(self, seconds: float, label: str) -> None:
+        """Freeze this actor (a process paused, or swapped out) at ``label``: its deadlines pass."""
+        actor = self.current()
+        assert actor is not None
+        self.stalled_until[actor.name] = self.clock.now + seconds
+        self.note(f"{actor.name} pauses {seconds:.2f} s at its {label}")
+        self.sleep(seconds)
 
     def block(self, label: str, *, until: float | None = None, condition: Callable[[], bool] | None = None) -> None:
         """Block this actor until ``condition()`` holds or the clock reaches ``until``."""

@@ -100,9 +100,9 @@ def swarm(
     """Run the standard actors on ``db`` for ``seconds`` in real threads, then judge the store.
 
     ``db`` is a database the app opened (either engine), whose ROOT holds no queues of the
-    simulation's names (``fifo``, ``prio``, ``keyed``). ``liveness_seconds``: how long a waiter
-    may give up beside an item it could take; wider when the run has an outage of its own (a
-    killed fdbserver: the cluster answers nothing while it recovers).
+    simulation's names (``fifo``, ``prio``, ``keyed``, ``hc``, ``letters``). ``liveness_seconds``:
+    how long a waiter may give up beside an item it could take; wider when the run has an outage
+    of its own (a killed fdbserver: the cluster answers nothing while it recovers).
     """
     shape = shape or Shape(operations=1_000_000)  # they run until told to stop
     crowd = Swarm()

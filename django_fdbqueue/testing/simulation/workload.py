@@ -1,8 +1,12 @@
-"""The standard actors: producers, poppers, claimers, waiters and a dead-letter keeper.
+"""The standard actors: producers, poppers, claimers, waiters, a dead-letter keeper, and
+high-contention contenders with their feeder and tender.
 
 Three queues cover the service's modes: ``fifo`` (a FIFO queue, whose plain pops are checked for
 order), ``prio`` (a priority queue with ``max_attempts``, so spent leases become dead letters)
-and ``keyed`` (per-key concurrency 1). Each actor draws its operations from its own RNG (made
+and ``keyed`` (per-key concurrency 1). Two have actors of their own: ``hc``, where several
+high-contention pops meet on one end each tick (their rounds overlap; some pops stop or freeze
+at a step of the protocol), and ``letters`` (``max_attempts=1``), where the keeper makes dead
+letters to requeue or delete. Each actor draws its operations from its own RNG (made
 from the seed), so what it does does not depend on the interleaving; when it runs does.
 """
 
@@ -19,6 +23,7 @@ from django_fdbqueue import service
 from django_fdbqueue.exceptions import DeadLetterNotFound, LeaseGone, QueueError
 from django_fdbqueue.fdbapi import FDBError, commit_in_doubt
 from django_fdbqueue.service import watchhub
+from django_fdbqueue.service import contention
 from django_fdbqueue.service.popping import PopMode
 
 from .history import History, Push, Wait
@@ -29,10 +34,16 @@ QUEUES: dict[str, dict[str, Any]] = {
     "fifo": {"kind": "fifo"},
     "prio": {"kind": "priority", "max_attempts": 3},
     "keyed": {"kind": "fifo", "key_concurrency": 1},
+    "hc": {"kind": "priority"},  # the contenders' own: only high-contention pops take from it
+    "letters": {"kind": "fifo", "max_attempts": 1},  # the keeper's own: a release makes a dead letter
 }
+#: Contenders start their pops on multiples of this (virtual seconds), so they meet.
+TICK_SECONDS = 1.0
+SHARED = ("fifo", "prio", "keyed")  # the queues producers and claimers pick from
+CONTENDED = "hc"
 FIFO_QUEUES = {"fifo"}
 KEYED_QUEUES = {"keyed": 1}
-LIVENESS_QUEUES = ("fifo", "prio")  # the waiters' queues: no key limits, so visible is claimable
+LIVENESS_QUEUES = ("fifo", "prio", CONTENDED)  # the waiters' queues: no key limits, so visible is claimable
 
 
 @dataclass(frozen=True)
@@ -47,11 +58,14 @@ class Shape:
     awaiters: int = 2
     keepers: int = 1
     operations: int = 12
+    contenders: int = 4  # high-contention pops of one end of ``hc``, several at once
+    feeders: int = 1  # producers of ``hc`` only
+    tenders: int = 1  # maintenance: fulfil rounds on ``hc``
 
     @classmethod
     def none(cls, operations: int = 12) -> "Shape":
         """No standard actor at all: for a run of a project's own actors only."""
-        return cls(0, 0, 0, 0, 0, 0, 0, operations)
+        return cls(0, 0, 0, 0, 0, 0, 0, operations, contenders=0, feeders=0, tenders=0)
 
 
 class Doubt:
@@ -88,6 +102,10 @@ class Actors:
         self.stopping = threading.Event()
         self._run_async = run_async or partial(run_async_simulated, scheduler)
         self._simulated_loops = run_async is None  # event loops of the simulation's (LoopTurns)
+        #: Contender pops may be stopped, and frozen, midway (the run's faults ``kill``, ``stall``).
+        self.stops, self.freezes = not exact, not exact
+        #: The end of ``hc`` every contender pops: their rounds meet there.
+        self.contended_end = random.Random(f"{seed}/{CONTENDED}").choice(["min", "max"])
 
     def spawn_all(self, shape: Shape, skew_us: Callable[[], int]) -> None:
         kinds: list[tuple[str, int, Callable[[str, random.Random, int], None]]] = [
@@ -100,6 +118,9 @@ class Actors:
             # heads while any actor named "waiter..." runs).
             ("waiter-async", shape.awaiters, self.awaiter),
             ("keeper", shape.keepers, self.keeper),
+            ("feeder", shape.feeders, self.feeder),
+            ("contender", shape.contenders, self.contender),
+            ("tender", shape.tenders, self.tender),
         ]
         for kind, count, body in kinds:
             for n in range(count):
@@ -118,6 +139,7 @@ class Actors:
         pops: str | None = None,
         receipts: bool = False,
         acks: str | None = None,
+        pushes: tuple[Push, ...] = (),
     ) -> tuple[Any, int, BaseException | None]:
         """Run one service call: (its result, how many of its commits were in doubt, its error).
 
@@ -127,7 +149,9 @@ class Actors:
         ``receipts``: the pop's retry reads what its first attempt took (a high-contention pop),
         so only one stopped midway, or raising after a commit in doubt, may have lost an item.
         ``acks``: the call acknowledges that value; stopped midway, or failing with FoundationDB's
-        error after a commit in doubt, it may have settled it (delivered, or not).
+        error after a commit in doubt, it may have settled it (delivered, or not). ``pushes``: the
+        values the call pushes; stopped midway, each may have been stored once for each commit in
+        doubt before, and once more.
         """
         doubt = self.doubts[name]
         before = doubt.count
@@ -139,6 +163,8 @@ class Actors:
         except (FDBError, QueueError) as error:
             got, failed = None, error
         except Killed:
+            for push in pushes:
+                push.doubts = doubt.count - before
             if pops is not None:
                 self.history.lossy(pops, 1 + doubt.count - before)
             if acks is not None:
@@ -157,33 +183,61 @@ class Actors:
         for n in range(operations):
             if self.stopping.is_set():
                 return
-            queue = rng.choice(list(QUEUES))
-            value = f"{name}:{n}"
-            dedup = self.exact or rng.random() < 0.5
-            delay = rng.choice([None, None, None, 0.05, 0.3])
-            key = rng.choice(["a", "b", "c"]) if queue == "keyed" else None
-            push = Push(value, queue, dedup, key, order_ok=delay is None)
-            self.history.pushed(push)
-            got, doubt, error = self._call(
+            self._push(name, rng, rng.choice(SHARED), n)
+
+    def feeder(self, name: str, rng: random.Random, operations: int) -> None:
+        """Pushes bursts to ``hc`` (``push_many``) just before the contenders meet over them."""
+        pushed = 0
+        for _ in range(max(1, operations // 2)):
+            if self.stopping.is_set():
+                return
+            self._meet(TICK_SECONDS)
+            values = [f"{name}:{pushed + k}" for k in range(rng.randint(3, 10))]
+            pushed += len(values)
+            pushes = [Push(value, CONTENDED, False, order_ok=False) for value in values]
+            for push in pushes:
+                self.history.pushed(push)
+            _got, doubt, error = self._call(
                 name,
-                f"push {value} to {queue}" + (f" delay {delay}" if delay else "") + (" dedup" if dedup else ""),
-                partial(
-                    service.push,
-                    self.db,
-                    queue,
-                    value,
-                    priority=rng.randint(0, 3) if QUEUES[queue]["kind"] == "priority" else 0,
-                    delay=delay,
-                    dedup_key=value if dedup else None,
-                    key=key,
-                ),
+                f"push_many {values[0]}..{values[-1]} to {CONTENDED}",
+                partial(service.push_many, self.db, CONTENDED, [(value, rng.randint(0, 3)) for value in values]),
+                pushes=tuple(pushes),
             )
-            push.doubts = doubt
-            if error is None:
-                push.outcome = "doubt" if doubt else "ok"
-            else:
-                push.outcome = "unsure" if doubt else "failed"
-            push.order_ok = push.order_ok and push.outcome == "ok"
+            for push in pushes:
+                push.doubts = doubt
+                push.outcome = ("doubt" if doubt else "ok") if error is None else ("unsure" if doubt else "failed")
+
+    def _push(self, name: str, rng: random.Random, queue: str, n: int) -> Push:
+        """Push the value ``name:n`` to ``queue`` (a delay, a dedup key, a key or a priority
+        drawn from ``rng``), and record what came of it."""
+        value = f"{name}:{n}"
+        dedup = self.exact or rng.random() < 0.5
+        delay = rng.choice([None, None, None, 0.05, 0.3])
+        key = rng.choice(["a", "b", "c"]) if queue == "keyed" else None
+        push = Push(value, queue, dedup, key, order_ok=delay is None)
+        self.history.pushed(push)
+        got, doubt, error = self._call(
+            name,
+            f"push {value} to {queue}" + (f" delay {delay}" if delay else "") + (" dedup" if dedup else ""),
+            partial(
+                service.push,
+                self.db,
+                queue,
+                value,
+                priority=rng.randint(0, 3) if QUEUES[queue]["kind"] == "priority" else 0,
+                delay=delay,
+                dedup_key=value if dedup else None,
+                key=key,
+            ),
+            pushes=(push,),
+        )
+        push.doubts = doubt
+        if error is None:
+            push.outcome = "doubt" if doubt else "ok"
+        else:
+            push.outcome = "unsure" if doubt else "failed"
+        push.order_ok = push.order_ok and push.outcome == "ok"
+        return push
 
     def popper(self, name: str, rng: random.Random, operations: int) -> None:
         for _ in range(operations):
@@ -208,7 +262,7 @@ class Actors:
         for _ in range(operations):
             if self.stopping.is_set():
                 return
-            queue = rng.choice(list(QUEUES))
+            queue = rng.choice(SHARED)
             spread = rng.choice([None, None, 4]) if queue != "keyed" else None
             seconds = rng.choice([0.5, 2.0, 30.0])
             lease, _doubt, _error = self._call(
@@ -254,12 +308,110 @@ class Actors:
         elif not isinstance(error, (LeaseGone, FDBError)):
             raise error
 
+    def contender(self, name: str, rng: random.Random, operations: int) -> None:
+        """High-contention pops of one end of ``hc``, several at once, so that rounds overlap.
+
+        Each pop runs as an actor of its own (a worker thread of this process) that may be
+        stopped or frozen at any step of the protocol: requests, results and lead keys are left
+        behind for later rounds (and the pop itself, late) to find. Some pops wait (``wait=``):
+        items that come back by recovery must wake them.
+        """
+        for n in range(max(1, operations // 2)):
+            if self.stopping.is_set():
+                return
+            self._meet(TICK_SECONDS)
+            # Mid-tick: most find the queue empty and wait, to be woken together by the next burst.
+            self.scheduler.sleep(TICK_SECONDS / 2)
+            pops = [self._contended(name, f"{name}.{n}{'abcd'[k]}", rng) for k in range(rng.choice([3, 4]))]
+            if not self.exact:
+                self.scheduler.block("its pops", condition=partial(_all_done, pops))
+
+    def _contended(self, owner: str, name: str, rng: random.Random) -> Any:
+        """Start one pop of ``hc`` as an actor (run it, in a swarm), maybe to be stopped or frozen midway."""
+        timeout = rng.choice([None, 1.0, 1.0, 2.0])
+        wait = rng.choice([None, 1.0, 2.0, 2.0])  # woken together by a burst: a thundering herd
+        what = f"pop {CONTENDED} {self.contended_end} high-contention" + (f" timeout {timeout}" if timeout else "")
+        what += f" wait {wait}" if wait else ""
+        if self.exact:  # a swarm: real threads, nothing stopped
+            return self._contended_pop(owner, what, timeout, wait)
+        pop = self.scheduler.spawn(name, partial(self._contended_pop, name, what, timeout, wait))
+        self.doubts[name] = self.doubts[owner]  # its commits in doubt are its owner's
+        self._plan_stop(pop, rng, waits=wait is not None)
+        return pop
+
+    def tender(self, name: str, rng: random.Random, operations: int) -> None:
+        """A maintenance task running fulfil rounds on ``hc`` now and then, beside the pops' own
+        rounds: they serve requests and put back the results of pops that gave up or died."""
+        end = self.contended_end
+        for _ in range(operations):
+            if self.stopping.is_set():
+                return
+            self._meet(TICK_SECONDS)
+            self.scheduler.sleep(TICK_SECONDS / 2)  # when the contenders meet
+            for _ in range(rng.randint(1, 4)):
+                self.scheduler.sleep(rng.uniform(0.0, 0.03))
+                self._call(name, f"fulfil {CONTENDED} {end}", partial(contention.fulfil, self.db, CONTENDED, end))
+
+    def _plan_stop(self, pop: Any, rng: random.Random, *, waits: bool) -> None:
+        """Maybe stop or freeze ``pop`` at a step of the protocol.
+
+        From its 5th point on: a pop that got that far was staged (points 1 to 4 are its races on
+        the fast path), so it stops with a request, a lead or a result in the store. A pop that
+        does not wait for items watches only its bells: woken, it was answered or handed the
+        lead, and it stops there or freezes (often long enough for its deadline and the grace to
+        pass: its result is put back by a round, or it collects it late, among the others' rounds).
+        """
+        plan = rng.random()
+        if plan >= 0.5:
+            return
+        if waits:  # it may also be woken by an item pushed: some plans at its points instead
+            plan = rng.random() * 0.5
+        stop, freeze = plan < 0.1 or 0.3 <= plan < 0.4, not (plan < 0.1 or 0.3 <= plan < 0.4)
+        if (stop and not self.stops) or (freeze and not self.freezes):
+            return
+        if plan < 0.1:
+            pop.kill_on_wake = True
+        elif plan < 0.3:
+            pop.pause_on_wake = partial(self._till_meeting, rng.uniform(4.0, 12.0) + rng.uniform(0.0, 0.05))
+        elif plan < 0.4:
+            pop.kill_at_point = rng.randint(5, 10)
+        else:
+            pop.pause_at_point = (rng.randint(5, 10), rng.uniform(4.0, 12.0))
+
+    @staticmethod
+    def _till_meeting(at_least: float, now: float) -> float:
+        """Seconds from ``now`` until the contenders meet (mid-tick), ``at_least`` from now (and the
+        fraction of a tick it asks for): a frozen pop comes back among the others' rounds."""
+        later = now + at_least
+        return later - later % TICK_SECONDS + TICK_SECONDS / 2 + at_least % 0.05 - now
+
+    def _meet(self, tick: float) -> None:
+        """Sleep until the clock's next multiple of ``tick``: the contenders that do pop together."""
+        now = self.scheduler.clock.now
+        self.scheduler.sleep(tick - now % tick)
+
+    def _contended_pop(self, name: str, what: str, timeout: float | None, wait: float | None) -> None:
+        started = self.scheduler.clock.now
+        got, _doubt, error = self._call(
+            name,
+            what,
+            partial(
+                service.pop, self.db, CONTENDED, self.contended_end, mode="high-contention", timeout=timeout, wait=wait
+            ),
+            pops=CONTENDED,
+            receipts=True,
+        )
+        if got is not None:
+            self.history.deliver(got.value)
+        elif wait is not None and error is None:
+            self.history.gave_up_on(name, CONTENDED, started, self.scheduler.clock.now)
+
     def waiter(self, name: str, rng: random.Random, operations: int) -> None:
         """Pops and claims that wait: each must wake for an item it may take (liveness)."""
         for _ in range(max(1, operations // 3)):
             if self.stopping.is_set():
                 return
-            queue = rng.choice(["fifo", "prio"])
+            queue = rng.choice(["fifo", "prio", CONTENDED])
             started = self.scheduler.clock.now
             if not self.exact and rng.random() < 0.5:
                 what = f"pop {queue} wait 3"
@@ -469,23 +621,59 @@ class Actors:
                 )
 
     def keeper(self, name: str, rng: random.Random, operations: int) -> None:
-        """Requeues dead letters now and then."""
-        for _ in range(max(1, operations // 4)):
+        """Sets items aside (a claim of ``letters`` released) and requeues or deletes dead letters.
+
+        Only it takes dead letters away, so a requeue or delete of one it just listed must succeed,
+        whatever commits in doubt it met (a retry answers from the settled marker).
+        """
+        for n in range(max(1, operations // 2)):
             if self.stopping.is_set():
                 return
-            self.scheduler.sleep(rng.uniform(0.5, 2.0))
+            self.scheduler.sleep(rng.uniform(0.2, 1.0))
+            if rng.random() < 0.7:
+                self._bury(name, rng, n)
+            queue = rng.choice(["prio", "letters"])
             page, _doubt, _error = self._call(
-                name, "dead letters of prio", partial(service.dead_letters, self.db, "prio", limit=5)
+                name, f"dead letters of {queue}", partial(service.dead_letters, self.db, queue, limit=5)
             )
             for letter in [] if page is None else page.items:
-                item_id = letter.item.id
-                _got, _doubt, error = self._call(
-                    name, f"requeue {letter.item.value}", partial(service.requeue_dead_letter, self.db, "prio", item_id)
-                )
-                if isinstance(error, DeadLetterNotFound):
-                    # Only this keeper takes dead letters away, and it just listed this one: the
-                    # requeue applied (an earlier attempt's commit was in doubt) or was never needed.
-                    self.history.violate("answer", f"requeue of {letter.item.value} answered {error!r}")
+                self._dispose(name, rng, queue, letter.item)
+
+    def _bury(self, name: str, rng: random.Random, n: int) -> None:
+        """Push a value to ``letters`` and claim and release an item there: its one attempt spent."""
+        self._push(name, rng, "letters", n)
+        lease, _doubt, _error = self._call(
+            name, "claim letters", partial(service.claim, self.db, "letters", lease=30.0)
+        )
+        if lease is not None:
+            self.history.leased(lease.item.value)
+            value = lease.item.value
+            self._call(name, f"release {value}", partial(service.release, self.db, lease.receipt))
+
+    def _dispose(self, name: str, rng: random.Random, queue: str, item: Any) -> None:
+        """Requeue or delete a dead letter just listed: the answer must say it was done."""
+        value = item.value
+        what = "requeue" if rng.random() < 0.5 else "delete"
+        if what == "requeue":
+            got, _doubt, error = self._call(
+                name, f"requeue {value}", partial(service.requeue_dead_letter, self.db, queue, item.id)
+            )
+            if got is not None and got.value != value:
+                self.history.violate("answer", f"requeue of {value} answered {got.value!r}")
+        else:
+            _got, _doubt, error = self._call(
+                name, f"delete {value}", partial(service.delete_dead_letter, self.db, queue, item.id), acks=value
+            )
+            if error is None:
+                self.history.deliver(value)  # handled for good
+        if isinstance(error, DeadLetterNotFound):
+            # It was just listed, and nobody else takes dead letters: the call applied (an earlier
+            # attempt's commit was in doubt) and must say so.
+            self.history.violate("answer", f"{what} of {value} answered {error!r}")
+
+
+def _all_done(actors: list[Any]) -> bool:
+    return all(actor.state == "done" for actor in actors)
 
 
 class LoopTurns:
@@ -520,5 +708,9 @@ def _shown(got: Any, error: BaseException | None) -> str:
         return f"{type(error).__name__}({getattr(error, 'code', '')})"
     if got is None:
         return "None"
+    if isinstance(got, list):
+        return f"{len(got)} items"
+    if isinstance(got, contention.Round):
+        return f"round: {got.served} served, {got.dropped} dropped, {got.restored} put back"
     item = getattr(got, "item", got)
     return repr(getattr(item, "value", got))

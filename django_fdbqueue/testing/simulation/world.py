@@ -147,6 +147,8 @@ def _virtual_waits(patches: _Patches, scheduler: Scheduler) -> None:
         fired = bool(watch.is_ready())
         if not fired:
             watch.cancel()
+        else:
+            scheduler.woken()
         return fired
 
     patches.put(waiting, "wait_on", wait_on)
