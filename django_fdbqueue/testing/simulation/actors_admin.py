@@ -84,7 +84,7 @@ class Admin:
     def admin(self, name: str, rng: random.Random, operations: int) -> None:
         queue = own_queue(int(name.removeprefix("admin")))
         state: str | None = "exists"  # created before the actors start
-        for _ in range(max(2, operations // 2)):
+        for _ in range(max(2, operations // 3)):
             self.actors.scheduler.sleep(rng.uniform(0.2, 1.5))
             if state == "absent":
                 kind = "create"
@@ -119,7 +119,8 @@ class Admin:
 
     # -- its queues' users --------------------------------------------------------------------
     def user(self, name: str, rng: random.Random, operations: int) -> None:
-        for n in range(operations):
+        for n in range(max(1, operations // 3)):
+            self.actors.scheduler.sleep(rng.uniform(0.0, 0.6))  # spread over the admins' calls
             queue = rng.choice(self.names)
             kind = rng.choice(["push", "push", "pop", "claim"])
             start = self._now()

@@ -52,7 +52,7 @@ class Schedules:
         due, again and again (its own loop waits on a real event; this one on the virtual clock)."""
         db = self.actors.db
         self.actors._call(name, "sync the declared schedule", partial(registry.sync, db, [declared()]))
-        for _ in range(operations):
+        for _ in range(max(1, operations // 4)):
             fired, _doubt, _error = self.actors._call(name, "fire due", partial(firing.fire_due, db))
             for one in fired or ():
                 self._fired(name, one.occurrences)

@@ -129,7 +129,7 @@ class Tasks:
 
     def enqueuer(self, name: str, rng: random.Random, operations: int) -> None:
         task = __getattr__("sim_task")
-        for n in range(max(1, operations // 2)):
+        for n in range(max(1, operations // 4)):
             result, _doubt, _error = self.actors._call(name, f"enqueue task {n}", partial(task.enqueue, n))
             if result is not None:
                 self.enqueued.append(result.id)
@@ -143,7 +143,7 @@ class Tasks:
         )
         worker._stopping = _VirtualStop(self.actors.scheduler)  # type: ignore[assignment]
         backoff = Backoff(initial=0.1, maximum=2.0)
-        for _ in range(operations):
+        for _ in range(max(1, operations // 3)):
             self.actors.scheduler.note(f"{name} claims a task")
             claimed, lease = worker._claim(backoff)
             if not claimed or lease is None:

@@ -49,11 +49,11 @@ class Shape:
     operations: int = 12
     # The service's other parts (``services``): tenants, queue admin, schedules, the Tasks worker.
     tenant_producers: int = 1
-    tenant_consumers: int = 2
+    tenant_consumers: int = 1
     admins: int = 1  # each creates, purges and deletes a queue of its own
     admin_users: int = 1  # push, pop and claim on the admins' queues meanwhile
     schedulers: int = 2  # two schedulers race to fire one declared schedule
-    task_workers: int = 2  # run the tasks one enqueuer enqueues (none without workers)
+    task_workers: int = 1  # run the tasks one enqueuer enqueues (none without workers)
 
     @classmethod
     def none(cls, operations: int = 12) -> "Shape":
