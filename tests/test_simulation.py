@@ -367,3 +367,10 @@ def test_the_leftovers_oracle_reports_watches_left_registered(monkeypatch):
     monkeypatch.setattr(contention, "_let_go", lambda p: None)
     shape = dataclasses.replace(Shape.none(), producers=3, poppers=2)
     assert _kinds(shape, range(6), "default")["leftover"]
+
+
+def test_high_contention_pops_leave_no_watch_behind():
+    """Regression: a pop that led its own round, or was answered, left its bells' watches in the
+    embedded engine, which keeps a watch until its key changes (here: never)."""
+    shape = dataclasses.replace(Shape.none(), producers=3, poppers=2)
+    assert _kinds(shape, range(6), "default")["leftover"] == 0
