@@ -19,6 +19,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import random
+import string
 import time
 from functools import partial
 from typing import Any, Iterator
@@ -26,6 +27,7 @@ from typing import Any, Iterator
 from django_fdbqueue import service
 from django_fdbqueue.tasks import backend as tasks_backend
 from django_fdbqueue.tasks import results
+from django_fdbqueue.tasks import runner as tasks_runner
 from django_fdbqueue.tasks.compat import Task, task_backends
 from django_fdbqueue.tasks.runner import TaskRunner
 from django_fdbqueue.worker import Worker
@@ -37,6 +39,8 @@ from .scheduler import Scheduler
 from .workload import Actors
 
 ALIAS = "fdbqueue-simulation"
+#: Result ids in a run are drawn from its seed (the backend's own come from the OS).
+ID_CHARACTERS = string.ascii_letters + string.digits
 TASK_QUEUE = "simtasks.default"
 LEASE_SECONDS = 2.0
 QUEUES: dict[str, dict[str, Any]] = {TASK_QUEUE: {"kind": "priority"}}
@@ -72,6 +76,11 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(name)
 
 
+def _enqueued_id(task: Any, n: int) -> str:
+    """Enqueue; the result's id (what the trace shows: the whole result names a memory address)."""
+    return str(task.enqueue(n).id)
+
+
 class _VirtualStop:
     """A worker's stop event whose waits (its back-off after a failed claim) are virtual."""
 
@@ -100,8 +109,12 @@ class Tasks:
         """The backend declared, its database the run's, every result write watched."""
         global _RUN
         settings = task_backends.settings
-        write, database = results.write, tasks_backend.get_database
+        write, database, new_id = results.write, tasks_backend.get_database, results.new_id
+        recycle = tasks_runner.close_old_connections
+        tasks_runner.close_old_connections = lambda: None  # no Django connection to recycle here
+        ids = random.Random(f"{self.actors.seed}/result-ids")
         settings[ALIAS] = _BACKEND
+        results.new_id = lambda: "".join(ids.choices(ID_CHARACTERS, k=results.ID_LENGTH))  # type: ignore[assignment]
         results.write = self._watched(write)  # type: ignore[assignment]
         tasks_backend.get_database = lambda: self.actors.db  # type: ignore[assignment]
         _RUN = self
@@ -110,6 +123,8 @@ class Tasks:
         finally:
             _RUN = None
             results.write, tasks_backend.get_database = write, database  # type: ignore[assignment]
+            results.new_id = new_id  # type: ignore[assignment]
+            tasks_runner.close_old_connections = recycle
             settings.pop(ALIAS, None)
 
     def _watched(self, write: Any) -> Any:
@@ -130,9 +145,10 @@ class Tasks:
     def enqueuer(self, name: str, rng: random.Random, operations: int) -> None:
         task = __getattr__("sim_task")
         for n in range(max(1, operations // 4)):
-            result, _doubt, _error = self.actors._call(name, f"enqueue task {n}", partial(task.enqueue, n))
-            if result is not None:
-                self.enqueued.append(result.id)
+            enqueue = partial(_enqueued_id, task, n)
+            result_id, _doubt, _error = self.actors._call(name, f"enqueue task {n}", enqueue)
+            if result_id is not None:
+                self.enqueued.append(result_id)
             self.actors.scheduler.sleep(rng.uniform(0.0, 1.0))
 
     def worker(self, name: str, rng: random.Random, operations: int) -> None:
