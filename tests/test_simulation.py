@@ -293,3 +293,88 @@ def test_a_swarm_of_the_actors_on_the_store_breaks_no_invariant(fdbqueue_db):
     result = swarm(fdbqueue_db, random.randrange(1_000_000), seconds=6.0)
     assert result.operations > 50, "the swarm did next to nothing"
     assert result.ok, "\n".join([str(v) for v in result.violations] + result.trace[-40:])
+
+
+# -- the service's other parts: each oracle reports its defect -------------------------------------
+
+
+def _kinds(shape: Shape, seeds: range, faults: str = "none") -> collections.Counter[str]:
+    """Violations by kind over ``seeds`` with only the actors ``shape`` counts."""
+    found: collections.Counter[str] = collections.Counter()
+    for seed in seeds:
+        found.update(v.kind for v in simulate(seed, Options(faults=Faults.parse(faults), shape=shape)).violations)
+    return found
+
+
+def test_the_new_parts_pass_on_their_own():
+    shape = dataclasses.replace(
+        Shape.none(),
+        tenant_producers=1,
+        tenant_consumers=2,
+        admins=1,
+        admin_users=2,
+        schedulers=2,
+        task_workers=1,
+    )
+    assert _kinds(shape, range(3), "default") == collections.Counter()
+
+
+def test_the_fairness_oracle_reports_a_consumer_that_skips_the_front(monkeypatch):
+    from django_fdbqueue.service import tenantturns
+
+    taking = tenantturns.next_item
+    monkeypatch.setattr(tenantturns, "next_item", lambda tr, qk, end, choices=None: taking(tr, qk, end, choices=50))
+    shape = dataclasses.replace(Shape.none(operations=24), tenant_producers=2, tenant_consumers=2)
+    assert _kinds(shape, range(4))["fairness"]
+
+
+def test_the_admin_judge_reports_a_purge_that_leaves_items(monkeypatch):
+    monkeypatch.setattr(service, "clear", lambda db, name: service.get_queue(db, name))
+    shape = dataclasses.replace(Shape.none(operations=24), admins=1, admin_users=2)
+    assert _kinds(shape, range(4))["resurrected"]
+
+
+def test_the_admin_judge_reports_a_push_to_a_deleted_queue_that_succeeds(monkeypatch):
+    monkeypatch.setattr(service, "delete_queue", lambda db, name: service.get_queue(db, name))
+    shape = dataclasses.replace(Shape.none(operations=24), admins=1, admin_users=2)
+    assert _kinds(shape, range(4))["answer"]
+
+
+def test_the_schedule_oracle_reports_an_occurrence_fired_twice(monkeypatch):
+    from django_fdbqueue.schedules import model
+
+    advance = model.next_after
+    monkeypatch.setattr(model, "next_after", lambda s, after: s.next_run_us or advance(s, after))
+    shape = dataclasses.replace(Shape.none(), schedulers=2)
+    assert _kinds(shape, range(2))["schedule"]
+
+
+def test_the_tasks_oracle_reports_a_result_recorded_twice(monkeypatch):
+    from django_fdbqueue.fdbapi import transactional
+    from django_fdbqueue.tasks import results, runner
+
+    @transactional
+    def finish_again(tr, result_id, outcome, retention_end):
+        record = results.read(tr, result_id)
+        done = results.Record(**{**record.__dict__, **outcome})
+        results.write(tr, done, record)
+        return done, None
+
+    monkeypatch.setattr(runner, "_finish", finish_again)
+    shape = dataclasses.replace(Shape.none(operations=24), task_workers=2)
+    assert _kinds(shape, range(4))["task-result"]
+
+
+def test_the_leftovers_oracle_reports_watches_left_registered(monkeypatch):
+    from django_fdbqueue.service import contention
+
+    monkeypatch.setattr(contention, "_let_go", lambda p: None)
+    shape = dataclasses.replace(Shape.none(), producers=3, poppers=2)
+    assert _kinds(shape, range(6), "default")["leftover"]
+
+
+def test_high_contention_pops_leave_no_watch_behind():
+    """Regression: a pop that led its own round, or was answered, left its bells' watches in the
+    embedded engine, which keeps a watch until its key changes (here: never)."""
+    shape = dataclasses.replace(Shape.none(), producers=3, poppers=2)
+    assert _kinds(shape, range(6), "default")["leftover"] == 0

@@ -288,6 +288,7 @@ def _register(tr: Any, p: _Pop, qk: keys.QueueKeys, requests: Any, lead: Any) ->
 
 def _watch_bells(tr: Any, p: _Pop) -> Any:
     """Watch both of our bells (answered; leads next), as one future (``p.watch``)."""
+    _let_go(p)  # the watches of an earlier look, if any
     p.lead_watch = tr.watch(p.lead_bell)
     p.watch = AnyOf(tr.watch(p.bell), p.lead_watch)
     return p.watch
@@ -530,12 +531,22 @@ def pop(db: Any, name: str, end: str = "min", *, timeout: float | None = None) -
     seconds = _check_timeout(timeout)
     p = _Pop(name, end, now_micros() + micros(seconds), time.monotonic() + seconds)
     try:
-        return _steps(db, p)
+        return _serve(db, p)
     except FDBError:
         item = _confirm_apart(db, p)
         if item is None:
             raise
         return item
+    finally:
+        _let_go(p)
+
+
+def _let_go(p: _Pop) -> None:
+    """Cancel the bells' watches still waiting: each counts against the database's limit, and an
+    engine that keeps them (the embedded one) would keep them until the bell rings, maybe never."""
+    if p.watch is not None:
+        p.watch.cancel()
+    p.watch = p.lead_watch = None
 
 
 def _confirm_apart(db: Any, p: _Pop) -> Item | None:
@@ -550,22 +561,21 @@ def _confirm_apart(db: Any, p: _Pop) -> Item | None:
         return None
 
 
-def _steps(db: Any, p: _Pop) -> Item | None:
-    """The protocol's steps for one pop (see the module docstring): arrive, lead or wait, collect."""
-    name, end = p.name, p.end
+def _serve(db: Any, p: _Pop) -> Item | None:
+    """``pop``'s steps: arrive; then lead, wait for a bell or settle until served."""
     got = _arrive(db, p)
     if got is not STAGED:
         return _finish(got)
     while True:
         if p.leads:
             p.leads = False
-            done = _fulfil(db, name, end, p, lead=True)
+            done = _fulfil(db, p.name, p.end, p, lead=True)
             if done.committed and done.mine is not None:
                 return _finish(done.mine)
         elif p.watch is not None:
             wait_on(p.watch, min(random.uniform(*WAIT_SECONDS), p.left()))
             named = _rang(p.lead_watch)
-            p.watch = p.lead_watch = None
+            _let_go(p)
             if named and p.left() > 0:
                 p.leads = True  # handed the next round: run it, no need to look first
                 continue

@@ -30,6 +30,8 @@ from django_fdbqueue.service import contention
 from django_fdbqueue.engines.embedded import EmbeddedDatabase
 from django_fdbqueue.engines.embedded.faults import UNKNOWN_APPLIED, UNKNOWN_NOT_APPLIED, FaultConfig, FaultInjector
 
+from . import services
+from .actors_admin import Admin
 from .context import ActorContext
 from .history import History, Push, Violation
 from .keyslots import KeySlots, leases_and_counters
@@ -149,7 +151,7 @@ def simulate(
     arguments) are created for them, and judged and drained like the standard queues.
     """
     options = options or Options()
-    clash = set(queues or ()) & set(QUEUES)
+    clash = set(queues or ()) & {*QUEUES, *services.NAMES, *Admin(None, options.shape.admins).names}  # type: ignore[arg-type]
     if clash:
         raise ValueError(f"the simulation's own queues are named {', '.join(sorted(clash))}: choose other names")
     folder = tempfile.mkdtemp(prefix="fdbqueue-sim-", dir=directory)
@@ -181,14 +183,19 @@ def _run(
     try:
         with simulated(scheduler, rng, db):
             _instrument(db, scheduler, rng, faults, doubts)
+            actors = Actors(db, scheduler, history, seed, doubts)
+            parts = services.Services(actors, options.shape)
             queues = {**QUEUES, **own_queues}
-            for name, settings in queues.items():
+            for name, settings in {**queues, **parts.queues()}.items():
                 service.create_queue(db, name, **settings)
-            _cast(Actors(db, scheduler, history, seed, doubts), custom, options, rng)
-            oracle = Oracle(db, scheduler, history, queues)
-            scheduler.run(max_steps=options.max_steps, until=options.seconds, on_step=oracle.step)
-            steps = scheduler.steps
-            stored = _end(db, scheduler, history, oracle, options, [a for a in scheduler.actors if a.name in doubts])
+            with parts.installed():
+                _cast(actors, custom, options, rng, parts)
+                oracle = Oracle(db, scheduler, history, {**queues, **parts.judged_queues()})
+                scheduler.run(max_steps=options.max_steps, until=options.seconds, on_step=_both(oracle, parts))
+                steps = scheduler.steps
+                workload = [a for a in scheduler.actors if a.name in doubts]
+                stored = _end(db, scheduler, history, oracle, options, workload, parts)
+        parts.judge()
         classes = history.judge(stored)
         history.check_order(FIFO_QUEUES)
     finally:
@@ -199,8 +206,20 @@ def _run(
     )
 
 
+def _both(oracle: "Oracle", parts: services.Services) -> Callable[[], None]:
+    def step() -> None:
+        oracle.step()
+        parts.step()
+
+    return step
+
+
 def _cast(
-    actors: Actors, custom: dict[str, Callable[[ActorContext], None]], options: Options, rng: random.Random
+    actors: Actors,
+    custom: dict[str, Callable[[ActorContext], None]],
+    options: Options,
+    rng: random.Random,
+    parts: services.Services,
 ) -> None:
     """The standard actors, the project's own, and which of them will be stopped midway."""
     faults = options.faults
@@ -210,6 +229,7 @@ def _cast(
 
     actors.stops, actors.freezes = faults.kill > 0, faults.stall > 0
     actors.spawn_all(options.shape, skew)
+    parts.spawn(skew)
     for name, body in custom.items():
         actors.doubts[name] = Doubt()
         ctx = ActorContext(
@@ -225,17 +245,26 @@ def _cast(
 
 
 def _end(
-    db: Any, scheduler: Scheduler, history: History, oracle: "Oracle", options: Options, workload: list[Actor]
+    db: Any,
+    scheduler: Scheduler,
+    history: History,
+    oracle: "Oracle",
+    options: Options,
+    workload: list[Actor],
+    parts: services.Services,
 ) -> collections.Counter[str]:
     """Wind the actors down, note their crashes, then drain the store (faults off, time on)."""
     _wind_down(scheduler, history, workload, options)
     for actor in scheduler.actors:
         if actor.error is not None:
             history.violate("crash", f"{actor.name}: {type(actor.error).__name__}: {actor.error}")
+    parts.wound_down(options.faults.skew_ms)
     scheduler.clock.now += DRAIN_AFTER_SECONDS
     db.interleave = None
     db.faults = FaultInjector(None)  # the drain's own pops must not lose what they take
-    return oracle.final_checks()
+    stored = oracle.final_checks()
+    parts.final(oracle, stored)
+    return stored
 
 
 def _wind_down(scheduler: Scheduler, history: History, workload: list[Actor], options: Options) -> None:

@@ -8,8 +8,9 @@ many copies came out (delivered plus still stored, dead letters included):
 * **ok**: as many as its push allows: exactly one, or one or two for a push without a dedup key
   whose commit was in doubt (the documented cost of a blind retry), none to two for a push that
   failed in doubt;
-* **lost**: none, beyond what plain pops in doubt may have taken (each may lose one item) and
-  acks whose caller stopped waiting may have settled;
+* **lost**: none, beyond what plain pops in doubt may have taken (each may lose one item),
+  acks whose caller stopped waiting may have settled, and a purge or a queue's deletion may have
+  taken (values pushed before its commit);
 * **duplicated**: more than its push allows;
 * **unexpected**: a value delivered that was never pushed.
 """
@@ -65,6 +66,8 @@ class History:
     maybe_delivered: collections.Counter[str] = field(default_factory=collections.Counter)
     #: Plain pops whose commit was in doubt, per queue: each may have lost one item.
     lossy_pops: collections.Counter[str] = field(default_factory=collections.Counter)
+    #: Values a purge or a queue's deletion may have taken (pushed before its commit, or maybe).
+    erasable: set[str] = field(default_factory=set)
     #: Waits that ended with nothing: (actor, queue, began, ended), for the liveness check.
     gave_up: list[tuple[str, str, float, float]] = field(default_factory=list)
     #: Waits under way, by number: the liveness check looks at them at every step.
@@ -137,6 +140,8 @@ class History:
         for value, push in self.pushes.items():
             copies = self.delivered[value] + stored[value]
             low, high = _allowed(push)
+            if value in self.erasable:
+                low = 0
             if copies < low - self.maybe_delivered[value]:
                 lost_per_queue[push.queue].append(value)
                 classes["lost"] += 1

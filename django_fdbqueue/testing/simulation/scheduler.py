@@ -51,6 +51,7 @@ class Actor:
     stop_requested: bool = False  # stop wherever it resumes next (the end of a run)
     owner: str | None = None  # the actor that started this one (a pool job's event loop)
     points: int = 0
+    stopped: bool = False  # stopped midway (Killed), as a killed process: what it held is gone
     error: BaseException | None = None
     thread: threading.Thread | None = field(default=None, repr=False)
 
@@ -188,7 +189,7 @@ class Scheduler:
         try:
             actor.body()
         except Killed:
-            pass
+            actor.stopped = True
         except BaseException as error:  # noqa: BLE001 - kept for the checker: an actor's crash
             actor.error = error
         finally:

@@ -13,6 +13,7 @@ from the seed), so what it does does not depend on the interleaving; when it run
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
 import threading
 from functools import partial
@@ -61,11 +62,20 @@ class Shape:
     contenders: int = 4  # high-contention pops of one end of ``hc``, several at once
     feeders: int = 1  # producers of ``hc`` only
     tenders: int = 1  # maintenance: fulfil rounds on ``hc``
+    # The service's other parts (``services``): tenants, queue admin, schedules, the Tasks worker.
+    tenant_producers: int = 1
+    tenant_consumers: int = 1
+    admins: int = 1  # each creates, purges and deletes a queue of its own
+    admin_users: int = 1  # push, pop and claim on the admins' queues meanwhile
+    schedulers: int = 2  # two schedulers race to fire one declared schedule
+    task_workers: int = 1  # run the tasks one enqueuer enqueues (none without workers)
 
     @classmethod
     def none(cls, operations: int = 12) -> "Shape":
         """No standard actor at all: for a run of a project's own actors only."""
         return cls(0, 0, 0, 0, 0, 0, 0, operations, contenders=0, feeders=0, tenders=0)
+        counts = {f.name: 0 for f in dataclasses.fields(cls) if f.name != "operations"}
+        return cls(operations=operations, **counts)
 
 
 class Doubt:
