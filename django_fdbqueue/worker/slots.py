@@ -70,7 +70,7 @@ class Slot:
         try:
             while self._running():
                 seen = burst.claiming(self.member) if burst else 0
-                claimed, lease = self._claim(backoff)
+                claimed, lease = self.claim_once(backoff)
                 claimed_at = time.monotonic()  # after the claim's wait, not before it
                 if not claimed:
                     continue
@@ -78,7 +78,7 @@ class Slot:
                     if burst:
                         burst.found_nothing(self.member, seen, self.options.poll_wait)
                     continue
-                self._work_on(Held(lease, claimed_at, self.target.lease))
+                self.work_on(Held(lease, claimed_at, self.target.lease))
         finally:
             if self.index == 0 and burst is not None and burst.over:
                 logger.info("Worker on queue %r: nothing ready and nothing in hand, burst over.", self.target.queue)
@@ -105,7 +105,7 @@ class Slot:
     def _running(self) -> bool:
         return not self.state.stopping.is_set() and not (self.burst is not None and self.burst.over)
 
-    def _claim(self, backoff: Backoff) -> tuple[bool, Any]:
+    def claim_once(self, backoff: Backoff) -> tuple[bool, Any]:
         """(True, the lease or None when nothing was ready), or (False, None) after a failed claim
         and its back-off: failures are logged, never fatal."""
         target, options = self.target, self.options
@@ -147,7 +147,7 @@ class Slot:
         backoff.reset()
         return True, lease
 
-    def _work_on(self, held: Held) -> None:
+    def work_on(self, held: Held) -> None:
         """Handle one claimed item, in this slot's place where the heartbeat sees its lease meanwhile."""
         state = self.state
         with state.cond:

@@ -33,7 +33,9 @@ from django_fdbqueue.tasks.runner import TaskRunner
 from django_fdbqueue.worker import Worker
 from django_fdbqueue.worker.ack_with import ack_with
 from django_fdbqueue.worker.backoff import Backoff
-from django_fdbqueue.worker.runner import _Held
+from django_fdbqueue.worker.settling import Settler
+from django_fdbqueue.worker.slots import ClaimOptions, Slot
+from django_fdbqueue.worker.state import Held, Target, WorkerState
 
 from .scheduler import Scheduler
 from .workload import Actors
@@ -109,22 +111,24 @@ class Tasks:
         """The backend declared, its database the run's, every result write watched."""
         global _RUN
         settings = task_backends.settings
-        write, database, new_id = results.write, tasks_backend.get_database, results.new_id
-        recycle = tasks_runner.close_old_connections
-        tasks_runner.close_old_connections = lambda: None  # no Django connection to recycle here
         ids = random.Random(f"{self.actors.seed}/result-ids")
+        replaced = [
+            (results, "new_id", lambda: "".join(ids.choices(ID_CHARACTERS, k=results.ID_LENGTH))),
+            (results, "write", self._watched(results.write)),
+            (tasks_backend, "get_database", lambda: self.actors.db),
+            (tasks_runner, "close_old_connections", lambda: None),  # no Django connection here
+        ]
+        saved = [(owner, attr, getattr(owner, attr)) for owner, attr, _ in replaced]
+        for owner, attr, value in replaced:
+            setattr(owner, attr, value)
         settings[ALIAS] = _BACKEND
-        results.new_id = lambda: "".join(ids.choices(ID_CHARACTERS, k=results.ID_LENGTH))  # type: ignore[assignment]
-        results.write = self._watched(write)  # type: ignore[assignment]
-        tasks_backend.get_database = lambda: self.actors.db  # type: ignore[assignment]
         _RUN = self
         try:
             yield
         finally:
             _RUN = None
-            results.write, tasks_backend.get_database = write, database  # type: ignore[assignment]
-            results.new_id = new_id  # type: ignore[assignment]
-            tasks_runner.close_old_connections = recycle
+            for owner, attr, value in saved:
+                setattr(owner, attr, value)
             settings.pop(ALIAS, None)
 
     def _watched(self, write: Any) -> Any:
@@ -153,29 +157,37 @@ class Tasks:
 
     def worker(self, name: str, rng: random.Random, operations: int) -> None:
         """A worker's slot, item by item; it dies between a claim and the task's step now and then."""
-        runner = TaskRunner(task_backends[ALIAS], worker_id=name)
-        worker = Worker(
-            self.actors.db, TASK_QUEUE, runner.handle, on_claim=runner.claimed, lease=LEASE_SECONDS, end="max"
-        )
-        worker._stopping = _VirtualStop(self.actors.scheduler)  # type: ignore[assignment]
+        runner = TaskRunner(task_backends[ALIAS], worker_id=name)  # type: ignore[arg-type]
+        slot = self._slot(runner)
         backoff = Backoff(initial=0.1, maximum=2.0)
         for _ in range(max(1, operations // 3)):
             self.actors.scheduler.note(f"{name} claims a task")
-            claimed, lease = worker._claim(backoff)
+            claimed, lease = slot.claim_once(backoff)
             if not claimed or lease is None:
                 continue
             if rng.random() < 0.1:
                 self.actors.scheduler.note(f"{name} dies between its claim and the task's step")
                 return
             self.actors.scheduler.note(f"{name} runs {lease.item.value}")
-            worker._work_on(0, _Held(lease, time.monotonic(), worker.lease))
+            slot.work_on(Held(lease, time.monotonic(), LEASE_SECONDS))
+
+    def _slot(self, runner: TaskRunner) -> Slot:
+        """One slot of a worker (as ``Worker`` makes them), driven here claim by claim, its
+        back-off waits virtual."""
+        defaults = Worker(self.actors.db, TASK_QUEUE, runner.handle, on_claim=runner.claimed)
+        target = Target(self.actors.db, TASK_QUEUE, LEASE_SECONDS)
+        state = WorkerState(1)
+        state.stopping = _VirtualStop(self.actors.scheduler)  # type: ignore[assignment]
+        settler = Settler(target, state, base_backoff=defaults.base_backoff, max_backoff=defaults.max_backoff)
+        options = ClaimOptions(end="max", poll_wait=defaults.poll_wait, spread=None, on_claim=runner.claimed)
+        return Slot(0, target, state, settler, runner.handle, options)
 
     def final(self, oracle: Any) -> None:
         """A last worker drains the queue (faults off); then every task's result is judged."""
         db, history = self.actors.db, self.actors.history
-        runner = TaskRunner(task_backends[ALIAS], worker_id="the last worker")
+        runner = TaskRunner(task_backends[ALIAS], worker_id="the last worker")  # type: ignore[arg-type]
         while (lease := service.claim(db, TASK_QUEUE, lease=60.0, end="max", step=runner.claimed)) is not None:
-            writes = runner.handle(lease.item, lease.step_result)
+            writes = runner.handle(lease.item, lease.step_result)  # type: ignore[attr-defined]
             if writes is None:
                 service.ack(db, lease.receipt)
             else:

@@ -87,7 +87,7 @@ class Tenants:
         for _ in range(max(1, operations // 2)):
             wait = rng.choice([None, None, 0.5])
             if rng.random() < 0.5:
-                call = partial(service.pop, db, TENANT_QUEUE, wait=wait)
+                call: partial[Any] = partial(service.pop, db, TENANT_QUEUE, wait=wait)
                 got, doubt, _error = self.actors._call(name, "pop tenants", call, pops=TENANT_QUEUE)
                 if got is not None:
                     history.deliver(got.value)
