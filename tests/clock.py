@@ -3,7 +3,8 @@ windows end without a test waiting for them."""
 
 from __future__ import annotations
 
-from django_fdbqueue.service import contention, dedup, items, leases, pushing, settled, waiting
+from django_fdbqueue.service import pushing
+from django_fdbqueue.service._internals import contention, dedup, items, leases, settled, waiting
 
 
 class Clock:

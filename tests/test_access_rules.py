@@ -16,7 +16,7 @@ from django_fdbqueue import access
 from django_fdbqueue.access import events, patterns
 from django_fdbqueue.exceptions import InvalidQueueName
 from django_fdbqueue.models import QueueGrant, TokenScope
-from django_fdbqueue.service import keys
+from django_fdbqueue.service._internals import keys
 from django_fdbqueue.tokens import service as tokens
 
 from .cli_helpers import run

@@ -9,7 +9,7 @@ from django.urls import reverse
 from django_fdbqueue import service
 from django_fdbqueue.exceptions import InvalidArgument, QueueNotFound
 from django_fdbqueue.service import activity
-from django_fdbqueue.service.catalog import require
+from django_fdbqueue.service._internals.catalog import require
 from django_fdbqueue.fdbapi import transactional
 
 from .admin_helpers import PERMS, make_user

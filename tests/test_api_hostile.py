@@ -118,14 +118,14 @@ def _reforged(receipt: str, **changes: Any) -> str:
     """A receipt of the right shape rebuilt with some parts changed (the token, the item)."""
     from dataclasses import replace
 
-    from django_fdbqueue.service import keys
+    from django_fdbqueue.service._internals import keys
 
     return replace(keys.parse_receipt(receipt), **changes).encode()
 
 
 def _other_item(other: str) -> dict[str, Any]:
     """The place of the item another receipt leases."""
-    from django_fdbqueue.service import keys
+    from django_fdbqueue.service._internals import keys
 
     theirs = keys.parse_receipt(other)
     return {"priority": theirs.priority, "stamp": theirs.stamp}

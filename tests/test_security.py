@@ -37,7 +37,7 @@ from django_fdbqueue import connection, service
 from django_fdbqueue.api.urls import router
 from django_fdbqueue.fdbapi import make_error
 from django_fdbqueue.models import Queue
-from django_fdbqueue.service import keys
+from django_fdbqueue.service._internals import keys
 from django_fdbqueue.tokens import service as tokens
 
 from .api_helpers import grant_everything, poll

@@ -19,7 +19,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from django_fdbqueue import service
-from django_fdbqueue.service import visibility
+from django_fdbqueue.service._internals import visibility
 from django_fdbqueue.testing.simulation import Faults, History, Options, Push, Shape, simulate
 from django_fdbqueue.testing.simulation.campaign import run_seeds, shrink
 

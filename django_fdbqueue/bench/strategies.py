@@ -19,10 +19,10 @@ from typing import Any, Callable, Iterable, Sequence
 from django_fdbqueue import service
 from django_fdbqueue.fdbapi import transactional
 from django_fdbqueue.service import Item
-from django_fdbqueue.service import keys as queue_keys
-from django_fdbqueue.service.catalog import counter_bytes, require
-from django_fdbqueue.service.contention import SnapshotReads
-from django_fdbqueue.service.items import decode_item, walk
+from django_fdbqueue.service._internals import keys as queue_keys
+from django_fdbqueue.service._internals.catalog import counter_bytes, require
+from django_fdbqueue.service._internals.contention import SnapshotReads
+from django_fdbqueue.service._internals.items import decode_item, walk
 
 __all__ = [
     "PopStrategy",

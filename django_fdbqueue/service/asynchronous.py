@@ -25,10 +25,11 @@ from typing import Any, Callable, Generic, Iterable, TypeVar, cast
 from django_fdbqueue.exceptions import InvalidArgument
 from django_fdbqueue.fdbapi import Database, is_transaction
 
-from . import awaiting, consuming, deadletters, giveback, keys, kept, leases, offload, popping, pushing, queues
-from . import spread as spread_claims
-from .waiting import Blocked
-from .leases import DEFAULT_LEASE_SECONDS
+from . import consuming, deadletters, popping, pushing, queues
+from ._internals import awaiting, giveback, keys, kept, leases, offload
+from ._internals import spread as spread_claims
+from ._internals.waiting import Blocked
+from ._internals.leases import DEFAULT_LEASE_SECONDS
 from .observe import observed
 from .popping import PopMode
 from .pushing import Codec

@@ -12,13 +12,13 @@ from typing import Any, Callable
 from django_fdbqueue.exceptions import InvalidArgument
 from django_fdbqueue.fdbapi import DatabaseOrTransaction, Transaction
 
-from . import keys, leases
-from . import spread as spread_claims
-from .leases import DEFAULT_LEASE_SECONDS, MAX_LEASE_SECONDS
+from ._internals import keys, leases
+from ._internals import spread as spread_claims
+from ._internals.leases import DEFAULT_LEASE_SECONDS, MAX_LEASE_SECONDS
 from .observe import observed
 from .records import Lease
-from .visibility import MAX_DELAY_SECONDS
-from .waiting import blocking
+from ._internals.visibility import MAX_DELAY_SECONDS
+from ._internals.waiting import blocking
 
 
 def _check_lease(seconds: object, what: str = "lease") -> float:

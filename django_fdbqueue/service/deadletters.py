@@ -18,19 +18,13 @@ from typing import Any, Callable, cast
 from django_fdbqueue.exceptions import DeadLetterNotFound
 from django_fdbqueue.fdbapi import DatabaseOrTransaction, fdb, transactional
 
-from . import keys, settled, visibility
-from .catalog import counter_bytes, first, require
+from ._internals import keys, settled, visibility
+from ._internals.catalog import counter_bytes, first, require
+from ._internals.visibility import decode_dead_letter
 from .observe import observed
-from .records import LIMIT_MAX, DeadLetter, Item, Page, to_datetime
+from .records import LIMIT_MAX, DeadLetter, Item, Page
 
 _ONE = counter_bytes(1)
-
-
-def decode(qk: keys.QueueKeys, kv: Any) -> DeadLetter:
-    """A dead-letter row as the caller sees it: the item, and when it died."""
-    priority, stamp, died_us, *rest = qk.dead.unpack(bytes(kv.key))
-    meta = keys.ItemMeta.from_elements(rest)
-    return DeadLetter(visibility.item_from(priority, stamp, meta, kv.value), to_datetime(died_us))
 
 
 @transactional
@@ -39,7 +33,7 @@ def page(tr: Any, name: str, after: tuple[Any, ...] | None, limit: int) -> Page[
     r = qk.dead.range()
     begin = r.start if after is None else qk.dead.pack(after) + b"\xff"
     rows = list(tr.get_range(begin, r.stop, limit=limit + 1))
-    letters = [decode(qk, kv) for kv in rows[:limit]]
+    letters = [decode_dead_letter(qk, kv) for kv in rows[:limit]]
     cursor = None
     if len(rows) > limit:
         priority, stamp = qk.dead.unpack(bytes(rows[limit - 1].key))[:2]
@@ -52,7 +46,7 @@ def get(tr: Any, name: str, priority: int, stamp: Any) -> DeadLetter | None:
     _entry, qk = require(tr, name)
     prefix = qk.dead.pack((priority, stamp))
     kv = first(tr.get_range(prefix, prefix + b"\xff", limit=1))
-    return None if kv is None else decode(qk, kv)
+    return None if kv is None else decode_dead_letter(qk, kv)
 
 
 REQUEUED = "requeued"
@@ -117,7 +111,7 @@ def requeue(db_or_tr: DatabaseOrTransaction, name: str, priority: int, stamp: An
 
 def delete(db_or_tr: DatabaseOrTransaction, name: str, priority: int, stamp: Any) -> None:
     """Gone for good: its dedup key is kept for the window, as for any item consumed."""
-    from . import dedup
+    from ._internals import dedup
 
     def body(tr: Any, qk: keys.QueueKeys, kv: Any) -> bool:
         _p, _s, _died, *rest = qk.dead.unpack(bytes(kv.key))

@@ -10,7 +10,7 @@ from typing import Any
 
 from django_fdbqueue.fdbapi import DatabaseOrTransaction, transactional
 
-from . import catalog, items, keys, visibility
+from ._internals import catalog, items, keys, visibility
 from .observe import observed
 from .records import LIMIT_MAX, Item, Page, ScheduledItem
 

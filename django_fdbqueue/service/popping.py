@@ -11,10 +11,10 @@ from typing import Literal
 from django_fdbqueue.exceptions import InvalidArgument
 from django_fdbqueue.fdbapi import DatabaseOrTransaction, is_transaction
 
-from . import contention, items, keys
+from ._internals import contention, items, keys
 from .observe import observed
 from .records import Item
-from .waiting import blocking
+from ._internals.waiting import blocking
 
 #: Pop modes: one transaction (joins the caller's), or staged requests for contended queues.
 PLAIN = "plain"

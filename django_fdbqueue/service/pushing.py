@@ -13,12 +13,12 @@ from django_fdbqueue import codecs
 from django_fdbqueue.exceptions import InvalidArgument
 from django_fdbqueue.fdbapi import DatabaseOrTransaction, is_transaction
 
-from . import catalog, keylimits, keys, tenantkeys
-from . import items as _items  # push_many's parameter is called items
-from .items import MAX_PUSHES_PER_TRANSACTION
+from ._internals import catalog, keylimits, keys, tenantkeys
+from ._internals import items as _items  # push_many's parameter is called items
+from ._internals.items import MAX_PUSHES_PER_TRANSACTION
 from .observe import observed
 from .records import Item, PendingItem, now_micros
-from .visibility import MAX_DELAY_SECONDS
+from ._internals.visibility import MAX_DELAY_SECONDS
 
 Codec = codecs.Codec | str | None
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)

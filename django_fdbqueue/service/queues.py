@@ -11,7 +11,7 @@ from typing import Any
 from django_fdbqueue.exceptions import InvalidArgument
 from django_fdbqueue.fdbapi import DatabaseOrTransaction
 
-from . import catalog, items, keylimits, keys
+from ._internals import catalog, items, keylimits, keys
 from .observe import observed
 from .records import LIMIT_MAX, Page, QueueInfo
 

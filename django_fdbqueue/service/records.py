@@ -11,7 +11,7 @@ from typing import Any, Generic, TypeVar
 from django_fdbqueue.exceptions import ItemNotCommitted
 from django_fdbqueue.fdbapi import fdb
 
-from . import keys
+from ._internals import keys
 
 T = TypeVar("T")
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)

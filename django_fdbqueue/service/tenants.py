@@ -12,8 +12,8 @@ from typing import Any
 from django_fdbqueue.exceptions import InvalidArgument
 from django_fdbqueue.fdbapi import DatabaseOrTransaction, transactional
 
-from . import keys, tenantturns
-from .catalog import require
+from ._internals import keys, tenantturns
+from ._internals.catalog import require
 from .observe import observed
 from .records import LIMIT_MAX
 

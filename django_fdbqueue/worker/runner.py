@@ -60,8 +60,7 @@ from django_fdbqueue.exceptions import (
 )
 from django_fdbqueue.fdbapi import Database, FDBError, Transaction, describe, transactional
 from django_fdbqueue.service import activity
-from django_fdbqueue.service.keys import check_seconds
-from django_fdbqueue.service.spread import check as check_spread
+from django_fdbqueue.service.extension import check_seconds, check_spread
 
 from .ack_with import AckWith, ack_with, run_alone
 from .backoff import Backoff, retry_delay

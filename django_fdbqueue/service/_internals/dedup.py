@@ -25,7 +25,7 @@ from typing import Any
 from django_fdbqueue.fdbapi import fdb
 
 from . import keys
-from .records import Item, now_micros, to_datetime
+from ..records import Item, now_micros, to_datetime
 
 DEDUP_WINDOW_SECONDS = 300
 PRUNE_BATCH = 4

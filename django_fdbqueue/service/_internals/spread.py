@@ -19,21 +19,18 @@ claims take tenants in turn) ignore it.
 
 from __future__ import annotations
 
-import random
 from typing import Any
 
 from django_fdbqueue.fdbapi import at_reused_version
 
-from . import keylimits, keys, visibility
+from . import keylimits, keys, runtime, visibility
 from .catalog import Entry
 from .items import FirstReads, head_read, walk
-from .records import now_micros
+from ..records import now_micros
 from .rounds import SnapshotReads
 
 #: The widest spread a claim may ask for (its first read fetches that many items).
 MAX_SPREAD = 100
-
-_PICK = random.Random()
 
 
 def check(spread: object) -> int | None:
@@ -70,6 +67,6 @@ def choose(tr: Any, entry: Entry, qk: keys.QueueKeys, end: str, spread: int, sen
     kvs, _cut = walk(_reads(tr), qk, end, spread, head=head)
     if not kvs:
         return None
-    kv = _PICK.choice(kvs)
+    kv = runtime.PICK.choice(kvs)
     tr.add_read_conflict_key(bytes(kv.key))
     return kv

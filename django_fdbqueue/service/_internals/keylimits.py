@@ -44,7 +44,7 @@ from django_fdbqueue.fdbapi import fdb, transactional
 
 from . import keys
 from .catalog import Entry, counter_bytes, require, set_options
-from .records import QueueInfo
+from ..records import QueueInfo
 
 #: Longest limit key, in bytes of UTF-8.
 KEY_MAX_BYTES = 100

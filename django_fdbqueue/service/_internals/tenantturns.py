@@ -22,19 +22,17 @@ tenants) is cleared when met, so the ring never points at nothing for long.
 
 from __future__ import annotations
 
-import random
 from typing import Any
 
 from django_fdbqueue.fdbapi import fdb
 
-from . import keys, tenantkeys, visibility
+from . import keys, runtime, tenantkeys, visibility
 from .catalog import _COUNTER, Entry, first
-from .records import Page
+from ..records import Page
 from .tenantkeys import TenantKeys
 
 #: How many tenants at the front of the ring a consumer chooses from (at random).
 CHOICES = 4
-_SHUFFLE = random.Random()
 
 
 def _first_of(tr: Any, qk: keys.QueueKeys, tk: TenantKeys, tenant: str, end: str) -> tuple[Any, Any, bool] | None:
@@ -85,7 +83,7 @@ def next_item(tr: Any, qk: keys.QueueKeys, end: str, *, choices: int | None = No
         if not front:
             tr.add_read_conflict_range(r.start, r.stop)  # "no tenant has items" must stay true
             return None
-        start = _SHUFFLE.randrange(len(front))
+        start = runtime.SHUFFLE.randrange(len(front))
         for kv in front[start:] + front[:start]:
             ring_key = bytes(kv.key)
             turn, tenant = tk.ring.unpack(ring_key)

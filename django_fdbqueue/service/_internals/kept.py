@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 from . import keys
-from .records import Item
+from ..records import Item
 
 Kept = dict[str, tuple[bytes, tuple[Any, ...], bytes]]
 _local = threading.local()

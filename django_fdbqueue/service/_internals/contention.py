@@ -207,7 +207,7 @@ from .catalog import Entry, first, require
 from .items import take
 from .popper import EMPTY, GONE, LEAD, STAGED, Outcome
 from .popper import Pop as _Pop
-from .records import Item, now_micros
+from ..records import Item, now_micros
 from .recovery import (
     EXPIRE_RECEIPTS_EVERY,
     GRACE_SECONDS,
@@ -220,7 +220,8 @@ from .recovery import (
     returned,
 )
 from .rounds import LEAD_SECONDS, Round, SnapshotReads, fulfil_in
-from .waiting import AnyOf, wait_on
+from . import runtime
+from .waiting import AnyOf
 
 __all__ = ["DEFAULT_TIMEOUT", "GRACE_SECONDS", "LEAD_SECONDS", "Round", "SnapshotReads", "pop", "fulfil"]
 
@@ -540,7 +541,7 @@ def pop(db: Any, name: str, end: str = "min", *, timeout: float | None = None) -
             if done.committed and done.mine is not None:
                 return _finish(done.mine)
         elif p.watch is not None:
-            wait_on(p.watch, min(random.uniform(*WAIT_SECONDS), p.left()))
+            runtime.wait_on(p.watch, min(random.uniform(*WAIT_SECONDS), p.left()))
             named = _rang(p.lead_watch)
             p.watch = p.lead_watch = None
             if named and p.left() > 0:

@@ -28,11 +28,11 @@ from typing import Any, Callable
 from django_fdbqueue.exceptions import InvalidReceipt, LeaseExpired, LeaseNotFound
 from django_fdbqueue.fdbapi import transactional, vouch
 
-from . import activity, dedup, keyclaims, keylimits, keys, settled, spread, tenantturns, visibility
+from . import dedup, keyclaims, keylimits, keys, settled, spread, tally, tenantturns, visibility
 from .waiting import Blocked
 from .catalog import counter_bytes, require, require_with_entry
 from .items import promote_and_walk
-from .records import Lease, SteppedLease, now_micros, to_datetime
+from ..records import Lease, SteppedLease, now_micros, to_datetime
 
 DEFAULT_LEASE_SECONDS = 30.0
 MAX_LEASE_SECONDS = 43_200.0
@@ -100,7 +100,7 @@ def _lease(
         now_us + _micros(lease), priority, stamp, os.urandom(keys.LEASE_TOKEN_BYTES), meta.claimed()
     )
     visibility.hide(tr, qk, hidden, bytes(kv.value))
-    activity.count(tr, qk, now_us, activity.CLAIMED)
+    tally.count(tr, qk, now_us, tally.CLAIMED)
     receipt = keys.Receipt(name, qk.queue_id, priority, stamp, hidden.token).encode()
     item = visibility.item_from(priority, stamp, hidden.meta, kv.value)
     claimed = Lease(item, receipt, to_datetime(hidden.visible_us))
@@ -202,7 +202,7 @@ def ack(db_or_tr: Any, receipt: str, name: str | None = None) -> None:
         visibility.unhide(tr, qk, hidden)
         keylimits.give_back(tr, qk, held.entry, hidden.meta)
         tr.add(qk.counter(keys.POPPED), counter_bytes(1))
-        activity.count(tr, qk, held.now_us, activity.ACKED)
+        tally.count(tr, qk, held.now_us, tally.ACKED)
         dedup.consumed(tr, qk, hidden.priority, hidden.stamp, hidden.meta)
         settled.mark(tr, qk, (r.token,), ACKED.encode("ascii"), now_us=held.now_us)
         return ACKED
@@ -222,7 +222,7 @@ def release(db_or_tr: Any, receipt: str, delay: float, name: str | None = None) 
         payload = bytes(payload)
         visibility.unhide(tr, qk, hidden)
         keylimits.give_back(tr, qk, held.entry, hidden.meta)
-        activity.count(tr, qk, held.now_us, activity.FAILED)
+        tally.count(tr, qk, held.now_us, tally.FAILED)
         if visibility.exhausted(held.entry, hidden.meta):
             visibility.bury(tr, qk, hidden.priority, hidden.stamp, hidden.meta, payload, held.now_us)
             outcome = DEAD

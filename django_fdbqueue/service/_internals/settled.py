@@ -23,7 +23,7 @@ from typing import Any, Callable, TypeVar
 from django_fdbqueue.fdbapi import FDBError, _count_retry, bounded, is_transaction, remember_commit
 
 from . import keys
-from .records import now_micros
+from ..records import now_micros
 
 T = TypeVar("T")
 

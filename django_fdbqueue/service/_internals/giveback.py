@@ -25,7 +25,7 @@ from django_fdbqueue.fdbapi import transactional
 from . import keylimits, keys, leases, recovery, settled, visibility
 from .catalog import require
 from .kept import Taken
-from .records import Lease
+from ..records import Lease
 
 _GIVEN_BACK = b"given-back"
 logger = logging.getLogger("django_fdbqueue.service")

@@ -10,22 +10,10 @@ from django_fdbqueue import codecs
 from django_fdbqueue.exceptions import InvalidArgument, ValueTooLarge, WrongQueueKind
 from django_fdbqueue.fdbapi import ErrorCode, fdb, is_transaction, make_error, transactional
 
-from . import (
-    activity,
-    attempts,
-    catalog,
-    deadletters,
-    dedup,
-    keylimits,
-    keys,
-    kept,
-    tenantkeys,
-    tenantturns,
-    visibility,
-)
+from . import attempts, catalog, dedup, keylimits, keys, kept, tally, tenantkeys, tenantturns, visibility
 from .attempts import Attempt
 from .catalog import QUEUE_ID_BYTES, Entry, counter_bytes, first, read_counter, require, require_with
-from .records import Item, Page, PendingItem, now_micros, to_datetime
+from ..records import Item, Page, PendingItem, now_micros, to_datetime
 
 MAX_VALUE_BYTES = 100_000
 # FoundationDB caps a transaction at 10 MB and recommends staying near 1 MB; batches aim there.
@@ -237,7 +225,7 @@ def _write(tr: Any, qk: keys.QueueKeys, batch: list[Prepared]) -> list[PendingIt
     if delayed:
         tr.add(qk.counter(keys.DELAYED), counter_bytes(delayed))
     tr.add(qk.counter(keys.PUSHED), counter_bytes(ready + delayed))
-    activity.count(tr, qk, now_us, activity.PUSHED, ready + delayed)
+    tally.count(tr, qk, now_us, tally.PUSHED, ready + delayed)
     visibility.wake(tr, qk)
     return out  # type: ignore[return-value]
 
@@ -291,7 +279,7 @@ def _stored(tr: Any, qk: keys.QueueKeys, place: tuple[int, Any], ready: Any, hid
         payload = tr.snapshot[h.key(qk)]
         return visibility.item_from(h.priority, h.stamp, h.meta, payload) if payload.present() else None
     if dead is not None:
-        return deadletters.decode(qk, dead).item
+        return visibility.decode_dead_letter(qk, dead).item
     return None
 
 
@@ -462,7 +450,7 @@ def take(
     if items:
         tr.add(qk.counter(keys.SIZE), counter_bytes(-len(items)))
         tr.add(qk.counter(keys.POPPED), counter_bytes(len(items)))
-        activity.count(tr, qk, now_micros(), activity.POPPED, len(items))
+        tally.count(tr, qk, now_micros(), tally.POPPED, len(items))
     return items, cut
 
 

@@ -14,7 +14,7 @@ from django_fdbqueue.exceptions import QueueAlreadyExists, QueueNotFound, WrongQ
 from django_fdbqueue.fdbapi import fdb, root_of, subspace_of, transactional
 
 from . import attempts, keys
-from .records import Page, QueueInfo, now_micros, to_datetime
+from ..records import Page, QueueInfo, now_micros, to_datetime
 
 R = TypeVar("R")
 
