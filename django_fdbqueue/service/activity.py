@@ -48,7 +48,7 @@ from ._internals import catalog as _catalog
 from ._internals import keys
 from ._internals.catalog import counter_bytes, require
 from ._internals.tally import (
-    _US_PER_MINUTE,
+    US_PER_MINUTE,
     ACKED,
     ACTIVITY,
     AGE,
@@ -189,7 +189,7 @@ class Sampler:
             if self._next_us is not None and now_us < self._next_us:
                 return False
             # Claimed before sampling, so concurrent callers do not sample the same minute twice.
-            self._next_us = (now_us // _US_PER_MINUTE + 1) * _US_PER_MINUTE
+            self._next_us = (now_us // US_PER_MINUTE + 1) * US_PER_MINUTE
         try:
             sample(db, now_us=now_us)
             return True
@@ -228,7 +228,7 @@ def _fold(rows: Any, sub: Any, first: int, length: int) -> dict[str, list[int | 
     return out
 
 
-def _total(per_queue: dict[str, dict[str, list[Any]]], length: int) -> dict[str, list[int | None]]:
+def totals(per_queue: dict[str, dict[str, list[Any]]], length: int) -> dict[str, list[int | None]]:
     total: dict[str, list[int | None]] = {which: [0] * length for which in COUNTERS}
     total.update({which: [None] * length for which in GAUGES})
     for series in per_queue.values():
@@ -259,7 +259,7 @@ def _read(tr: Any, names: list[str] | None, span: str, now_us: int) -> dict[str,
         "counters": list(COUNTERS),
         "gauges": list(GAUGES),
         "queues": queues,
-        "total": _total(queues, length),
+        "total": totals(queues, length),
     }
 
 

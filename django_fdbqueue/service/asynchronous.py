@@ -214,7 +214,7 @@ async def aclaim_returnable(
     db = _database(db)
     keys.check_name(name)
     keys.check_end(end)
-    seconds = consuming._check_lease(lease)
+    seconds = leases.check_lease(lease)
     spreading = spread_claims.check(spread)
 
     def undo(got: Any) -> None:

@@ -14,15 +14,11 @@ from django_fdbqueue.fdbapi import DatabaseOrTransaction, Transaction
 
 from ._internals import keys, leases
 from ._internals import spread as spread_claims
-from ._internals.leases import DEFAULT_LEASE_SECONDS, MAX_LEASE_SECONDS
+from ._internals.leases import DEFAULT_LEASE_SECONDS
 from .observe import observed
 from .records import Lease
 from ._internals.visibility import MAX_DELAY_SECONDS
 from ._internals.waiting import blocking
-
-
-def _check_lease(seconds: object, what: str = "lease") -> float:
-    return keys.check_seconds(seconds, what, minimum=0, maximum=MAX_LEASE_SECONDS, inclusive_minimum=False)
 
 
 @observed(none_is_empty=True)
@@ -56,7 +52,7 @@ def claim(
     """
     keys.check_name(name)
     keys.check_end(end)
-    seconds = _check_lease(lease)
+    seconds = leases.check_lease(lease)
     if step is not None and not callable(step):
         raise InvalidArgument(f"step must be callable as step(tr, lease), not {type(step).__name__}.", field="step")
     spreading = spread_claims.check(spread)
@@ -103,7 +99,7 @@ def extend(
     the same bounds. ``seconds=`` is its deprecated spelling, still accepted. Errors as for
     ``ack``.
     """
-    return leases.extend(db_or_tr, receipt, _check_lease(_renamed(lease, seconds)), name)
+    return leases.extend(db_or_tr, receipt, leases.check_lease(_renamed(lease, seconds)), name)
 
 
 def _renamed(lease: object, seconds: object) -> object:

@@ -183,7 +183,7 @@ class FDBQueueBackend(BaseTaskBackend):
         )
         limits.check_new(record)
         key = self.limit_key(kwargs)
-        _enqueue(get_database(), record, self.queue_for(task.queue_name), self.max_attempts, run_after, key)
+        enqueue_record(get_database(), record, self.queue_for(task.queue_name), self.max_attempts, run_after, key)
         result = self.to_result(task, record)
         task_enqueued.send(type(self), task_result=result)
         return result
@@ -287,7 +287,7 @@ def _json_arguments(args: Any, kwargs: Any) -> tuple[list[Any], dict[str, Any]]:
 
 
 @transactional
-def _enqueue(
+def enqueue_record(
     tr: Any,
     record: results.Record,
     queue: str,

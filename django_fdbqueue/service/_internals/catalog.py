@@ -21,7 +21,8 @@ R = TypeVar("R")
 QUEUE_ID_BYTES = 16
 TENANTS = "e"  # a tenant queue's tenants (``tenantkeys``, which names the same letter)
 LIST_LIMIT_MAX = 1000
-_COUNTER = struct.Struct("<q")
+#: A counter's value: 8 bytes, little-endian and signed, as FoundationDB's atomic ``add`` takes it.
+COUNTER = struct.Struct("<q")
 
 
 @dataclass(frozen=True)
@@ -72,13 +73,13 @@ def root(db_or_tr: Any = None) -> Any:
 
 def counter_bytes(delta: int) -> bytes:
     """The parameter of an atomic add: 8-byte little-endian two's complement."""
-    return _COUNTER.pack(delta)
+    return COUNTER.pack(delta)
 
 
 def read_counter(raw: Any) -> int:
     if raw is None or not raw.present():
         return 0
-    return cast(int, _COUNTER.unpack(bytes(raw))[0])
+    return cast(int, COUNTER.unpack(bytes(raw))[0])
 
 
 def first(result: Any) -> Any:

@@ -195,7 +195,7 @@ from django_fdbqueue.fdbapi import (
     RETRYABLE_CODES,
     ErrorCode,
     FDBError,
-    _count_retry,
+    count_retry,
     bounded,
     fdb,
     is_transaction,
@@ -240,7 +240,7 @@ _Versionstamp = fdb.tuple.Versionstamp
 
 def _retry(tr: Any, error: Exception) -> None:
     """Count the error as ``transactional`` does, then back off (or re-raise) as ``on_error`` decides."""
-    _count_retry(error.code)  # type: ignore[attr-defined]
+    count_retry(error.code)  # type: ignore[attr-defined]
     tr.on_error(error).wait()
 
 
@@ -357,7 +357,7 @@ def _arrive(db: Any, p: _Pop, *, stage: bool = False) -> Item | Outcome | None:
                 if conflicts >= STAGE_AFTER_CONFLICTS:
                     # Register, in a fresh transaction: the back-off and the TIMEOUT budget
                     # that the lost races used up are not the registration's.
-                    _count_retry(error.code)
+                    count_retry(error.code)
                     stage = True
                     tr = db.create_transaction()
                     continue
@@ -386,7 +386,7 @@ def _fulfil(db: Any, name: str, end: str, p: _Pop | None, *, lead: bool = False)
     except FDBError as error:
         if error.code not in RETRYABLE_CODES:
             raise
-        _count_retry(error.code)
+        count_retry(error.code)
         if p is not None and error.code == ErrorCode.COMMIT_UNKNOWN_RESULT:
             p.doubt(done.mine)
         if lead:

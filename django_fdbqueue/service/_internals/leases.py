@@ -44,6 +44,11 @@ DEAD = "dead"
 RELEASED = frozenset({READY, DELAYED, DEAD})
 
 
+def check_lease(seconds: object, what: str = "lease") -> float:
+    """A lease's length as given to claim or extend: over 0, at most MAX_LEASE_SECONDS."""
+    return keys.check_seconds(seconds, what, minimum=0, maximum=MAX_LEASE_SECONDS, inclusive_minimum=False)
+
+
 def _micros(seconds: float) -> int:
     return int(round(seconds * 1_000_000))
 

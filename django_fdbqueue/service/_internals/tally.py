@@ -32,7 +32,7 @@ MINUTES_KEPT = 120
 HOURS_KEPT = 48
 
 _ONE = counter_bytes(1)
-_US_PER_MINUTE = 60_000_000
+US_PER_MINUTE = 60_000_000
 _MINUTES_PER_HOUR = 60
 _CURRENT_MAX = 4096
 # Per queue: (minute, {counter: (minute key, hour key)}) of the bucket this process writes now.
@@ -61,7 +61,7 @@ def _start_minute(tr: Any, qk: keys.QueueKeys, minute: int) -> dict[str, tuple[b
 
 
 def keys_now(tr: Any, qk: keys.QueueKeys, now_us: int) -> dict[str, tuple[bytes, bytes]]:
-    minute = now_us // _US_PER_MINUTE
+    minute = now_us // US_PER_MINUTE
     state = _current.get(qk)
     if state is not None and state[0] == minute:
         return state[1]

@@ -27,7 +27,7 @@ from typing import Any
 from django_fdbqueue.fdbapi import fdb
 
 from . import keys, runtime, tenantkeys, visibility
-from .catalog import _COUNTER, Entry, first
+from .catalog import COUNTER, Entry, first
 from ..records import Page
 from .tenantkeys import TenantKeys
 
@@ -155,7 +155,7 @@ def sizes(tr: Any, qk: keys.QueueKeys, top: int, scan: int = 10_000) -> Page[tup
     tk = tenantkeys.of(qk)
     r = tk.sizes.range()
     rows = [
-        (tk.sizes.unpack(bytes(kv.key))[0], _COUNTER.unpack(bytes(kv.value))[0])
+        (tk.sizes.unpack(bytes(kv.key))[0], COUNTER.unpack(bytes(kv.value))[0])
         for kv in tr.snapshot.get_range(r.start, r.stop, limit=scan)
     ]
     rows = sorted((row for row in rows if row[1] > 0), key=lambda row: (-row[1], row[0]))

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, TypeVar
 
 from django_fdbqueue.exceptions import InvalidArgument
-from django_fdbqueue.fdbapi import ErrorCode, FDBError, _count_retry, bounded, is_transaction
+from django_fdbqueue.fdbapi import ErrorCode, FDBError, count_retry, bounded, is_transaction
 
 from . import keys, runtime
 from .catalog import require
@@ -142,7 +142,7 @@ def look(db: Any, name: str, limit: int, *, end: str = "min") -> Outlook:
             seen = Outlook(visible, limit, next_us, now_us, bytes(wake) if wake.present() else None, watches)
             tr.commit().wait()  # read-only: it cannot conflict; it starts the watches
         except FDBError as error:
-            _count_retry(error.code)
+            count_retry(error.code)
             tr.on_error(error).wait()
             continue
         return seen
