@@ -21,7 +21,8 @@ from django_fdbqueue.connection import root_subspace
 from django_fdbqueue.fdbapi import FDBError, fdb, make_error, transactional
 from django_fdbqueue.service._internals import items as service_items
 from django_fdbqueue.service._internals import catalog as service_catalog
-from django_fdbqueue.service._internals.keys import DELETIONS, QueueKeys, item_id
+from django_fdbqueue.service._internals.keys import DELETIONS, QueueKeys
+from django_fdbqueue.service._internals.tokens import item_id
 
 URL_SAFE = re.compile(r"[A-Za-z0-9_-]+")
 

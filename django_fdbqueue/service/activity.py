@@ -46,6 +46,7 @@ from django_fdbqueue.fdbapi import transactional
 
 from ._internals import catalog as _catalog
 from ._internals import keys
+from ._internals import checks
 from ._internals.catalog import counter_bytes, require
 from ._internals.tally import (
     US_PER_MINUTE,
@@ -153,7 +154,7 @@ def _sample(tr: Any, names: list[str] | None, now_us: int) -> None:
 def sample(db_or_tr: Any, name: str | None = None, *, now_us: int | None = None) -> None:
     """Record the depth and oldest age of a queue (or of all) in the current buckets (atomic max)."""
     if name is not None:
-        keys.check_name(name)
+        checks.check_name(name)
     _sample(db_or_tr, None if name is None else [name], now_micros() if now_us is None else now_us)
 
 
@@ -274,6 +275,6 @@ def series(db_or_tr: Any, name: str | None = None, *, span: str = "hour", now_us
     """
     check_span(span)
     if name is not None:
-        keys.check_name(name)
+        checks.check_name(name)
     names = None if name is None else [name]
     return _read(db_or_tr, names, span, now_micros() if now_us is None else now_us)

@@ -26,7 +26,8 @@ from django_fdbqueue.exceptions import InvalidArgument
 from django_fdbqueue.fdbapi import Database, is_transaction
 
 from . import consuming, deadletters, popping, pushing, queues
-from ._internals import awaiting, giveback, keys, kept, leases, offload
+from ._internals import awaiting, giveback, kept, leases, offload
+from ._internals import checks
 from ._internals import spread as spread_claims
 from ._internals.waiting import Blocked
 from ._internals.leases import DEFAULT_LEASE_SECONDS
@@ -143,8 +144,8 @@ async def apop_returnable(
 ) -> Returnable[Item] | None:
     """``apop``, with the means to put the item back (:meth:`Returnable.give_back`)."""
     db = _database(db)
-    keys.check_name(name)
-    keys.check_end(end)
+    checks.check_name(name)
+    checks.check_end(end)
 
     def attempt() -> kept.Taken | None:
         with kept.keeping() as found:
@@ -212,8 +213,8 @@ async def aclaim_returnable(
 ) -> Returnable[Lease] | None:
     """``aclaim``, with the means to release the lease unused (:meth:`Returnable.give_back`)."""
     db = _database(db)
-    keys.check_name(name)
-    keys.check_end(end)
+    checks.check_name(name)
+    checks.check_end(end)
     seconds = leases.check_lease(lease)
     spreading = spread_claims.check(spread)
 

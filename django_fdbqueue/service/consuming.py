@@ -12,7 +12,9 @@ from typing import Any, Callable
 from django_fdbqueue.exceptions import InvalidArgument
 from django_fdbqueue.fdbapi import DatabaseOrTransaction, Transaction
 
-from ._internals import keys, leases
+from ._internals import leases
+from ._internals import tokens
+from ._internals import checks
 from ._internals import spread as spread_claims
 from ._internals.leases import DEFAULT_LEASE_SECONDS
 from .observe import observed
@@ -50,8 +52,8 @@ def claim(
     the first: for many claimers of one queue, which then rarely collide, at the cost of exact
     order (see ``spread.py``; ignored on queues with per-key limits or split by tenant).
     """
-    keys.check_name(name)
-    keys.check_end(end)
+    checks.check_name(name)
+    checks.check_end(end)
     seconds = leases.check_lease(lease)
     if step is not None and not callable(step):
         raise InvalidArgument(f"step must be callable as step(tr, lease), not {type(step).__name__}.", field="step")
@@ -80,7 +82,7 @@ def release(db_or_tr: DatabaseOrTransaction, receipt: str, *, delay: float = 0, 
     Returns "ready", "delayed", or "dead" when the item had its queue's ``max_attempts`` claims
     and moved to the dead letters. Errors as for ``ack``.
     """
-    seconds = keys.check_seconds(delay, "delay", minimum=0, maximum=MAX_DELAY_SECONDS)
+    seconds = checks.check_seconds(delay, "delay", minimum=0, maximum=MAX_DELAY_SECONDS)
     return leases.release(db_or_tr, receipt, seconds, name)
 
 
@@ -116,4 +118,4 @@ def _renamed(lease: object, seconds: object) -> object:
 
 def receipt_queue(receipt: str) -> str:
     """The name of the queue a receipt belongs to (InvalidReceipt if it is not a receipt)."""
-    return keys.parse_receipt(receipt).name
+    return tokens.parse_receipt(receipt).name

@@ -19,6 +19,8 @@ from django_fdbqueue.exceptions import DeadLetterNotFound
 from django_fdbqueue.fdbapi import DatabaseOrTransaction, fdb, transactional
 
 from ._internals import keys, settled, visibility
+from ._internals import tokens
+from ._internals import checks
 from ._internals.catalog import counter_bytes, first, require
 from ._internals.visibility import decode_dead_letter
 from .observe import observed
@@ -37,7 +39,7 @@ def page(tr: Any, name: str, after: tuple[Any, ...] | None, limit: int) -> Page[
     cursor = None
     if len(rows) > limit:
         priority, stamp = qk.dead.unpack(bytes(rows[limit - 1].key))[:2]
-        cursor = keys.position_cursor(keys.DEAD_CURSOR, priority, stamp)
+        cursor = tokens.position_cursor(tokens.DEAD_CURSOR, priority, stamp)
     return Page(letters, cursor)
 
 
@@ -135,17 +137,17 @@ def dead_letters(
     db_or_tr: DatabaseOrTransaction, name: str, *, cursor: str | None = None, limit: int = 50
 ) -> Page[DeadLetter]:
     """The queue's dead letters, in queue order."""
-    keys.check_name(name)
-    limit = keys.check_count(limit, "limit", minimum=1, maximum=LIMIT_MAX)
-    after = None if cursor is None else keys.parse_position_cursor(cursor, keys.DEAD_CURSOR, 2)
+    checks.check_name(name)
+    limit = checks.check_count(limit, "limit", minimum=1, maximum=LIMIT_MAX)
+    after = None if cursor is None else tokens.parse_position_cursor(cursor, tokens.DEAD_CURSOR, 2)
     return page(db_or_tr, name, after, limit)
 
 
 @observed(none_is_empty=True)
 def get_dead_letter(db_or_tr: DatabaseOrTransaction, name: str, item_id: str) -> DeadLetter | None:
     """The dead letter with this id, or None if the queue has none such."""
-    keys.check_name(name)
-    return get(db_or_tr, name, *keys.parse_item_id(item_id))
+    checks.check_name(name)
+    return get(db_or_tr, name, *tokens.parse_item_id(item_id))
 
 
 @observed
@@ -156,12 +158,12 @@ def requeue_dead_letter(db_or_tr: DatabaseOrTransaction, name: str, item_id: str
     hour, given a database, it returns the item the first requeue did: a retry after a commit in
     doubt is safe (see the error codes' "Commits in doubt").
     """
-    keys.check_name(name)
-    return requeue(db_or_tr, name, *keys.parse_item_id(item_id))
+    checks.check_name(name)
+    return requeue(db_or_tr, name, *tokens.parse_item_id(item_id))
 
 
 @observed
 def delete_dead_letter(db_or_tr: DatabaseOrTransaction, name: str, item_id: str) -> None:
     """Delete a dead letter for good. Errors, and a repeated call, as for ``requeue_dead_letter``."""
-    keys.check_name(name)
-    delete(db_or_tr, name, *keys.parse_item_id(item_id))
+    checks.check_name(name)
+    delete(db_or_tr, name, *tokens.parse_item_id(item_id))

@@ -15,7 +15,8 @@ from ._internals import runtime
 from ._internals.catalog import root
 from ._internals.contention import fulfil as serve_high_contention
 from ._internals.keylimits import check_key
-from ._internals.keys import Receipt, check_name, check_priority, check_seconds, list_cursor, parse_receipt
+from ._internals.checks import check_name, check_priority, check_seconds
+from ._internals.tokens import Receipt, list_cursor, parse_receipt
 from ._internals.spread import check as check_spread
 
 __all__ = [

@@ -11,7 +11,8 @@ from typing import Literal
 from django_fdbqueue.exceptions import InvalidArgument
 from django_fdbqueue.fdbapi import DatabaseOrTransaction, is_transaction
 
-from ._internals import contention, items, keys
+from ._internals import contention, items
+from ._internals import checks
 from .observe import observed
 from .records import Item
 from ._internals.waiting import blocking
@@ -44,8 +45,8 @@ def pop(
     with ``FDBError`` 1031. ``wait`` (seconds) blocks until an item is visible or the time is
     up (then None), woken by a watch.
     """
-    keys.check_name(name)
-    keys.check_end(end)
+    checks.check_name(name)
+    checks.check_end(end)
     if mode == HIGH_CONTENTION:
         return blocking(db_or_tr, name, end, wait, lambda: contention.pop(db_or_tr, name, end, timeout=timeout))
     if mode != PLAIN:
@@ -101,8 +102,8 @@ def dequeue(
 @observed(none_is_empty=True)
 def peek(db_or_tr: DatabaseOrTransaction, name: str, end: str = "min") -> Item | None:
     """The item ``pop`` would return, without removing it."""
-    keys.check_name(name)
-    keys.check_end(end)
+    checks.check_name(name)
+    checks.check_end(end)
     return items.peek_one(db_or_tr, name, end)
 
 
@@ -117,9 +118,9 @@ def peek_max(db_or_tr: DatabaseOrTransaction, name: str) -> Item | None:
 @observed
 def pop_many(db_or_tr: DatabaseOrTransaction, name: str, n: int, end: str = "min") -> list[Item]:
     """Pop up to ``n`` items from ``end`` in pop order, in as few transactions as the limits allow."""
-    keys.check_name(name)
-    keys.check_end(end)
-    n = keys.check_count(n, "n", minimum=1, maximum=MAX_POP_MANY)
+    checks.check_name(name)
+    checks.check_end(end)
+    n = checks.check_count(n, "n", minimum=1, maximum=MAX_POP_MANY)
     if is_transaction(db_or_tr):
         return items.pop_n(db_or_tr, name, end, n, None)[0]
     popped: list[Item] = []

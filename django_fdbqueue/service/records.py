@@ -11,7 +11,7 @@ from typing import Any, Generic, TypeVar
 from django_fdbqueue.exceptions import ItemNotCommitted
 from django_fdbqueue.fdbapi import fdb
 
-from ._internals import keys
+from ._internals import tokens
 
 T = TypeVar("T")
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
@@ -146,7 +146,7 @@ class PendingItem:
                     "The transaction this item was pushed in did not commit, so the item does not exist."
                 ) from exc
             stamp = fdb.tuple.Versionstamp(raw, self._user_version)
-            self._item = Item(keys.item_id(self.priority, stamp), self.priority, self.value, self.enqueued_at)
+            self._item = Item(tokens.item_id(self.priority, stamp), self.priority, self.value, self.enqueued_at)
         return self._item
 
     def __repr__(self) -> str:

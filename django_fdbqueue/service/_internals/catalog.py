@@ -14,6 +14,7 @@ from django_fdbqueue.exceptions import QueueAlreadyExists, QueueNotFound, WrongQ
 from django_fdbqueue.fdbapi import fdb, root_of, subspace_of, transactional
 
 from . import attempts, keys
+from . import tokens
 from ..records import Page, QueueInfo, now_micros, to_datetime
 
 R = TypeVar("R")
@@ -408,5 +409,5 @@ def list_queues(tr: Any, prefix: str, after: str | None, limit: int) -> Page[Que
         (name,) = cat.unpack(bytes(kv.key))
         entry = Entry.unpack(name, kv.value)
         infos.append(info(tr, entry, keys.queue_keys(root_space, entry.queue_id)))
-    next_cursor = keys.list_cursor(infos[-1].name) if len(rows) > limit else None
+    next_cursor = tokens.list_cursor(infos[-1].name) if len(rows) > limit else None
     return Page(infos, next_cursor)

@@ -203,6 +203,7 @@ from django_fdbqueue.fdbapi import (
 )
 
 from . import keys, kept
+from . import checks
 from .catalog import Entry, first, require
 from .items import take
 from .popper import EMPTY, GONE, LEAD, STAGED, Outcome
@@ -402,8 +403,8 @@ def fulfil(db: Any, name: str, end: str = "min") -> Round:
     requests and results dealt with when nobody is popping. One attempt: a round that conflicts
     returns ``Round(committed=False)``.
     """
-    keys.check_name(name)
-    keys.check_end(end)
+    checks.check_name(name)
+    checks.check_end(end)
     if is_transaction(db):
         raise InvalidArgument("fulfil runs its own transaction: pass the database.")
     return _fulfil(db, name, end, None)
@@ -526,8 +527,8 @@ def pop(db: Any, name: str, end: str = "min", *, timeout: float | None = None) -
             "A high-contention pop runs several transactions of its own, so it cannot join an "
             "open transaction: pass the database, or pop with mode='plain' inside a transaction."
         )
-    keys.check_name(name)
-    keys.check_end(end)
+    checks.check_name(name)
+    checks.check_end(end)
     seconds = _check_timeout(timeout)
     p = _Pop(name, end, now_micros() + micros(seconds), time.monotonic() + seconds)
 

@@ -25,6 +25,7 @@ from typing import Any
 from django_fdbqueue.fdbapi import fdb
 
 from . import keys
+from . import tokens
 from ..records import Item, now_micros, to_datetime
 
 DEDUP_WINDOW_SECONDS = 300
@@ -61,7 +62,7 @@ def existing(raw: Any, value: Any, now_us: int) -> Item | None:
     priority, stamp, enqueued_us, kept_until_us = fdb.tuple.unpack(bytes(raw))
     if kept_until_us != _ALIVE and kept_until_us <= now_us:
         return None
-    return Item(keys.item_id(priority, stamp), priority, value, to_datetime(enqueued_us), duplicate=True)
+    return Item(tokens.item_id(priority, stamp), priority, value, to_datetime(enqueued_us), duplicate=True)
 
 
 def remember(tr: Any, qk: keys.QueueKeys, dedup_key: str, priority: int, stamp: Any, enqueued_us: int) -> None:

@@ -11,6 +11,8 @@ from django_fdbqueue.exceptions import InvalidArgument, ValueTooLarge, WrongQueu
 from django_fdbqueue.fdbapi import ErrorCode, fdb, is_transaction, make_error, transactional
 
 from . import attempts, catalog, dedup, keylimits, keys, kept, tally, tenantkeys, tenantturns, visibility
+from . import tokens
+from . import checks
 from .attempts import Attempt
 from .catalog import QUEUE_ID_BYTES, Entry, counter_bytes, first, read_counter, require, require_with
 from ..records import Item, Page, PendingItem, now_micros, to_datetime
@@ -88,7 +90,7 @@ def prepare(
     key: str | None = None,
     tenant: str | None = None,
 ) -> Prepared:
-    priority = keys.check_priority(priority)
+    priority = checks.check_priority(priority)
     chosen = codecs.choose(value, codec)
     payload = chosen.encode(value)
     if len(payload) > MAX_VALUE_BYTES:
@@ -258,7 +260,7 @@ def as_stored(tr: Any, qk: keys.QueueKeys, known: Item) -> Item:
     has no value left: it comes back with ``value=None``; so does one a high-contention pop has
     taken but not yet collected (it is in flight, in that pop's result).
     """
-    priority, stamp = keys.parse_item_id(known.id)
+    priority, stamp = tokens.parse_item_id(known.id)
     ready_at = qk.item_prefix(priority, stamp)
     dead_at = qk.dead.pack((priority, stamp))
     ready = tr.snapshot.get_range(ready_at, ready_at + b"\xff", limit=1)
@@ -499,7 +501,7 @@ def browse_page(tr: Any, name: str, end: str, after: tuple[Any, ...] | None, lim
     next_cursor = None
     if len(kvs) > limit:
         last_priority, last_stamp = qk.items.unpack(bytes(kvs[limit - 1].key))[:2]
-        next_cursor = keys.browse_cursor(end, last_priority, last_stamp)
+        next_cursor = tokens.browse_cursor(end, last_priority, last_stamp)
     return Page(items, next_cursor)
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 from . import keys
+from . import tokens
 from ..records import Item
 
 Kept = dict[str, tuple[bytes, tuple[Any, ...], bytes]]
@@ -54,7 +55,7 @@ def note(qk: keys.QueueKeys, elements: tuple[Any, ...] | list[Any], payload: Any
     """A pop took the item at ``elements`` (priority, stamp, then its meta): keep it if asked."""
     kept = getattr(_local, "kept", None)
     if kept is not None:
-        kept[keys.item_id(elements[0], elements[1])] = (qk.queue_id, tuple(elements), bytes(payload))
+        kept[tokens.item_id(elements[0], elements[1])] = (qk.queue_id, tuple(elements), bytes(payload))
 
 
 def taken(item: Item | None, kept: Kept) -> Taken | None:

@@ -1,4 +1,4 @@
-"""The key layout of the queue layer, and the opaque tokens (item ids, cursors) built from keys.
+"""The key layout of the queue layer (its argument checks are in ``checks``, its tokens in ``tokens``).
 
 Everything the service writes lives under the app's root subspace (``FDBQUEUE["ROOT"]``)::
 
@@ -90,19 +90,14 @@ Why the layout is what it is (docs/explanation/data-model.md has the whole story
 
 from __future__ import annotations
 
-import base64
-import binascii
 import dataclasses
 import functools
-import re
-import struct
 import os
 import time
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, cast
+from typing import Any
 
-from django_fdbqueue.exceptions import InvalidArgument, InvalidCursor, InvalidQueueName, InvalidPriority
 from django_fdbqueue.fdbapi import fdb
 
 CATALOG = "c"
@@ -138,83 +133,8 @@ COUNTERS_ALL = (SIZE, PUSHED, POPPED, LEASED, DELAYED, DEAD_COUNT)
 
 KINDS = ("fifo", "priority")
 ENDS = ("min", "max")
-NAME_MAX_LENGTH = 200
-_NAME_RE = re.compile(r"[A-Za-z0-9._-]{1,%d}" % NAME_MAX_LENGTH)
-PRIORITY_MIN = -(2**63)
-PRIORITY_MAX = 2**63 - 1
-_TOKEN_RE = re.compile(r"[A-Za-z0-9_-]+")
 # Tags inside the tokens: an item id can never be accepted as a cursor, or one kind of cursor as another.
-_BROWSE_TAG = "b"
-_LIST_TAG = "l"
-_RECEIPT_TAG = "r"
-_SCHEDULE_TAG = "s"
-_DEAD_TAG = "x"
-DEDUP_KEY_MAX_LENGTH = 200
 LEASE_TOKEN_BYTES = 16
-
-
-# --- validation -----------------------------------------------------------------------------
-
-
-def check_label(value: object, field: str, max_bytes: int) -> str:
-    """A short label stored in keys (a limit key, a tenant): a non-empty string of at most
-    ``max_bytes`` bytes of UTF-8 that the tuple layer can encode."""
-    try:
-        ok = isinstance(value, str) and 1 <= len(value.encode("utf-8")) <= max_bytes
-    except UnicodeEncodeError:  # lone surrogates: the tuple layer cannot store them
-        ok = False
-    if not ok:
-        raise InvalidArgument(f"{field} must be a string of 1 to {max_bytes} bytes of UTF-8.", field=field)
-    return value  # type: ignore[return-value]
-
-
-def check_name(name: object) -> str:
-    """Queue names are short, URL-safe and unambiguous: they appear in keys and in URLs."""
-    if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
-        shown = name if isinstance(name, str) and len(name) <= 60 else None
-        raise InvalidQueueName(
-            "Queue names are 1 to 200 characters of letters, digits, '.', '_' and '-'"
-            + (f"; got {shown!r}." if shown is not None else "."),
-            name=shown,
-        )
-    return name
-
-
-def check_prefix(prefix: object) -> str:
-    """A listing prefix is the start of a possible name (or empty for all names)."""
-    if not isinstance(prefix, str) or (prefix and not _NAME_RE.fullmatch(prefix)):
-        raise InvalidQueueName("prefix must be empty or the start of a queue name (letters, digits, '.', '_', '-').")
-    return prefix
-
-
-def check_priority(priority: object) -> int:
-    """A signed 64-bit integer: what FoundationDB's other bindings can read back without loss."""
-    if isinstance(priority, bool) or not isinstance(priority, int):
-        raise InvalidPriority(f"A priority must be an integer, not {type(priority).__name__}.", priority=None)
-    if not PRIORITY_MIN <= priority <= PRIORITY_MAX:
-        raise InvalidPriority("A priority must be between -2**63 and 2**63 - 1.", priority=str(priority))
-    return int(priority)
-
-
-def check_kind(kind: object) -> str:
-    if kind not in KINDS:
-        raise InvalidArgument(f"kind must be 'fifo' or 'priority', not {kind!r}.", kind=str(kind))
-    return kind
-
-
-def check_end(end: object) -> str:
-    if end not in ENDS:
-        raise InvalidArgument(f"end must be 'min' or 'max', not {end!r}.", end=str(end))
-    return end
-
-
-def check_count(value: object, what: str, *, minimum: int, maximum: int | None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidArgument(f"{what} must be an integer.")
-    if value < minimum or (maximum is not None and value > maximum):
-        upper = f" and at most {maximum}" if maximum is not None else ""
-        raise InvalidArgument(f"{what} must be at least {minimum}{upper}; got {value}.")
-    return value
 
 
 # --- the layout -----------------------------------------------------------------------------
@@ -412,182 +332,3 @@ class QueueKeys:
 def queue_keys(root: fdb.Subspace, queue_id: bytes) -> QueueKeys:
     """The (cached) subspaces of one queue: built once per queue, not once per operation."""
     return QueueKeys(root, queue_id)
-
-
-# --- tokens ---------------------------------------------------------------------------------
-
-
-def _encode_token(packed: bytes) -> str:
-    return base64.urlsafe_b64encode(packed).rstrip(b"=").decode("ascii")
-
-
-def _decode_token(token: object) -> tuple[Any, ...] | None:
-    """The tuple inside a token, or None when it is not a canonical token of ours."""
-    if not isinstance(token, str) or len(token) > 2000 or not _TOKEN_RE.fullmatch(token):
-        return None
-    try:
-        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
-        if _encode_token(raw) != token:  # one spelling per token: ids are compared as strings
-            return None
-        parts = fdb.tuple.unpack(raw)
-        # One encoding per tuple too: the tuple layer reads an unterminated last element (bytes,
-        # text) up to the end, so a token cut short by a character could decode to the same tuple.
-        return parts if fdb.tuple.pack(parts) == raw else None
-    except (binascii.Error, ValueError, TypeError, IndexError, KeyError, struct.error, RecursionError):
-        return None
-
-
-def _is_stamp(value: object) -> bool:
-    return isinstance(value, fdb.tuple.Versionstamp) and value.is_complete()
-
-
-def _is_priority(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and PRIORITY_MIN <= value <= PRIORITY_MAX
-
-
-def item_id(priority: int, stamp: fdb.tuple.Versionstamp) -> str:
-    """The opaque id of an item: its place in the queue, which never changes while it exists."""
-    return _encode_token(fdb.tuple.pack((priority, stamp)))
-
-
-def parse_item_id(token: object) -> tuple[int, fdb.tuple.Versionstamp]:
-    parts = _decode_token(token)
-    if parts is None or len(parts) != 2 or not _is_priority(parts[0]) or not _is_stamp(parts[1]):
-        raise InvalidArgument("This is not an item id handed out by this service.", item_id=None)
-    return parts[0], parts[1]
-
-
-def browse_cursor(end: str, priority: int, stamp: fdb.tuple.Versionstamp) -> str:
-    """Where the next page starts: just after this item, walking from ``end``."""
-    return _encode_token(fdb.tuple.pack((_BROWSE_TAG, end, priority, stamp)))
-
-
-def parse_browse_cursor(token: object, end: str) -> tuple[int, fdb.tuple.Versionstamp]:
-    parts = _decode_token(token)
-    if (
-        parts is None
-        or len(parts) != 4
-        or parts[0] != _BROWSE_TAG
-        or not _is_priority(parts[2])
-        or not _is_stamp(parts[3])
-    ):
-        raise InvalidCursor()
-    if parts[1] != end:
-        raise InvalidCursor(
-            f"This cursor continues a listing from the {parts[1]!r} end; pass end={parts[1]!r} "
-            "or start again without a cursor."
-        )
-    return parts[2], parts[3]
-
-
-def list_cursor(last_name: str) -> str:
-    return _encode_token(fdb.tuple.pack((_LIST_TAG, last_name)))
-
-
-def parse_list_cursor(token: object) -> str:
-    parts = _decode_token(token)
-    if (
-        parts is None
-        or len(parts) != 2
-        or parts[0] != _LIST_TAG
-        or not isinstance(parts[1], str)
-        or not _NAME_RE.fullmatch(parts[1])
-    ):
-        raise InvalidCursor()
-    return parts[1]
-
-
-@dataclass(frozen=True)
-class Receipt:
-    """What a claim hands out: where the leased item is, and the lease's secret token."""
-
-    name: str
-    queue_id: bytes
-    priority: int
-    stamp: fdb.tuple.Versionstamp
-    token: bytes
-
-    def encode(self) -> str:
-        return _encode_token(
-            fdb.tuple.pack((_RECEIPT_TAG, self.name, self.queue_id, self.priority, self.stamp, self.token))
-        )
-
-
-def parse_receipt(token: object) -> Receipt:
-    from django_fdbqueue.exceptions import InvalidReceipt
-
-    parts = _decode_token(token)
-    if (
-        parts is None
-        or len(parts) != 6
-        or parts[0] != _RECEIPT_TAG
-        or not isinstance(parts[1], str)
-        or not _NAME_RE.fullmatch(parts[1])
-        or not isinstance(parts[2], bytes)
-        or not _is_priority(parts[3])
-        or not _is_stamp(parts[4])
-        or not isinstance(parts[5], bytes)
-        or len(parts[5]) != LEASE_TOKEN_BYTES
-    ):
-        raise InvalidReceipt()
-    return Receipt(*parts[1:])
-
-
-def position_cursor(tag: str, *position: Any) -> str:
-    """A cursor for the scheduled and dead-letter listings: the last position shown."""
-    return _encode_token(fdb.tuple.pack((tag, *position)))
-
-
-def parse_position_cursor(token: object, tag: str, length: int) -> tuple[Any, ...]:
-    """The position in a scheduled (visible_at, priority, vs, token) or dead-letter (priority, vs) cursor."""
-    parts = _decode_token(token)
-    if parts is None or len(parts) != length + 1 or parts[0] != tag:
-        raise InvalidCursor()
-    position = tuple(parts[1:])
-    if tag == _SCHEDULE_TAG:
-        ok = (
-            _is_priority(position[0])
-            and _is_priority(position[1])
-            and _is_stamp(position[2])
-            and isinstance(position[3], bytes)
-        )
-    else:
-        ok = _is_priority(position[0]) and _is_stamp(position[1])
-    if not ok:
-        raise InvalidCursor()
-    return position
-
-
-SCHEDULE_CURSOR = _SCHEDULE_TAG
-DEAD_CURSOR = _DEAD_TAG
-
-
-def check_dedup_key(key: object) -> str:
-    ok = isinstance(key, str) and 1 <= len(key) <= DEDUP_KEY_MAX_LENGTH
-    if ok:
-        try:
-            cast(str, key).encode("utf-8")  # the tuple layer stores text as UTF-8: lone surrogates cannot be
-        except UnicodeEncodeError:
-            ok = False
-    if not ok:
-        raise InvalidArgument(
-            f"dedup_key must be a string of 1 to {DEDUP_KEY_MAX_LENGTH} characters (valid Unicode).",
-            field="dedup_key",
-        )
-    return key  # type: ignore[return-value]
-
-
-def check_seconds(value: object, what: str, *, minimum: float, maximum: float, inclusive_minimum: bool = True) -> float:
-    """A number of seconds within bounds: finite, not a bool, and said plainly when it is not."""
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if ok:
-        number = float(value)  # type: ignore[arg-type]
-        ok = number == number and number not in (float("inf"), float("-inf"))
-        ok = ok and (number >= minimum if inclusive_minimum else number > minimum) and number <= maximum
-    if not ok:
-        lower = f"at least {minimum:g}" if inclusive_minimum else f"more than {minimum:g}"
-        raise InvalidArgument(
-            f"{what} must be a number of seconds, {lower} and at most {maximum:g}; got {value!r}."[:300],
-            field=what,
-        )
-    return float(value)  # type: ignore[arg-type]

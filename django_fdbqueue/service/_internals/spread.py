@@ -24,6 +24,7 @@ from typing import Any
 from django_fdbqueue.fdbapi import at_reused_version
 
 from . import keylimits, keys, runtime, visibility
+from . import checks
 from .catalog import Entry
 from .items import FirstReads, head_read, walk
 from ..records import now_micros
@@ -37,7 +38,7 @@ def check(spread: object) -> int | None:
     """``spread`` as given to ``claim``: None (exact order) or 2 to :data:`MAX_SPREAD`."""
     if spread is None:
         return None
-    return keys.check_count(spread, "spread", minimum=2, maximum=MAX_SPREAD)
+    return checks.check_count(spread, "spread", minimum=2, maximum=MAX_SPREAD)
 
 
 def applies(entry: Entry) -> bool:

@@ -21,6 +21,7 @@ from django_fdbqueue import codecs
 from django_fdbqueue.fdbapi import choice_reads, fdb
 
 from . import keylimits, keys, tally, tenantkeys
+from . import tokens
 from .catalog import Entry, counter_bytes
 from ..records import DeadLetter, Item, ScheduledItem, to_datetime
 
@@ -36,7 +37,7 @@ DELAYED = "delayed"
 
 def item_from(priority: int, stamp: Any, meta: keys.ItemMeta, payload: Any) -> Item:
     value = codecs.get(meta.codec).decode(bytes(payload))
-    return Item(keys.item_id(priority, stamp), priority, value, to_datetime(meta.enqueued_us), meta.attempts)
+    return Item(tokens.item_id(priority, stamp), priority, value, to_datetime(meta.enqueued_us), meta.attempts)
 
 
 class Hidden:

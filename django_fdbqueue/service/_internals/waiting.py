@@ -35,6 +35,7 @@ from django_fdbqueue.exceptions import InvalidArgument
 from django_fdbqueue.fdbapi import ErrorCode, FDBError, count_retry, bounded, is_transaction
 
 from . import keys, runtime
+from . import checks
 from .catalog import require
 from ..records import now_micros
 
@@ -156,7 +157,7 @@ def blocking(db_or_tr: Any, name: str, end: str, wait: object, attempt: Callable
     if wait is None:
         got = attempt()
         return None if isinstance(got, Blocked) else got
-    seconds = keys.check_seconds(wait, "wait", minimum=0, maximum=MAX_WAIT_SECONDS)
+    seconds = checks.check_seconds(wait, "wait", minimum=0, maximum=MAX_WAIT_SECONDS)
     if is_transaction(db_or_tr):
         raise InvalidArgument(
             "wait= blocks across several transactions, so it needs the database, not an open transaction."
