@@ -23,14 +23,6 @@ def _fresh_bucket_keys():
     activity.forget_process_state()
 
 
-@pytest.fixture
-def clock(clock, monkeypatch):
-    """The service's clock (``tests/clock.py``), activity's own reads included."""
-    real = activity.now_micros
-    monkeypatch.setattr(activity, "now_micros", lambda: real() + clock.ahead_us)
-    return clock
-
-
 def last(series: dict, which: str, name: str | None = None):
     values = series["total"] if name is None else series["queues"][name]
     return values[which][-1]

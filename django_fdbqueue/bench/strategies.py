@@ -22,7 +22,8 @@ from django_fdbqueue.service import Item
 from django_fdbqueue.service._internals import keys as queue_keys
 from django_fdbqueue.service._internals.catalog import counter_bytes, require
 from django_fdbqueue.service._internals.contention import SnapshotReads
-from django_fdbqueue.service._internals.items import decode_item, walk
+from django_fdbqueue.service._internals.items import decode_item
+from django_fdbqueue.service._internals.reading import walk
 
 __all__ = [
     "PopStrategy",

@@ -45,8 +45,7 @@ from django_fdbqueue.exceptions import InvalidArgument
 from django_fdbqueue.fdbapi import transactional
 
 from ._internals import catalog as _catalog
-from ._internals import keys
-from ._internals import checks
+from ._internals import checks, keys
 from ._internals.catalog import counter_bytes, require
 from ._internals.tally import (
     US_PER_MINUTE,

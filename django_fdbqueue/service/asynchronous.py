@@ -26,8 +26,7 @@ from django_fdbqueue.exceptions import InvalidArgument
 from django_fdbqueue.fdbapi import Database, is_transaction
 
 from . import consuming, deadletters, popping, pushing, queues
-from ._internals import awaiting, giveback, kept, leases, offload
-from ._internals import checks
+from ._internals import awaiting, checks, giveback, kept, leases, offload
 from ._internals import spread as spread_claims
 from ._internals.waiting import Blocked
 from ._internals.leases import DEFAULT_LEASE_SECONDS

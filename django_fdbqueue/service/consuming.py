@@ -12,9 +12,7 @@ from typing import Any, Callable
 from django_fdbqueue.exceptions import InvalidArgument
 from django_fdbqueue.fdbapi import DatabaseOrTransaction, Transaction
 
-from ._internals import leases
-from ._internals import tokens
-from ._internals import checks
+from ._internals import checks, leases, tokens
 from ._internals import spread as spread_claims
 from ._internals.leases import DEFAULT_LEASE_SECONDS
 from .observe import observed

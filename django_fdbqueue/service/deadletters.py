@@ -18,9 +18,7 @@ from typing import Any, Callable, cast
 from django_fdbqueue.exceptions import DeadLetterNotFound
 from django_fdbqueue.fdbapi import DatabaseOrTransaction, fdb, transactional
 
-from ._internals import keys, settled, visibility
-from ._internals import tokens
-from ._internals import checks
+from ._internals import checks, keys, settled, tokens, visibility
 from ._internals.catalog import counter_bytes, first, require
 from ._internals.visibility import decode_dead_letter
 from .observe import observed

@@ -10,9 +10,7 @@ from typing import Any
 
 from django_fdbqueue.fdbapi import DatabaseOrTransaction, transactional
 
-from ._internals import catalog, items, visibility
-from ._internals import tokens
-from ._internals import checks
+from ._internals import catalog, checks, reading, tokens, visibility
 from .observe import observed
 from .records import LIMIT_MAX, Item, Page, ScheduledItem
 
@@ -26,7 +24,7 @@ def browse(
     checks.check_end(end)
     limit = checks.check_count(limit, "limit", minimum=1, maximum=LIMIT_MAX)
     after = tokens.parse_browse_cursor(cursor, end) if cursor is not None else None
-    return items.browse_page(db_or_tr, name, end, after, limit)
+    return reading.browse_page(db_or_tr, name, end, after, limit)
 
 
 @observed(none_is_empty=True)
@@ -34,7 +32,7 @@ def get_item(db_or_tr: DatabaseOrTransaction, name: str, item_id: str) -> Item |
     """The item with this id if it is still queued (None once popped or cleared)."""
     checks.check_name(name)
     priority, stamp = tokens.parse_item_id(item_id)
-    return items.get_item(db_or_tr, name, priority, stamp)
+    return reading.get_item(db_or_tr, name, priority, stamp)
 
 
 @transactional

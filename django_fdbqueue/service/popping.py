@@ -1,6 +1,6 @@
 """Public pops and peeks: ``pop`` at either end (plain or high-contention), its spellings, ``pop_many``.
 
-A plain pop is one transaction (``items.pop_n``); a high-contention pop stages requests that
+A plain pop is one transaction (``reading.pop_n``); a high-contention pop stages requests that
 any popper serves in batches (``contention``). ``wait=`` blocks on a watch (``waiting``).
 """
 
@@ -11,8 +11,7 @@ from typing import Literal
 from django_fdbqueue.exceptions import InvalidArgument
 from django_fdbqueue.fdbapi import DatabaseOrTransaction, is_transaction
 
-from ._internals import contention, items
-from ._internals import checks
+from ._internals import checks, contention, items, reading
 from .observe import observed
 from .records import Item
 from ._internals.waiting import blocking
@@ -57,7 +56,7 @@ def pop(
         )
 
     def once() -> Item | None:
-        popped, _cut = items.pop_n(db_or_tr, name, end, 1, None)
+        popped, _cut = reading.pop_n(db_or_tr, name, end, 1, None)
         return popped[0] if popped else None
 
     return blocking(db_or_tr, name, end, wait, once)
@@ -104,7 +103,7 @@ def peek(db_or_tr: DatabaseOrTransaction, name: str, end: str = "min") -> Item |
     """The item ``pop`` would return, without removing it."""
     checks.check_name(name)
     checks.check_end(end)
-    return items.peek_one(db_or_tr, name, end)
+    return reading.peek_one(db_or_tr, name, end)
 
 
 def peek_min(db_or_tr: DatabaseOrTransaction, name: str) -> Item | None:
@@ -122,11 +121,11 @@ def pop_many(db_or_tr: DatabaseOrTransaction, name: str, n: int, end: str = "min
     checks.check_end(end)
     n = checks.check_count(n, "n", minimum=1, maximum=MAX_POP_MANY)
     if is_transaction(db_or_tr):
-        return items.pop_n(db_or_tr, name, end, n, None)[0]
+        return reading.pop_n(db_or_tr, name, end, n, None)[0]
     popped: list[Item] = []
     while len(popped) < n:
         want = min(n - len(popped), items.POP_BATCH_ITEMS)
-        batch, cut = items.pop_n(db_or_tr, name, end, want, items.BATCH_BYTES)
+        batch, cut = reading.pop_n(db_or_tr, name, end, want, items.BATCH_BYTES)
         popped.extend(batch)
         if len(batch) < want and not cut:
             break  # the queue ran dry

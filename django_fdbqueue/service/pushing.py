@@ -13,8 +13,7 @@ from django_fdbqueue import codecs
 from django_fdbqueue.exceptions import InvalidArgument
 from django_fdbqueue.fdbapi import DatabaseOrTransaction, is_transaction
 
-from ._internals import catalog, keylimits, tenantkeys
-from ._internals import checks
+from ._internals import catalog, checks, keylimits, tenantkeys
 from ._internals import items as _items  # push_many's parameter is called items
 from ._internals.items import MAX_PUSHES_PER_TRANSACTION
 from .observe import observed

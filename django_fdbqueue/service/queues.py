@@ -11,9 +11,7 @@ from typing import Any
 from django_fdbqueue.exceptions import InvalidArgument
 from django_fdbqueue.fdbapi import DatabaseOrTransaction
 
-from ._internals import catalog, items, keylimits
-from ._internals import tokens
-from ._internals import checks
+from ._internals import catalog, checks, keylimits, reading, tokens
 from .observe import observed
 from .records import LIMIT_MAX, Page, QueueInfo
 
@@ -140,17 +138,17 @@ def list_queues(
 def size(db_or_tr: DatabaseOrTransaction, name: str) -> int:
     """Number of items (an atomic counter: one read)."""
     checks.check_name(name)
-    return items.size(db_or_tr, name)
+    return reading.size(db_or_tr, name)
 
 
 @observed
 def empty(db_or_tr: DatabaseOrTransaction, name: str) -> bool:
     checks.check_name(name)
-    return items.empty(db_or_tr, name)
+    return reading.empty(db_or_tr, name)
 
 
 @observed
 def clear(db_or_tr: DatabaseOrTransaction, name: str) -> None:
     """Remove every item (the queue itself stays)."""
     checks.check_name(name)
-    items.clear(db_or_tr, name)
+    reading.clear(db_or_tr, name)

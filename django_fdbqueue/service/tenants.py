@@ -12,8 +12,7 @@ from typing import Any
 from django_fdbqueue.exceptions import InvalidArgument
 from django_fdbqueue.fdbapi import DatabaseOrTransaction, transactional
 
-from ._internals import tenantturns
-from ._internals import checks
+from ._internals import checks, tenantturns
 from ._internals.catalog import require
 from .observe import observed
 from .records import LIMIT_MAX

@@ -15,8 +15,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Callable, TypeVar
 
-from . import offload, watchhub
-from . import checks
+from . import checks, offload, watchhub
 from .waiting import MAX_WAIT_SECONDS, TIMED_OUT_PAUSE, Blocked, try_again_after
 
 T = TypeVar("T")

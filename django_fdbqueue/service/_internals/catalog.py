@@ -13,8 +13,7 @@ from django_fdbqueue.conf import get_settings
 from django_fdbqueue.exceptions import QueueAlreadyExists, QueueNotFound, WrongQueueKind
 from django_fdbqueue.fdbapi import fdb, root_of, subspace_of, transactional
 
-from . import attempts, keys
-from . import tokens
+from . import attempts, keys, tokens
 from ..records import Page, QueueInfo, now_micros, to_datetime
 
 R = TypeVar("R")

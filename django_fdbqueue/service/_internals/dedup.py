@@ -24,8 +24,7 @@ from typing import Any
 
 from django_fdbqueue.fdbapi import fdb
 
-from . import keys
-from . import tokens
+from . import keys, tokens
 from ..records import Item, now_micros, to_datetime
 
 DEDUP_WINDOW_SECONDS = 300

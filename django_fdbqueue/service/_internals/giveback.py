@@ -22,8 +22,7 @@ from typing import Any
 from django_fdbqueue.exceptions import LeaseNotFound, QueueNotFound
 from django_fdbqueue.fdbapi import transactional
 
-from . import keylimits, leases, recovery, settled, visibility
-from . import tokens
+from . import keylimits, leases, recovery, settled, tokens, visibility
 from .catalog import require
 from .kept import Taken
 from ..records import Lease

@@ -2,7 +2,7 @@
 
 The :class:`~records.Item` a pop returns has the value decoded and the key's other elements
 (codec, dedup key, limit key, tenant) dropped. An async pop whose caller may go away runs inside
-:func:`keeping`; the places that take items (``items.take``, ``contention``) :func:`note` each
+:func:`keeping`; the places that take items (``reading.take``, ``contention``) :func:`note` each
 one, by id, and :func:`taken` finds the one that was returned.
 """
 
@@ -15,8 +15,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from . import keys
-from . import tokens
+from . import keys, tokens
 from ..records import Item
 
 Kept = dict[str, tuple[bytes, tuple[Any, ...], bytes]]

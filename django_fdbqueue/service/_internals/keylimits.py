@@ -42,8 +42,7 @@ from typing import Any
 from django_fdbqueue.exceptions import InvalidArgument
 from django_fdbqueue.fdbapi import fdb, transactional
 
-from . import keys
-from . import checks
+from . import checks, keys
 from .catalog import Entry, counter_bytes, require, set_options
 from ..records import QueueInfo
 

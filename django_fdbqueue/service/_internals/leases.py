@@ -28,12 +28,10 @@ from typing import Any, Callable
 from django_fdbqueue.exceptions import InvalidReceipt, LeaseExpired, LeaseNotFound
 from django_fdbqueue.fdbapi import transactional, vouch
 
-from . import dedup, keyclaims, keylimits, keys, settled, spread, tally, tenantturns, visibility
-from . import tokens
-from . import checks
+from . import checks, dedup, keyclaims, keylimits, keys, settled, spread, tally, tenantturns, tokens, visibility
 from .waiting import Blocked
 from .catalog import counter_bytes, require, require_with_entry
-from .items import promote_and_walk
+from .reading import promote_and_walk
 from ..records import Lease, SteppedLease, now_micros, to_datetime
 
 DEFAULT_LEASE_SECONDS = 30.0

@@ -19,7 +19,8 @@ from django_fdbqueue.fdbapi import fdb
 
 from . import dedup, keys, kept, tally, visibility
 from .catalog import Entry, counter_bytes
-from .items import BATCH_BYTES, decode_item, head_read, walk
+from .items import BATCH_BYTES, decode_item
+from .reading import head_read, walk
 from .popper import EMPTY, Outcome, Pop
 from ..records import Item, now_micros
 from .recovery import (

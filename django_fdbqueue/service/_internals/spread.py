@@ -23,10 +23,10 @@ from typing import Any
 
 from django_fdbqueue.fdbapi import at_reused_version
 
-from . import keylimits, keys, runtime, visibility
-from . import checks
+from . import checks, keylimits, keys, runtime, visibility
 from .catalog import Entry
-from .items import FirstReads, head_read, walk
+from .reading import FirstReads
+from .reading import head_read, walk
 from ..records import now_micros
 from .rounds import SnapshotReads
 

@@ -33,8 +33,7 @@ from typing import Any
 from django_fdbqueue.exceptions import InvalidArgument
 from django_fdbqueue.fdbapi import fdb
 
-from . import keys
-from . import checks
+from . import checks, keys
 from .catalog import counter_bytes
 
 from .catalog import TENANTS

@@ -108,7 +108,7 @@ def next_item(tr: Any, qk: keys.QueueKeys, end: str, *, choices: int | None = No
 def promote_and_walk(
     tr: Any, entry: Entry, qk: keys.QueueKeys, end: str, n: int, max_bytes: int | None = None, sent: Any = None
 ) -> tuple[list[Any], bool]:
-    """What ``items.promote_and_walk`` is for other queues: up to ``n`` items, tenants in turn."""
+    """What ``reading.promote_and_walk`` is for other queues: up to ``n`` items, tenants in turn."""
     if sent is not None:
         now_us, due = sent[0], sent[1]
         visibility.promote(tr, qk, entry, now_us, rows=due)

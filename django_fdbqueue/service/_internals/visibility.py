@@ -20,8 +20,7 @@ from typing import Any, Iterable, Iterator, cast
 from django_fdbqueue import codecs
 from django_fdbqueue.fdbapi import choice_reads, fdb
 
-from . import keylimits, keys, tally, tenantkeys
-from . import tokens
+from . import keylimits, keys, tally, tenantkeys, tokens
 from .catalog import Entry, counter_bytes
 from ..records import DeadLetter, Item, ScheduledItem, to_datetime
 

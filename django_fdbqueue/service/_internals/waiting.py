@@ -34,8 +34,7 @@ from typing import Any, Callable, TypeVar
 from django_fdbqueue.exceptions import InvalidArgument
 from django_fdbqueue.fdbapi import ErrorCode, FDBError, count_retry, bounded, is_transaction
 
-from . import keys, runtime
-from . import checks
+from . import checks, keys, runtime
 from .catalog import require
 from ..records import now_micros
 
