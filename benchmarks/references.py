@@ -1,6 +1,8 @@
 """What the bench's hook (:mod:`django_fdbqueue.bench.references`) calls: the ``--compare``
 references, a private redis-server and a raw SQLite file beside the embedded store, each stopped
-or removed when the run's exit stack closes; and the Tasks goal's reference.
+or removed when the run's exit stack closes; FoundationDB's recipe from the file given; the
+comparison pop strategies; the tasks rows and the Tasks goal's reference; and the goals table
+and chart.
 
 The functions look the reference modules up when called, so a test that replaces one of their
 functions replaces it for the bench too.
@@ -10,14 +12,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Any, Callable
+from typing import Any
 
 from django_fdbqueue.bench.progress import Progress
 from django_fdbqueue.bench.references import ReferenceUnavailable
 from django_fdbqueue.bench.targets import Target
-from django_fdbqueue.bench.task_rows import TaskRun
 
-from . import redis_ref, sqlite_ref, tasks_db_ref
+from . import goals, plot, recipe_ref, recipe_source, redis_ref, sqlite_ref, strategies, task_rows, tasks_db_ref
 from .directory import reference_directory
 
 #: The mark the hook looks for: this is the project's references module.
@@ -55,11 +56,51 @@ def _open_sqlite(stack: contextlib.ExitStack) -> Target:
     return target
 
 
+def load_recipe(path: str) -> recipe_source.RecipeSource:
+    """FoundationDB's recipe code from the file given, checked (RecipeUnavailable says why not)."""
+    return recipe_source.load_recipe(path)
+
+
+def recipe_target(ours: Any, recipe: recipe_source.RecipeSource) -> Target:
+    """The recipe on the store of ``ours`` (the app's target), on its very handle."""
+    return recipe_ref.RecipeTarget.beside(ours, recipe)
+
+
+def goals_table(result: Any) -> str:
+    """The goals table of a finished run, as the report prints it."""
+    return goals.goals_table(result)
+
+
+def goals_data(result: Any) -> list[dict[str, Any]]:
+    """The goals of a finished run, as the JSON document holds them."""
+    return goals.as_data(goals.goals_of(result))
+
+
+def check_plot_available() -> None:
+    """Raise PlotUnavailable unless matplotlib can be imported."""
+    plot.check_plot_available()
+
+
+def write_plot(result: Any, path: str) -> None:
+    """The run's chart, as a PNG at ``path``."""
+    plot.write_plot(result, path)
+
+
+def comparison_strategies() -> tuple[dict[str, Any], dict[str, Any]]:
+    """The pop strategies that give up exact order, measured beside the service's, and their layouts."""
+    return strategies.STRATEGIES, strategies.LAYOUTS
+
+
 def tasks_db_missing() -> str | None:
     """Why django-tasks' database backend cannot be measured here, or None."""
     return tasks_db_ref.missing()
 
 
-def run_tasks_db(count: int, detail: Callable[[str], None]) -> tuple[TaskRun, dict[str, Any]]:
-    """N tasks through django-tasks' database backend, in a process of its own."""
-    return tasks_db_ref.run_database_backend(count, detail)
+def tasks_missing() -> str | None:
+    """Why the tasks rows cannot run here (the Tasks framework is an optional extra), or None."""
+    return task_rows.framework_missing()
+
+
+def measure_tasks(bench: Any, progress: Progress) -> dict[str, Any] | None:
+    """The run's tasks rows, measured in place; how they ran (the run's metadata), or None."""
+    return task_rows.measure(bench, progress)

@@ -3,7 +3,7 @@
 :mod:`~benchmarks.tasks_db_ref` starts it, in a temporary directory, with
 :mod:`~benchmarks.tasks_db_settings` as its settings. It creates the backend's table in
 its own SQLite file (``migrate``, untimed), then enqueues N tasks of
-:func:`django_fdbqueue.bench.tasks.echo` and runs them with the backend's own worker: the
+:func:`benchmarks.tasks.echo` and runs them with the backend's own worker: the
 ``db_worker`` command with ``--batch``, which exits once no task is ready, one worker in this one
 process. Every enqueue comes first, then the worker: neither waits for the other on SQLite's
 single write lock, which favours the reference if anything. The time runs from the first enqueue
@@ -92,7 +92,7 @@ def measure(count: int, channel: Channel) -> dict[str, Any]:
     from django.core.management import call_command
     from django_tasks_db.compat import task_finished
 
-    from django_fdbqueue.bench.tasks import echo
+    from benchmarks.tasks import echo
 
     finished: list[tuple[str, str]] = []
     last_finished = [0.0]

@@ -10,7 +10,7 @@ module measures that backend beside the rows of ours: it starts
 beside the embedded store (the same disk), so neither the user's project nor its database plays
 any part. That process enqueues the N tasks, runs them with one ``db_worker --batch``, checks
 exactly-once and reports back; this side turns its report into a
-:class:`~django_fdbqueue.bench.task_rows.TaskRun`.
+:class:`~benchmarks.task_run.TaskRun`.
 
 The backend needs Django 5.2 or later and the package, which is optional (the ``bench-tasks-db``
 extra): :func:`missing` says why it cannot run, and the bench then leaves its row out with that
@@ -32,12 +32,11 @@ import sys
 import threading
 from typing import IO, Any, Callable, Iterator
 
-from django_fdbqueue.bench.references import ReferenceMissing
 from django_fdbqueue.bench.runner import GRACE_SECONDS, READY_SECONDS, BenchError
 from django_fdbqueue.bench.task_names import TASKS_DB
-from django_fdbqueue.bench.task_rows import TaskRun
 
 from .directory import reference_directory
+from .task_run import TaskRun
 from .tasks_db_settings import DATABASE_ENV
 
 __all__ = [
@@ -47,6 +46,11 @@ __all__ = [
     "missing",
     "run_database_backend",
 ]
+
+
+class ReferenceMissing(Exception):
+    """The database backend cannot run here (found during the run); the message says why."""
+
 
 #: The backend the reference runs.
 BACKEND_PATH = "django_tasks_db.DatabaseBackend"

@@ -12,7 +12,7 @@ connection to a WAL file checkpoints it; that would measure this process's setup
 holds the file open), not the backend, and make the reference slower than it is in a project.
 
 In that process the bench's task alias names the database backend, so the task it runs is the
-very task the rows of ours run (:func:`django_fdbqueue.bench.tasks.echo`), on the same queue name.
+very task the rows of ours run (:func:`benchmarks.tasks.echo`), on the same queue name.
 """
 
 from __future__ import annotations

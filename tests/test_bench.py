@@ -25,15 +25,16 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test.utils import override_settings
 
-from benchmarks import redis_ref, tasks_db_ref
+from benchmarks import recipe_ref, redis_ref, task_rows, tasks_db_ref
+from benchmarks.recipe_source import RecipeSource, extract_code, load_recipe
 from django_fdbqueue import connection, service
-from django_fdbqueue.bench import recipe_ref, runner, stats, task_rows
+from django_fdbqueue.bench import runner, stats
 from django_fdbqueue.bench import references as hook
-from django_fdbqueue.bench.goals import CLAIMS_VS_POP, MANY, REDIS_PAIRS, SQLITE_PAIRS, TASKS_VS_DB_BACKEND, WAKE_P50_MS
+from django_fdbqueue.bench.references import RecipeUnavailable
+from benchmarks.goals import CLAIMS_VS_POP, MANY, REDIS_PAIRS, SQLITE_PAIRS, TASKS_VS_DB_BACKEND, WAKE_P50_MS
 from django_fdbqueue.bench.latency import PROBE_SAMPLES, probe, probe_key
-from django_fdbqueue.bench.recipe_source import RecipeUnavailable, extract_code, load_recipe
 from django_fdbqueue.bench.task_names import ENQUEUED_FIRST, TASKS_DB
-from django_fdbqueue.bench.strategies import STRATEGIES
+from django_fdbqueue.bench.strategies import available
 from django_fdbqueue.bench.suite import NO_RECIPE, Bench, BenchConfig
 from django_fdbqueue.bench.workloads import SPREAD_CLAIMS
 from django_fdbqueue.tasks.compat import task_backends
@@ -54,6 +55,8 @@ NO_RECIPE_FILE = (
     "documentation page or Python code), which the bench runs beside the service"
 )
 #: Rows only the app's queues have: no reference claims, acks or blocks in a pop.
+#: Every strategy a run from the clone measures: the service's pop modes, then the project's.
+STRATEGIES = tuple(available())
 OURS_ONLY = ("claim+ack", "wake")
 DEEP_SIZE = 300
 SHALLOW_SIZE = 30  # what the bench compares a deep queue of 300 with (a tenth of it)
@@ -609,6 +612,14 @@ def test_compare_without_the_projects_benchmarks_is_exit_code_2(fdbqueue_db, mon
     assert "benchmarks/ is beside django_fdbqueue/" in message
 
 
+def test_plot_without_the_projects_benchmarks_is_exit_code_2(fdbqueue_db, monkeypatch, tmp_path):
+    """The chart is the project's: from the wheel alone --plot is refused up front; the table is not."""
+    monkeypatch.setattr(hook, "PROVIDER", "fdbqueue_no_such_benchmarks.references")
+    code, out, message = _run("--quick", "--plot", str(tmp_path / "chart.png"))
+    assert code == 2 and out == ""
+    assert message.startswith("--plot needs the project's benchmarks (a clone): "), message
+
+
 def test_another_benchmarks_package_is_not_taken_for_the_projects(monkeypatch, tmp_path):
     """A module at the provider's path without the project's mark is no provider (nothing else is asked of it)."""
     package = tmp_path / "fdbqueue_other_benchmarks"
@@ -708,9 +719,16 @@ def test_recipe_refusals_are_usage_errors_before_anything_runs(fdbqueue_db, tmp_
     assert service.list_queues(fdbqueue_db, prefix="fdbqueue-bench.").items == []
 
 
+def test_the_recipe_without_the_projects_benchmarks_is_exit_code_2(fdbqueue_db, monkeypatch, tmp_path):
+    """Installed from the wheel alone, the recipe's runner is not there: refused before anything runs."""
+    monkeypatch.setattr(hook, "PROVIDER", "fdbqueue_no_such_benchmarks.references")
+    code, out, message = _run("--quick", "--recipe", str(tmp_path / "recipe.py"))
+    assert code == 2 and out == ""
+    assert message.startswith("--recipe needs the project's benchmarks (a clone): "), message
+
+
 def test_the_recipe_runs_as_it_is_beside_the_service(fdbqueue_db, engine_name):
     """The stand-in's functions on the app's handle, its keys moved under ROOT/"bench-recipe"/queue."""
-    from django_fdbqueue.bench.recipe_source import RecipeSource
     from django_fdbqueue.bench.service_target import ServiceTarget
     from django_fdbqueue.connection import root_subspace
 

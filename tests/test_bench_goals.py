@@ -13,7 +13,7 @@ import os
 
 import pytest
 
-from django_fdbqueue.bench.goals import (
+from benchmarks.goals import (
     CLAIMS_VS_POP,
     FLAT_MEMORY_SLACK_MIB,
     FLAT_MEMORY_TIMES,

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import tasks_db_ref
+from benchmarks import task_rows, tasks_db_ref
 from django_fdbqueue.bench import references as hook
-from django_fdbqueue.bench.goals import evaluate
+from benchmarks.goals import evaluate
 from django_fdbqueue.bench.progress import Progress
 from django_fdbqueue.bench.results import Row, relate
 from django_fdbqueue.bench.runner import BenchError
@@ -145,16 +145,16 @@ def test_before_django_5_2_the_reference_is_skipped_saying_so(monkeypatch):
     assert bench.skipped[1:] == [NO_RECIPE]
 
 
-def test_without_the_projects_benchmarks_the_reference_is_skipped_saying_so(monkeypatch):
-    """Installed from the wheel alone, the reference is not there: a "Skipped" line says where it is."""
+def test_without_the_projects_benchmarks_the_tasks_rows_are_skipped_saying_so(monkeypatch):
+    """Installed from the wheel alone, the tasks rows and their references are not there: one
+    "Skipped" line says where they are."""
     monkeypatch.setattr(hook, "PROVIDER", "fdbqueue_no_such_benchmarks.references")
     bench = _bench()
-    assert not _has_reference_row(bench)
+    assert not [row for row in bench.rows if row.group == "tasks"] and bench.rows
     line = bench.skipped[0]
-    assert line.startswith("django-tasks database backend reference") and "not measured" in line
-    assert "needs the project's benchmarks (a clone)" in line and bench.skipped[1:] == [NO_RECIPE]
-    with pytest.raises(hook.ReferenceMissing, match="needs the project's benchmarks"):
-        hook.run_tasks_db(TASKS, _silent)
+    assert line.startswith("Tasks rows: they need the project's benchmarks (a clone)") and "not measured" in line
+    assert bench.skipped[1:] == [NO_RECIPE]
+    assert hook.measure_tasks(bench, _progress()) is None
 
 
 def _reference_row(bench: Bench) -> Row:
@@ -174,7 +174,7 @@ def test_a_reference_its_process_cannot_import_is_skipped_during_the_run(monkeyp
         raise tasks_db_ref.ReferenceMissing("django-tasks database backend reference: simulated")
 
     monkeypatch.setattr(tasks_db_ref, "run_database_backend", missing)
-    assert bench._run_tasks_db(row, _progress()) is None
+    assert task_rows.run_tasks_db(bench, row, _progress()) is None
     assert row not in bench.rows and bench.skipped[-1] == "django-tasks database backend reference: simulated"
     assert bench.warnings == [] and bench.failures == []
 
@@ -188,7 +188,7 @@ def test_a_reference_that_fails_is_a_warning_not_a_failed_bench(monkeypatch):
         raise BenchError("simulated: the process exited with status 1")
 
     monkeypatch.setattr(tasks_db_ref, "run_database_backend", broken)
-    assert bench._run_tasks_db(row, _progress()) is None
+    assert task_rows.run_tasks_db(bench, row, _progress()) is None
     assert row not in bench.rows and bench.failures == []
     assert bench.warnings == [
         f"{row.label()}: not measured, the reference failed: simulated: the process exited with status 1"

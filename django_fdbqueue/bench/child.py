@@ -6,8 +6,8 @@ imported (see :mod:`django_fdbqueue.clientlib`), and the binding is imported wit
 this module imports neither: it loads the library the parent's FDBQUEUE names, then sets Django up
 with the parent's settings module and FDBQUEUE, and only then imports the targets.
 
-Every target of a child that measures the app's store (ours, and FoundationDB's recipe beside it)
-shares the one handle opened here: a second call with the same settings neither sets Django up
+Every target of a child that measures the app's store (ours, and the project's FoundationDB
+recipe beside it, which opens its own through :func:`database`) shares the one handle opened here: a second call with the same settings neither sets Django up
 again nor reopens (and so closes) the handle the first target holds.
 """
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-__all__ = ["database", "open_service", "open_recipe"]
+__all__ = ["database", "open_service"]
 
 
 def database(settings_module: str, fdbqueue: dict[str, Any]) -> Any:
@@ -51,11 +51,3 @@ def open_service(settings_module: str, fdbqueue: dict[str, Any]) -> Any:
     from .service_target import ChildServiceTarget
 
     return ChildServiceTarget(handle, settings_module, fdbqueue)
-
-
-def open_recipe(recipe: Any, settings_module: str, fdbqueue: dict[str, Any]) -> Any:
-    """FoundationDB's recipe on the parent's store (the same handle), as a client process's target."""
-    handle = database(settings_module, fdbqueue)
-    from .recipe_ref import RecipeTarget
-
-    return RecipeTarget(handle, recipe, settings_module, fdbqueue)

@@ -8,13 +8,11 @@ load: on a busy machine the ratios are what to read, not the absolute rates.
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-from .recipe_source import RecipeSource
+from typing import Any
 from .results import NO_STRATEGY, Row
 from .strategies import registered
 from .targets import OURS
-from .task_names import ENQUEUED_FIRST, TASKS_DB
-from .task_rows import ENQUEUED_FIRST_WORKERS, IMMEDIATE, TASK_WORKERS
+from .task_names import ENQUEUED_FIRST, ENQUEUED_FIRST_WORKERS, IMMEDIATE, TASK_WORKERS, TASKS_DB
 from .workloads import SPREAD_CLAIMS
 
 #: The references ``--compare`` starts; the recipe comes with ``--recipe PATH`` instead.
@@ -53,7 +51,8 @@ class BenchConfig:
     modes: tuple[str, ...] = MODES
     quick: bool = False
     tasks: int = DEFAULT_TASKS
-    recipe: RecipeSource | None = None
+    #: FoundationDB's recipe, as the project's benchmarks read it (``references.load_recipe``).
+    recipe: Any = None
 
     @classmethod
     def build(
@@ -66,7 +65,7 @@ class BenchConfig:
         compare: tuple[str, ...] | list[str] = (),
         quick: bool = False,
         tasks: int | None = None,
-        recipe: RecipeSource | None = None,
+        recipe: Any = None,
     ) -> "BenchConfig":
         """Defaults for what is not given (tiny ones with ``quick``); strategies are checked.
 

@@ -1,15 +1,21 @@
-"""The hook through which the project's references plug into the bench: ``--compare redis,sqlite``
-and the Tasks goal's reference, django-tasks' database backend.
+"""The hook through which the project's references plug into the bench: ``--compare redis,sqlite``,
+FoundationDB's recipe (``--recipe PATH``), the comparison pop strategies, the Tasks goal's
+reference (django-tasks' database backend) with the tasks rows, and the goals table and chart that judge the app
+against them.
 
-The references measure a private Redis, a raw SQLite table and another Tasks backend: figures for
-the project's goals, not for a user's store, so they are not part of the app. They live in the
+The references measure a private Redis, a raw SQLite table, FoundationDB's own recipe and another
+Tasks backend: figures for the project's goals, not for a user's store, so they are not part of
+the app. They live in the
 repository's ``benchmarks`` package, beside ``django_fdbqueue/``, which the wheel leaves out. The
 bench finds them by import path (:data:`PROVIDER`): on ``sys.path`` (a run from the clone's root,
 as the test suite's), or else in a ``benchmarks`` folder beside the app's own (a clone with the app
 installed editable, as the demo project's ``manage.py`` runs it). The app imports them through
 this module only; installed from the wheel alone there are none, and asking for one is an error
 that says so. The provider module offers ``check(name)``, ``start(name, stack, progress)``,
-``tasks_db_missing()`` and ``run_tasks_db(count, detail)``.
+``load_recipe(path)``, ``recipe_target(ours, recipe)``, ``comparison_strategies()``,
+``goals_table(result)``, ``goals_data(result)``, ``check_plot_available()``,
+``write_plot(result, path)``, ``tasks_missing()``, ``tasks_db_missing()`` and
+``measure_tasks(bench, progress)``.
 """
 
 from __future__ import annotations
@@ -19,21 +25,29 @@ import importlib
 import sys
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable, cast
+from typing import Any, cast
 
 from .progress import Progress
 from .targets import Target
-from .task_rows import TaskRun
 
 __all__ = [
     "PROVIDER",
-    "ReferenceMissing",
+    "PlotUnavailable",
+    "RecipeUnavailable",
     "ReferenceUnavailable",
     "check",
+    "check_plot_available",
+    "comparison_strategies",
+    "goals_data",
+    "goals_table",
+    "load_recipe",
+    "measure_tasks",
     "provider",
-    "run_tasks_db",
+    "recipe_target",
     "start",
     "tasks_db_missing",
+    "tasks_missing",
+    "write_plot",
 ]
 
 #: The module that provides the references, in the repository beside the app.
@@ -51,8 +65,12 @@ class ReferenceUnavailable(Exception):
     """A ``--compare`` reference cannot run here; the message says why and what to do."""
 
 
-class ReferenceMissing(Exception):
-    """The Tasks goal's reference cannot run (found during the run); the message says why."""
+class PlotUnavailable(Exception):
+    """``--plot`` cannot draw here (no matplotlib, or no project's benchmarks); the message says why."""
+
+
+class RecipeUnavailable(Exception):
+    """FoundationDB's recipe cannot run from the file given, or at all here; the message says why."""
 
 
 def provider() -> ModuleType | None:
@@ -92,6 +110,57 @@ def start(name: str, stack: contextlib.ExitStack, progress: Progress) -> Target:
     return cast(Target, _required(name).start(name, stack, progress))
 
 
+def load_recipe(path: str) -> Any:
+    """The recipe's code read and checked from ``path`` (``--recipe PATH``), before anything runs."""
+    module = provider()
+    if module is None:
+        raise RecipeUnavailable(f"--recipe needs {_NOT_HERE}.")
+    return module.load_recipe(path)
+
+
+def recipe_target(ours: Target, recipe: Any) -> Target:
+    """The recipe on the store of ``ours``; its code is run once now, so a broken one stops the run."""
+    module = provider()
+    if module is None:
+        raise RecipeUnavailable(f"--recipe needs {_NOT_HERE}.")
+    return cast(Target, module.recipe_target(ours, recipe))
+
+
+def goals_table(result: Any) -> str:
+    """The goals table of a finished run (a BenchResult), or "" without the project's benchmarks."""
+    module = provider()
+    return "" if module is None else cast(str, module.goals_table(result))
+
+
+def goals_data(result: Any) -> list[dict[str, Any]]:
+    """The goals of a finished run as JSON data; none without the project's benchmarks."""
+    module = provider()
+    return [] if module is None else cast("list[dict[str, Any]]", module.goals_data(result))
+
+
+def check_plot_available() -> None:
+    """Raise :class:`PlotUnavailable` unless ``--plot`` can draw here (checked before a long run)."""
+    module = provider()
+    if module is None:
+        raise PlotUnavailable(f"--plot needs {_NOT_HERE} (the table and --json-file do not need it).")
+    module.check_plot_available()
+
+
+def write_plot(result: Any, path: str) -> None:
+    """Draw the run's chart into ``path`` (a PNG)."""
+    check_plot_available()
+    cast(ModuleType, provider()).write_plot(result, path)
+
+
+def comparison_strategies() -> tuple[dict[str, Any], dict[str, Any]]:
+    """The project's comparison pop strategies and their layouts (name -> function, name ->
+    Layout); none where the project's benchmarks are not here."""
+    module = provider()
+    if module is None:
+        return {}, {}
+    return cast("tuple[dict[str, Any], dict[str, Any]]", module.comparison_strategies())
+
+
 def tasks_db_missing() -> str | None:
     """Why the Tasks goal's reference cannot run here (a "Skipped" line), or None."""
     module = provider()
@@ -100,9 +169,17 @@ def tasks_db_missing() -> str | None:
     return cast("str | None", module.tasks_db_missing())
 
 
-def run_tasks_db(count: int, detail: Callable[[str], None]) -> tuple[TaskRun, dict[str, Any]]:
-    """N tasks through the database backend: the run, and how it ran (metadata)."""
+def tasks_missing() -> str | None:
+    """Why the tasks rows cannot run here, or None: they are the project's, and need the Tasks framework."""
     module = provider()
     if module is None:
-        raise ReferenceMissing(f"{_TASKS_DB}: it needs {_NOT_HERE}; so it is not measured.")
-    return cast("tuple[TaskRun, dict[str, Any]]", module.run_tasks_db(count, detail))
+        return f"they need {_NOT_HERE}; so they are not measured."
+    return cast("str | None", module.tasks_missing())
+
+
+def measure_tasks(bench: Any, progress: Progress) -> dict[str, Any] | None:
+    """Measure the run's tasks rows in place (a ``suite.Bench``); how they ran, or None when none did."""
+    module = provider()
+    if module is None:
+        return None
+    return cast("dict[str, Any] | None", module.measure_tasks(bench, progress))

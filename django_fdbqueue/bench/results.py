@@ -14,8 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .targets import OURS
-from .task_rows import IMMEDIATE
-from .task_names import ENQUEUED_FIRST, TASKS_DB
+from .task_names import ENQUEUED_FIRST, IMMEDIATE, TASKS_DB
 
 #: Every reference, in the order the report lists them; ``vs_<name>`` of a row relates it to one.
 REFERENCES = ("recipe", "redis", "sqlite")

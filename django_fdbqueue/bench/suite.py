@@ -20,24 +20,22 @@ On each target (the app's queues, and the references asked for) the run measures
 * **wake-up** (the app's queues only): a process blocked in ``pop(wait=...)`` on an empty queue,
   woken by another process's push: the latency from the push call to the popper holding the
   item (see :mod:`~django_fdbqueue.bench.workloads`);
-* **tasks** (when the Django Tasks framework is installed): N tasks through the app's Tasks
-  backend with 1, 4 and 16 worker threads; with every task enqueued first, 1 and 16 worker threads,
-  with exact and with spread claims; and the same N through the framework's ImmediateBackend,
-  which runs each inline: the zero-cost reference (see :mod:`~django_fdbqueue.bench.task_rows`);
-  and, when django-tasks-db is installed (Django 5.2+), through django-tasks' database backend on
-  SQLite in a process of its own: the reference of the project's Tasks goal (in the project's
-  benchmarks, see :mod:`~django_fdbqueue.bench.references`).
+* **tasks** (from a clone, when the Django Tasks framework is installed): N tasks through the
+  app's Tasks backend with 1, 4 and 16 worker threads; with every task enqueued first, 1 and 16
+  worker threads, with exact and with spread claims; and the same N through the framework's
+  ImmediateBackend and django-tasks' database backend, the references of the project's Tasks goal.
+  The project's benchmarks measure them (``benchmarks/task_rows.py``); from the wheel alone they
+  are skipped, saying so.
 
-The references: FoundationDB's own priority-queue recipe on the same store (``--recipe PATH``,
-see :mod:`~django_fdbqueue.bench.recipe_ref`), a private Redis and a raw SQLite file
-(``--compare``, from the project's benchmarks beside the app, through the hook in
-:mod:`~django_fdbqueue.bench.references`). Then it relates the rows
-(:mod:`~django_fdbqueue.bench.results`); :mod:`~django_fdbqueue.bench.goals` reads the figures
-the project has goals for off them.
+The references, all the project's and reached through the hook in
+:mod:`~django_fdbqueue.bench.references`: FoundationDB's own priority-queue recipe on the same
+store (``--recipe PATH``), a private Redis and a raw SQLite file (``--compare``). Then it relates
+the rows (:mod:`~django_fdbqueue.bench.results`); the project's goals table reads the figures it
+has goals for off them.
 
 This module is the run itself: the targets, the rows in the order of
-:mod:`~django_fdbqueue.bench.plan`, the tasks rows, the run's metadata. How one row is measured is
-in :mod:`~django_fdbqueue.bench.measure`.
+:mod:`~django_fdbqueue.bench.plan`, the run's metadata. How one row is measured is in
+:mod:`~django_fdbqueue.bench.measure`.
 
 The targets take turns row by row (our row with every strategy, then the same row on each
 reference), so the two sides of a ratio are measured seconds apart, under the same background
@@ -57,13 +55,11 @@ from typing import Any
 from .measure import RowMeasuring
 from .plan import COMPARE_CHOICES, MODES, NO_RECIPE, BenchConfig, plan
 from .progress import Progress
-from .references import ReferenceMissing, run_tasks_db, start, tasks_db_missing
+from .references import measure_tasks, recipe_target, start, tasks_db_missing, tasks_missing
 from .results import NO_STRATEGY, REFERENCES, BenchResult, Row, memory_warnings, relate
-from .runner import BenchError, ProcessTeam
+from .runner import ProcessTeam
 from .targets import OURS, Target
-from .task_names import ENQUEUED_FIRST, TASKS_DB
-from .task_rows import IMMEDIATE, TASK_WORKERS, TaskRun
-from .workloads import claim_spread
+from .task_names import TASKS_DB
 
 __all__ = [
     "BenchConfig",
@@ -94,9 +90,7 @@ class Bench(RowMeasuring):
         self.warnings: list[str] = []
         self.skipped: list[str] = []
         if config.tasks:
-            from .task_rows import framework_missing
-
-            missing = framework_missing()
+            missing = tasks_missing()
             if missing:
                 self.skipped.append(f"Tasks rows: {missing}")
                 self.rows = [row for row in self.rows if row.group != "tasks"]
@@ -104,8 +98,7 @@ class Bench(RowMeasuring):
                 self._drop_tasks_db_if_missing()
         if config.recipe is None:
             self.skipped.append(NO_RECIPE)
-        self._tasks_framework: str | None = None
-        self._tasks_db: dict[str, Any] | None = None
+        self._tasks: dict[str, Any] | None = None
         self._block = 0
         self._rate_hint: dict[str, float] = {}
         self._scale_cap = max(2, 2 * (os.cpu_count() or 1))
@@ -129,17 +122,15 @@ class Bench(RowMeasuring):
         with contextlib.ExitStack() as stack:
             targets: dict[str, Target] = {OURS: ours}
             if self.config.recipe is not None:
-                from .recipe_ref import RecipeTarget
-
-                targets["recipe"] = RecipeTarget.beside(ours, self.config.recipe)
+                targets["recipe"] = recipe_target(ours, self.config.recipe)
             for name in self.config.compare:
                 targets[name] = start(name, stack, progress)
             references = {name: target.metadata() for name, target in targets.items() if name != OURS}
             team = stack.enter_context(ProcessTeam())
             self._measure_rows(targets, team, progress)
         # After the client processes and the Redis server are gone: the tasks rows run in this
-        # process only.
-        self._measure_tasks(progress)
+        # process only (the project's, see references.measure_tasks).
+        self._tasks = measure_tasks(self, progress)
         self._probe_latency("end", progress)
         shallow, deep = self.config.shallow_depth, self.config.deep_size
         relate(self.rows, shallow, deep)
@@ -201,78 +192,12 @@ class Bench(RowMeasuring):
             purpose = f"pops-{_safe(row.strategy)}"
         return f"fdbqueue-bench.{self.run_id}.{purpose}", strategy
 
-    def _measure_tasks(self, progress: Progress) -> None:
-        """The tasks rows, in plan order, with the bench's own task backends (see ``task_rows``)."""
-        rows = [row for row in self.rows if row.group == "tasks"]
-        if not rows:
-            return
-        from .task_rows import bench_backends, framework_description
-
-        self._tasks_framework = framework_description()
-        with bench_backends(self.run_id) as tasks:
-            for row in rows:
-                progress.start(row.label())
-                run = self._task_run(tasks, row, progress)
-                if run is None:
-                    continue  # the database backend's row, left out (see _run_tasks_db)
-                row.ops, row.seconds, row.ops_per_s = run.tasks, round(run.seconds, 6), run.tasks_per_s
-                row.peak_mib = run.peak_mib
-                if run.retries is not None:
-                    row.retries_by_code = dict(run.retries)
-                    row.retries = sum(run.retries.values())
-                    row.retries_per_op = row.retries / row.ops if row.ops else 0.0
-                row.exactly_once = not run.problems
-                if run.problems:
-                    self.failures.append(f"{row.label()}: " + "; ".join(run.problems) + ".")
-                progress.done(row.summary())
-
-    def _task_run(self, tasks: Any, row: Row, progress: Progress) -> TaskRun | None:
-        """Measure one tasks row on its target; the row's notes get its rounds or its enqueues/s."""
-        run: TaskRun | None
-        if row.target == IMMEDIATE:
-            run = tasks.run_immediate(self.config.tasks, self.config.duration)
-            row.notes["rounds"] = run.rounds
-            return run
-        if row.target == TASKS_DB:
-            run = self._run_tasks_db(row, progress)
-        else:
-            run = tasks.run_workers(
-                self.config.tasks,
-                row.clients,
-                progress.detail,
-                enqueue_first=row.mode == ENQUEUED_FIRST,
-                spread=claim_spread(row),
-            )
-        if run is not None:
-            row.notes["enqueue_per_s"] = round(run.enqueue_per_s, 2)
-            if run.run_per_s is not None:
-                row.notes["run_per_s"] = round(run.run_per_s, 2)
-        return run
-
     def _drop_tasks_db_if_missing(self) -> None:
         """Leave out the database backend's row, with a line saying why, where it cannot run here."""
         why = tasks_db_missing()
         if why:
             self.skipped.append(why)
             self.rows = [row for row in self.rows if row.target != TASKS_DB]
-
-    def _run_tasks_db(self, row: Row, progress: Progress) -> TaskRun | None:
-        """The database backend's row; None, and the row left out, when it cannot run or fails.
-
-        The reference is optional, so it never fails the bench: a backend its process cannot
-        import is a "Skipped" line, a process that fails or falls silent is a warning.
-        """
-        try:
-            run, self._tasks_db = run_tasks_db(self.config.tasks, progress.detail)
-            return run
-        except ReferenceMissing as missing:
-            self.skipped.append(str(missing))
-            progress.note(f"Skipped: {missing}")
-        except BenchError as error:
-            self.warnings.append(f"{row.label()}: not measured, the reference failed: {error}")
-            progress.note(f"Warning: {self.warnings[-1]}")
-        self.rows.remove(row)
-        return None
 
     def _meta(self, ours: Target, references: dict[str, dict[str, Any]]) -> dict[str, Any]:
         import django
@@ -302,24 +227,8 @@ class Bench(RowMeasuring):
             "quick": self.config.quick,
             "compare": list(self.config.compare),
             "references": references,
-            "tasks": self._tasks_meta(),
+            "tasks": self._tasks,
             "skipped": list(self.skipped),
             "exactly_once_passed": not self.failures,
         }
         return meta
-
-    def _tasks_meta(self) -> dict[str, Any] | None:
-        """How the tasks rows ran; None when they did not (left out, or the framework is missing)."""
-        if not any(row.group == "tasks" for row in self.rows):
-            return None
-        from .task_rows import immediate_backend_path, queue_prefix
-
-        return {
-            "per_row": self.config.tasks,
-            "workers": list(TASK_WORKERS),
-            "framework": self._tasks_framework,
-            "backend": "django_fdbqueue.tasks.FDBQueueBackend",
-            "reference": immediate_backend_path(),
-            "queue_prefix": queue_prefix(self.run_id),
-            "database_backend": self._tasks_db,
-        }

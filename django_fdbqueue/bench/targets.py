@@ -67,7 +67,8 @@ class TargetSpec:
     """How another process opens the same target: a kind and plain, picklable options.
 
     ``opener`` ("module:function", taking the options) is for targets outside the app: the
-    project's references (see ``references``); the app's own are found by their kind.
+    project's references and FoundationDB's recipe (see ``references``); the app's own are found
+    by their kind.
     """
 
     kind: str
@@ -77,10 +78,7 @@ class TargetSpec:
 
 # kind -> "module:function" taking the spec's options; imported only in the process that needs it,
 # so a child that measures Redis never imports Django's database layer, and vice versa.
-_OPENERS = {
-    OURS: "django_fdbqueue.bench.child:open_service",
-    "recipe": "django_fdbqueue.bench.child:open_recipe",
-}
+_OPENERS = {OURS: "django_fdbqueue.bench.child:open_service"}
 
 
 def open_target(spec: TargetSpec) -> Target:

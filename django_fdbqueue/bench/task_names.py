@@ -1,9 +1,16 @@
-"""Where the bench's tasks rows run, named once for the rows (``task_rows``) and the task (``tasks``).
+"""The names of the bench's tasks rows: their targets, modes and worker counts, its backend's alias
+and queue.
 
-A module of its own because ``tasks`` creates its Task at import, which the rows may only allow
-once the framework is there and the bench's backend exists.
+The plan lays the rows out, the results relate them and the report prints them by these names;
+the project's benchmarks measure them (``benchmarks/task_rows.py``) and run the task.
 """
 
+#: The target name of the reference rows: the framework's ImmediateBackend, which runs each task inline.
+IMMEDIATE = "immediate"
+#: Worker threads of the rows of ours.
+TASK_WORKERS = (1, 4, 16)
+#: Worker threads of the rows that enqueue every task first, with exact and with spread claims.
+ENQUEUED_FIRST_WORKERS = (1, 16)
 #: The TASKS alias the bench adds for its run, for the rows of ours.
 BACKEND_ALIAS = "fdbqueue-bench"
 #: The task queue name (results are listed under it); our queue is the backend's prefix + it.

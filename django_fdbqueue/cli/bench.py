@@ -1,8 +1,11 @@
-"""``manage.py fdbqueue bench``: measure the queues here, and compare them with FoundationDB's own
-recipe (``--recipe PATH``), Redis and raw SQLite.
+"""``manage.py fdbqueue bench``: measure the queues here; from a clone of the repository, also
+compare them with FoundationDB's own recipe (``--recipe PATH``), Redis and raw SQLite.
 
-It also measures Django Tasks through the app's backend, against the framework's ImmediateBackend
-and django-tasks' database backend on SQLite (``--tasks``), when the Tasks framework is installed.
+From a clone it also measures Django Tasks through the app's backend, against the framework's
+ImmediateBackend and django-tasks' database backend on SQLite (``--tasks``), when the Tasks
+framework is installed. The references, the tasks rows, the goals table and the chart are the
+project's (its ``benchmarks`` package, not in the wheel), reached through
+:mod:`django_fdbqueue.bench.references`.
 
 The measuring lives in :mod:`django_fdbqueue.bench`; this module turns the command line into a
 :class:`~django_fdbqueue.bench.plan.BenchConfig`, shows progress on standard error, and writes
@@ -10,8 +13,8 @@ the results: the table (or, with ``--json``, the full JSON document) on standard
 optionally the same document to a file (``--json-file``) and a chart (``--plot``).
 
 Exit codes, as for every subcommand: 2 for what cannot run as asked (an unknown strategy,
-``--compare`` without the project's benchmarks beside the app (they are not in the wheel), or
-``--compare redis`` without redis-server, ``--plot`` without matplotlib, a ``--recipe`` file without
+``--compare``, ``--recipe`` or ``--plot`` without the project's benchmarks beside the app (they
+are not in the wheel), ``--compare redis`` without redis-server, ``--plot`` without matplotlib, a ``--recipe`` file without
 the recipe's code, or with code that fails to load), checked before anything is measured; 3 when a
 store fails during the run or the exactly-once check fails (the results are still printed and
 written, so the failing rows can be seen); 130 when interrupted, after the bench's queues, client
@@ -30,18 +33,18 @@ from typing import Any, Iterator
 from django.core.management.base import CommandError
 
 from django_fdbqueue.bench.progress import Progress
-from django_fdbqueue.bench.recipe_source import RecipeUnavailable, load_recipe
-from django_fdbqueue.bench.references import ReferenceUnavailable, check
-from django_fdbqueue.bench.report import (
+from django_fdbqueue.bench.references import (
     PlotUnavailable,
+    RecipeUnavailable,
+    ReferenceUnavailable,
+    check,
     check_plot_available,
-    format_report,
-    to_document,
-    write_json,
+    load_recipe,
     write_plot,
 )
+from django_fdbqueue.bench.report import format_report, to_document, write_json
 from django_fdbqueue.bench.runner import BenchError
-from django_fdbqueue.bench.strategies import STRATEGIES
+from django_fdbqueue.bench.strategies import available
 from django_fdbqueue.bench.plan import (
     COMPARE_CHOICES,
     DEFAULT_CLIENTS,
@@ -168,7 +171,7 @@ def register(subparsers: Any) -> None:
         action="append",
         dest="strategies",
         metavar="NAME",
-        help=f"A pop strategy to measure; repeat for several. Default: all ({', '.join(STRATEGIES)}).",
+        help=f"A pop strategy to measure; repeat for several. Default: all ({', '.join(available())}).",
     )
     parser.add_argument(
         "--deep-size",

@@ -1,6 +1,6 @@
 """The tasks rows: Django Tasks through :class:`FDBQueueBackend`, against the framework's ImmediateBackend.
 
-A row of ours enqueues N tasks of :func:`django_fdbqueue.bench.tasks.echo` (which returns its
+A row of ours enqueues N tasks of :func:`benchmarks.tasks.echo` (which returns its
 argument, nothing more) from the bench's thread while a :class:`TaskWorkers` pool runs them in
 this process: the same pool, with 1 and then 4 threads, that ``manage.py fdbqueue worker
 --tasks --concurrency N`` runs. Its rate is N over the time from the first enqueue to the last
@@ -14,8 +14,11 @@ each task inside ``enqueue``: no store, no queue, no other thread. It is the fra
 cost of a task with no backend at all, the ceiling; ours divided by it tells how much of that
 ceiling a durable queue keeps. It takes milliseconds, so it repeats the N tasks until the row's
 duration has passed and counts them all. The other reference, django-tasks' database backend on
-SQLite, runs in a process of its own (the project's ``benchmarks.tasks_db_ref``,
-through :mod:`~django_fdbqueue.bench.references`).
+SQLite, runs in a process of its own (:mod:`benchmarks.tasks_db_ref`).
+
+The bench plans these rows by the names in :mod:`django_fdbqueue.bench.task_names` and, from a
+clone, hands them here through its hook (:func:`measure`); installed from the wheel alone it
+skips them, saying so.
 
 Exactly once, for every row: each enqueued task finished once (one ``task_finished`` per result,
 none for a result not enqueued), its stored result is SUCCESSFUL after one attempt and holds its
@@ -39,12 +42,28 @@ import contextlib
 import dataclasses
 import threading
 import time
-from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
-from .runner import GRACE_SECONDS, BenchError
-from .task_names import BACKEND_ALIAS, QUEUE_NAME
-from .stats import peak_memory_mib, reset_peak_memory
+from django_fdbqueue.bench.progress import Progress
+from django_fdbqueue.bench.results import Row
+from django_fdbqueue.bench.runner import GRACE_SECONDS, BenchError
+from django_fdbqueue.bench.stats import peak_memory_mib, reset_peak_memory
+from django_fdbqueue.bench.task_names import (
+    BACKEND_ALIAS,
+    ENQUEUED_FIRST,
+    ENQUEUED_FIRST_WORKERS,
+    IMMEDIATE,
+    QUEUE_NAME,
+    TASK_WORKERS,
+    TASKS_DB,
+)
+from django_fdbqueue.bench.workloads import claim_spread
+
+from . import tasks_db_ref
+from .task_run import TaskRun
+
+if TYPE_CHECKING:
+    from django_fdbqueue.bench.suite import Bench
 
 __all__ = [
     "BACKEND_ALIAS",
@@ -59,17 +78,13 @@ __all__ = [
     "framework_description",
     "framework_missing",
     "immediate_backend_path",
+    "measure",
     "queue_prefix",
+    "run_tasks_db",
 ]
 
-#: The target name of the reference rows.
-IMMEDIATE = "immediate"
 #: The TASKS alias the bench adds for the reference rows (ours: ``task_names.BACKEND_ALIAS``).
 IMMEDIATE_ALIAS = "fdbqueue-bench-immediate"
-#: Worker threads of the rows of ours.
-TASK_WORKERS = (1, 4, 16)
-#: Worker threads of the rows that enqueue every task first, with exact and with spread claims.
-ENQUEUED_FIRST_WORKERS = (1, 16)
 #: Results read or deleted per transaction.
 RESULT_BATCH = 200
 #: The workers' claim wait: how soon they notice the stop once every task has run.
@@ -119,36 +134,6 @@ def queue_prefix(run_id: str) -> str:
     return f"fdbqueue-bench.{run_id}.tasks."
 
 
-@dataclass
-class TaskRun:
-    """What one tasks row measured, and what its exactly-once check found wrong (if anything)."""
-
-    tasks: int
-    seconds: float
-    enqueue_seconds: float
-    rounds: int = 1
-    retries: dict[int, int] | None = None
-    peak_mib: float | None = None
-    problems: list[str] = field(default_factory=list)
-    #: With every task enqueued first: from the workers' start to the last result, the workers alone.
-    run_seconds: float | None = None
-
-    @property
-    def tasks_per_s(self) -> float:
-        return self.tasks / self.seconds if self.seconds > 0 else 0.0
-
-    @property
-    def run_per_s(self) -> float | None:
-        """Tasks/s of the workers alone (rows that enqueue first), not capped by one enqueuing thread."""
-        if self.run_seconds is None or self.run_seconds <= 0:
-            return None
-        return self.tasks / self.run_seconds
-
-    @property
-    def enqueue_per_s(self) -> float:
-        return self.tasks / self.enqueue_seconds if self.enqueue_seconds > 0 else 0.0
-
-
 @contextlib.contextmanager
 def bench_backends(run_id: str) -> Iterator["TaskBench"]:
     """The bench's two task backends, in ``TASKS`` for as long as the block runs.
@@ -172,7 +157,7 @@ def bench_backends(run_id: str) -> Iterator["TaskBench"]:
         IMMEDIATE_ALIAS: {"BACKEND": immediate_backend_path(), "QUEUES": [QUEUE_NAME]},
     }
     with override_settings(TASKS=setting):
-        from . import tasks as bench_tasks
+        from . import tasks as bench_tasks  # its Task needs the alias just added
 
         bench = TaskBench(task_backends[BACKEND_ALIAS], bench_tasks.echo)
         try:
@@ -409,3 +394,93 @@ def _check_immediate(done: list[Any]) -> list[str]:
         if str(result.status) != "SUCCESSFUL" or len(result.worker_ids) != 1 or result.return_value != n
     )
     return [f"{wrong:,} results not SUCCESSFUL after one run with their own argument back"] if wrong else []
+
+
+# --- the rows of a run -------------------------------------------------------------------------------
+
+
+def measure(bench: Bench, progress: Progress) -> dict[str, Any] | None:
+    """The tasks rows of ``bench``, in plan order, with the bench's own task backends.
+
+    Fills in each row, records failures, warnings and "Skipped" lines on the bench, and returns
+    how the rows ran (the run's ``tasks`` metadata); None when the run has none left.
+    """
+    rows = [row for row in bench.rows if row.group == "tasks"]
+    if not rows:
+        return None
+    framework = framework_description()
+    database: dict[str, Any] | None = None
+    with bench_backends(bench.run_id) as tasks:
+        for row in rows:
+            progress.start(row.label())
+            run: TaskRun | None
+            if row.target == TASKS_DB:
+                done = run_tasks_db(bench, row, progress)
+                if done is None:
+                    continue  # left out, saying why
+                run, database = done
+            else:
+                run = _run_row(bench, tasks, row, progress)
+            _record(bench, row, run)
+            progress.done(row.summary())
+    if not any(row.group == "tasks" for row in bench.rows):
+        return None
+    return {
+        "per_row": bench.config.tasks,
+        "workers": list(TASK_WORKERS),
+        "framework": framework,
+        "backend": "django_fdbqueue.tasks.FDBQueueBackend",
+        "reference": immediate_backend_path(),
+        "queue_prefix": queue_prefix(bench.run_id),
+        "database_backend": database,
+    }
+
+
+def _run_row(bench: Bench, tasks: TaskBench, row: Row, progress: Progress) -> TaskRun:
+    """One row of ours or ImmediateBackend's; its notes get its rounds or its enqueues/s."""
+    if row.target == IMMEDIATE:
+        run = tasks.run_immediate(bench.config.tasks, bench.config.duration)
+        row.notes["rounds"] = run.rounds
+        return run
+    return tasks.run_workers(
+        bench.config.tasks,
+        row.clients,
+        progress.detail,
+        enqueue_first=row.mode == ENQUEUED_FIRST,
+        spread=claim_spread(row),
+    )
+
+
+def _record(bench: Bench, row: Row, run: TaskRun) -> None:
+    """A row's figures from its run, and a failure line when exactly-once did not hold."""
+    if row.target != IMMEDIATE:
+        row.notes["enqueue_per_s"] = round(run.enqueue_per_s, 2)
+        if run.run_per_s is not None:
+            row.notes["run_per_s"] = round(run.run_per_s, 2)
+    row.ops, row.seconds, row.ops_per_s = run.tasks, round(run.seconds, 6), run.tasks_per_s
+    row.peak_mib = run.peak_mib
+    if run.retries is not None:
+        row.retries_by_code = dict(run.retries)
+        row.retries = sum(run.retries.values())
+        row.retries_per_op = row.retries / row.ops if row.ops else 0.0
+    row.exactly_once = not run.problems
+    if run.problems:
+        bench.failures.append(f"{row.label()}: " + "; ".join(run.problems) + ".")
+
+
+def run_tasks_db(bench: Bench, row: Row, progress: Progress) -> tuple[TaskRun, dict[str, Any]] | None:
+    """The database backend's row and how it ran; None, and the row left out, when it cannot run or fails.
+
+    The reference is optional, so it never fails the bench: a backend its process cannot
+    import is a "Skipped" line, a process that fails or falls silent is a warning.
+    """
+    try:
+        return tasks_db_ref.run_database_backend(bench.config.tasks, progress.detail)
+    except tasks_db_ref.ReferenceMissing as missing:
+        bench.skipped.append(str(missing))
+        progress.note(f"Skipped: {missing}")
+    except BenchError as error:
+        bench.warnings.append(f"{row.label()}: not measured, the reference failed: {error}")
+        progress.note(f"Warning: {bench.warnings[-1]}")
+    bench.rows.remove(row)
+    return None

@@ -41,7 +41,7 @@ On both:
 The per-strategy goals are given for every pop strategy the run measured: which one meets them
 is what the default pop mode should be chosen by. The ratios are the rows' own (``vs_recipe``,
 ``vs_redis``, ``vs_sqlite``, ``vs_one_client``, ``vs_pop``: see
-:mod:`~django_fdbqueue.bench.results`), so the table and the rows never disagree. A goal whose
+:mod:`django_fdbqueue.bench.results`), so the table and the rows never disagree. A goal whose
 rows were not measured (no ``--recipe`` or ``--compare``, no such client count, no deep queue)
 shows "not run" and no figure rather than a wrong one, and is neither met nor failed.
 """
@@ -51,9 +51,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Sequence
 
-from .targets import OURS
-from .task_names import ENQUEUED_FIRST, TASKS_DB
-from .workloads import SPREAD_CLAIMS
+from django_fdbqueue.bench.latency import summary as latency_summary
+from django_fdbqueue.bench.report import store_phrase, table
+from django_fdbqueue.bench.results import BenchResult
+from django_fdbqueue.bench.targets import OURS
+from django_fdbqueue.bench.task_names import ENQUEUED_FIRST, TASKS_DB
+from django_fdbqueue.bench.workloads import SPREAD_CLAIMS
 
 __all__ = [
     "CLAIMS_VS_POP",
@@ -70,6 +73,8 @@ __all__ = [
     "WAKE_P50_MS",
     "evaluate",
     "as_data",
+    "goals_of",
+    "goals_table",
 ]
 
 MANY = 8
@@ -421,3 +426,21 @@ def _tasks_goal(rows: dict[tuple[Any, ...], Any]) -> Goal | None:
 
 def as_data(goals: Sequence[Goal]) -> list[dict[str, Any]]:
     return [asdict(goal) for goal in goals]
+
+
+def goals_of(result: BenchResult) -> list[Goal]:
+    """The goals table of a finished run, on the engine it measured."""
+    meta = result.meta
+    return evaluate(result.rows, meta["strategies"], meta["clients"], engine=meta.get("engine"))
+
+
+def goals_table(result: BenchResult) -> str:
+    """The goals table as the report prints it: each figure against its reference and goal."""
+    goals = goals_of(result)
+    if not goals:
+        return ""
+    verdict = {True: "yes", False: "NO", None: "-"}
+    cells = ([g.workload, g.reference, g.goal, g.shown, verdict[g.met]] for g in goals)
+    body = table(["WORKLOAD", "REFERENCE", "GOAL", "MEASURED", "MET"], cells, 3)
+    latency = latency_summary(result.meta.get("store_latency"))
+    return f"Goals (ratios within this run; {store_phrase(result.meta)})\n" + (f"{latency}\n" if latency else "") + body

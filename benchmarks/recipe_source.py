@@ -20,6 +20,8 @@ import re
 import textwrap
 from dataclasses import dataclass
 
+from django_fdbqueue.bench.references import RecipeUnavailable
+
 __all__ = ["RecipeUnavailable", "RecipeSource", "load_recipe", "extract_code", "REQUIRED"]
 
 #: The recipe's functions the bench calls, and the positional parameters each must accept.
@@ -28,10 +30,6 @@ REQUIRED = {"push": 3, "pop": 1, "peek": 1}
 MAX_BYTES = 1_000_000
 
 _FENCE = re.compile(r"^(`{3,}|~{3,})\s*([A-Za-z0-9_+-]*)\s*$")
-
-
-class RecipeUnavailable(Exception):
-    """The recipe file cannot be used; the message says why and what was expected."""
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """FoundationDB's own priority-queue recipe as a bench target, on the same store as the service.
 
 The recipe's code comes from the file the user names (``--recipe PATH``, read by
-:mod:`~django_fdbqueue.bench.recipe_source`) and runs as it is, on the very database handle the
+:mod:`benchmarks.recipe_source`) and runs as it is, on the very database handle the
 service uses: the same cluster (or embedded file), the same client, the same transaction timeout
 and retry limit, in the same run. Two things are supplied from outside, as a deployment of the
 recipe would supply them:
@@ -28,12 +28,14 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable, Hashable, Sequence, cast
 
+from django_fdbqueue.bench.child import database
+from django_fdbqueue.bench.references import RecipeUnavailable
+from django_fdbqueue.bench.targets import TargetSpec
 from django_fdbqueue.fdbapi import Subspace, fdb, transactional
 
-from .recipe_source import RecipeSource, RecipeUnavailable
-from .targets import TargetSpec
+from .recipe_source import RecipeSource
 
-__all__ = ["NAME", "SPACE", "RecipeTarget", "RecipeClient", "RecipeFunctions", "bind"]
+__all__ = ["NAME", "SPACE", "RecipeTarget", "RecipeClient", "RecipeFunctions", "bind", "open_recipe"]
 
 #: The name of the recipe's rows (the target column) and the settings line.
 NAME = "recipe"
@@ -187,7 +189,7 @@ class RecipeTarget:
                 "configure themselves; run the bench through manage.py, or without processes."
             )
         options = {"recipe": self._recipe, "settings_module": self._settings_module, "fdbqueue": self._fdbqueue}
-        return TargetSpec(NAME, options)
+        return TargetSpec(NAME, options, opener=f"{__name__}:open_recipe")
 
     def prepare(self, queue: str, strategy: str | None) -> None:
         self.drop(queue, strategy)  # a queue of the recipe is its keys: start with none
@@ -234,3 +236,8 @@ class RecipeTarget:
 
     def close(self) -> None:
         """The handle is the app's."""
+
+
+def open_recipe(recipe: RecipeSource, settings_module: str, fdbqueue: dict[str, Any]) -> RecipeTarget:
+    """FoundationDB's recipe on the parent's store (the same handle), as a client process's target."""
+    return RecipeTarget(database(settings_module, fdbqueue), recipe, settings_module, fdbqueue)

@@ -2,7 +2,7 @@
 
 Importing this module creates a Task, which the framework validates against its backend at
 once; the backend is the bench's own alias, which exists only while the bench runs
-(:func:`django_fdbqueue.bench.task_rows.bench_backends` adds it to ``TASKS``). Import it only
+(:func:`benchmarks.task_rows.bench_backends` adds it to ``TASKS``). Import it only
 from there: the project's ``TASKS`` setting plays no part.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .task_names import BACKEND_ALIAS, QUEUE_NAME
+from django_fdbqueue.bench.task_names import BACKEND_ALIAS, QUEUE_NAME
 
 if TYPE_CHECKING:  # checked against the backport, as in django_fdbqueue.tasks.compat
     from django_tasks import task
