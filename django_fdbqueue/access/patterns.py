@@ -5,8 +5,8 @@ Like Kafka's literal and prefixed resource patterns: ``orders`` is the queue ``o
 alone is every queue. ``*`` anywhere else is refused, so a pattern never means more than it says.
 
 Names follow the service's queue-name rule (1 to 200 letters, digits, ``.``, ``_``, ``-``). The
-rule is mirrored here, not imported, because this package stays off the service's internals
-(``service.keys`` is not public); ``tests/test_access_rules.py`` checks that both agree.
+rule is mirrored here, with ``*`` added, which a name may not hold (the names themselves are
+checked by ``service.extension.check_name``); ``tests/test_access_rules.py`` checks that both agree.
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ def pop(
 
     ``mode="plain"`` (the default) is one transaction, and joins the caller's when given one.
     ``mode="high-contention"`` is for many clients popping one queue at once: pops that meet
-    contention stage a request and are served in batches (see ``service/contention.py``). It
+    contention stage a request and are served in batches (see ``service/_internals/contention.py``). It
     needs the database, not a transaction, and gives up after ``timeout`` seconds (default 5)
     with ``FDBError`` 1031. ``wait`` (seconds) blocks until an item is visible or the time is
     up (then None), woken by a watch.

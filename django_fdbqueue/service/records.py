@@ -176,7 +176,7 @@ class QueueInfo:
     delayed: int = 0
     dead: int = 0
     max_attempts: int | None = None
-    #: Per-key limits (see ``service.keylimits``): leases at once, and claims per second, per key.
+    #: Per-key limits (see ``service._internals.keylimits``): leases at once, and claims per second, per key.
     key_concurrency: int | None = None
     key_rate: float | None = None
     #: On a queue split by tenant, how many tenants have ready items; None on other queues.

@@ -124,8 +124,8 @@ class Actors:
         takes items from that queue for good (a pop); stopped midway, it may lose one too.
         ``receipts``: the pop's retry reads what its first attempt took (a high-contention pop),
         so only one stopped midway, or raising after a commit in doubt, may have lost an item.
-        ``acks``: the call acknowledges that value; stopped midway, or raising after a commit in
-        doubt, it may have settled it (delivered, or not).
+        ``acks``: the call acknowledges that value; stopped midway, or failing with FoundationDB's
+        error after a commit in doubt, it may have settled it (delivered, or not).
         """
         doubt = self.doubts[name]
         before = doubt.count
@@ -143,8 +143,8 @@ class Actors:
                 self.history.maybe(acks)
             raise
         seen = doubt.count - before + (1 if failed is not None and commit_in_doubt(failed) else 0)
-        if acks is not None and failed is not None and seen:
-            self.history.maybe(acks)
+        if acks is not None and isinstance(failed, FDBError) and seen:
+            self.history.maybe(acks)  # not a QueueError: retried in doubt, an ack answers truly
         if pops is not None and (failed is not None or not receipts):
             self.history.lossy(pops, seen)
         self.scheduler.note(f"{name} {what} -> {_shown(got, failed)}{f' ({seen} in doubt)' if seen else ''}")
