@@ -31,7 +31,9 @@ Everything the service writes lives under the app's root subspace (``FDBQUEUE["R
     root / "q" / queue_id / "y" / "b" / key       -> (tokens, refilled_at_us)   a key's token bucket
     root / "q" / queue_id / "v" / "m"|"h" / minute|hour / counter -> 8-byte counter   activity
                                                    (per-minute and per-hour counts: ``activity``)
-    root / "q" / queue_id / "e" / ...             -> tenants of a queue split by tenant (``tenantkeys``)
+    root / "q" / queue_id / "e" / "i"|"r"|"t"|"s"|"n" / ...   a queue split by tenant: each tenant's
+                                                   ready items, the tenants by turn, who has a turn,
+                                                   counts (``tenantkeys``)
 
 ``meta...`` is ``enqueued_at_us, codec[, attempts[, dedup_key[, key[, tenant]]]]`` (see :class:`ItemMeta`): what
 an item carries with it from state to state, trailing defaults left out, so the keys of items
@@ -57,35 +59,8 @@ A deletion marker records that one ``delete_queue`` call committed, so that its 
 one-letter names keep keys short, since every item key repeats them. "m" stays reserved for
 per-queue metadata.
 
-Why the layout is what it is (docs/explanation/data-model.md has the whole story):
-
-* **Catalog by name, data by id.** ``queue_id`` is 16 random bytes chosen at creation, so a
-  delete clears the entry and the queue's whole subspace in one transaction, and a queue created
-  again under the name gets a fresh id: its items never mix with leftovers. Every operation
-  reads the entry (or, cached, adds a read conflict on it: ``catalog``), so one that races a
-  delete or re-create conflicts and retries instead of writing into a dead queue. Listing is one
-  range read of the catalog, ordered by name.
-* **A versionstamp instead of the recipe's (count, random).** It is unique without randomness
-  and increases in commit order, so items of one priority leave exactly in the order their
-  pushes committed; and a push reads nothing from the items (only the catalog entry), so pushes
-  never conflict with each other or with pops. Pushes of one transaction take user versions
-  0, 1, 2, ... (at most 65,536). The key, not the value, carries priority, order, enqueue time
-  and codec name, so the value is the encoded payload byte for byte, at most FoundationDB's
-  100,000 bytes (larger ones raise ``ValueTooLarge``; no chunking).
-* **The order index** holds the items in push order across priorities: the oldest item (and
-  its age) is its first key. **Counters** change only by atomic ``add``, which reads nothing:
-  statistics are point reads plus ``limit=1`` range reads, in constant time.
-* **Both ends are first-in-first-out within a priority.** ``pop_min`` takes the first item key.
-  ``pop_max`` finds the highest priority with a snapshot reverse read, adds a read conflict on
-  everything above it, and takes that priority's *earliest* item (the recipe would take the
-  latest); a push at a higher priority conflicts, one at the same priority does not. A FIFO
-  queue is a priority queue used at priority 0 from the ``min`` end only.
-* **Ids and cursors** are the base64url (unpadded) of tuples from keys: an item id is
-  ``(priority, vs)``, a cursor the position where a page ended. Positions stay valid when the
-  item they name is popped; tokens this module did not produce raise ``InvalidCursor``.
-  Since ``vs`` exists only after commit, a push inside a caller's transaction returns a
-  ``PendingItem`` whose id resolves once the caller committed, and the queue cannot be read
-  where its own pending pushes will land in that transaction (FoundationDB's 1036).
+Why the layout is what it is is explained on the data model page (docs/explanation/data-model.md),
+which shows the list above as it stands here.
 """
 
 from __future__ import annotations
