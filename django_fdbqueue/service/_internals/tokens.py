@@ -88,6 +88,7 @@ def parse_browse_cursor(token: object, end: str) -> tuple[int, fdb.tuple.Version
 
 
 def list_cursor(last_name: str) -> str:
+    """The cursor of a queue list that ended at ``last_name`` (what ``list_queues`` hands out)."""
     return _encode_token(fdb.tuple.pack((_LIST_TAG, last_name)))
 
 
@@ -121,6 +122,8 @@ class Receipt:
 
 
 def parse_receipt(token: object) -> Receipt:
+    """A claim's receipt read back (where its item is, and the lease's token); InvalidReceipt if
+    it is not one this service handed out."""
     from django_fdbqueue.exceptions import InvalidReceipt
 
     parts = _decode_token(token)
