@@ -16,10 +16,11 @@ from typing import Any, Sequence
 from django_fdbqueue import service
 from django_fdbqueue.fdbapi import transactional
 from django_fdbqueue.service import Item
-from django_fdbqueue.service import keys as queue_keys
-from django_fdbqueue.service.catalog import counter_bytes, require
-from django_fdbqueue.service.contention import SnapshotReads
-from django_fdbqueue.service.items import decode_item, walk
+from django_fdbqueue.service._internals import keys as queue_keys
+from django_fdbqueue.service._internals.catalog import counter_bytes, require
+from django_fdbqueue.service._internals.contention import SnapshotReads
+from django_fdbqueue.service._internals.items import decode_item
+from django_fdbqueue.service._internals.reading import walk
 from django_fdbqueue.bench.strategies import Layout, PopStrategy
 
 __all__ = ["LAYOUTS", "RANDOM_K", "SHARDS", "STRATEGIES", "pop_random_k", "shard_names"]

@@ -51,7 +51,7 @@ def bridges() -> dict[str, Callable[..., Any]]:
     """Each way of awaiting a sync call: ``await bridge(func, *args)``."""
     from asgiref.sync import sync_to_async
 
-    from django_fdbqueue.service import offload
+    from django_fdbqueue.service._internals import offload
 
     async def asgiref(func: Callable[..., Any], *args: Any) -> Any:
         return await sync_to_async(func, thread_sensitive=False)(*args)
@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     store = store_setting("async-ops", args.cluster_file, args.client_library)
     try:
         db = open_store(store)
-        from django_fdbqueue.service import offload
+        from django_fdbqueue.service._internals import offload
 
         where = "FoundationDB cluster" if args.cluster_file else "embedded engine"
         print(f"{where}: {args.ops} ops per row, {offload.POOL_THREADS} pool threads, {os.cpu_count()} cores")

@@ -101,7 +101,7 @@ class Run:
             await asyncio.sleep(0.05)
 
     async def parked(self) -> int:
-        from django_fdbqueue.service import watchhub
+        from django_fdbqueue.service._internals import watchhub
 
         return sum(len(c.parked) for c in watchhub.channels())
 
@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         db = open_store(store)
         from django_fdbqueue import service
-        from django_fdbqueue.service import offload
+        from django_fdbqueue.service._internals import offload
 
         service.create_queue(db, QUEUE, kind="fifo")
         child = ctx.Process(target=pusher, args=(store, args.waiters, go), daemon=True)

@@ -3,13 +3,25 @@ windows end without a test waiting for them."""
 
 from __future__ import annotations
 
-from django_fdbqueue.service import contention, dedup, items, leases, pushing, settled, waiting
+import pkgutil
+from importlib import import_module
+
+import django_fdbqueue.service
+from django_fdbqueue.service import records
+
+
+def _readers_of_the_clock() -> tuple[object, ...]:
+    """Every service module that reads the wall clock through ``records.now_micros``, found by
+    looking, so a module split or added is not left on the real clock."""
+    names = pkgutil.walk_packages(django_fdbqueue.service.__path__, "django_fdbqueue.service.")
+    modules = [import_module(info.name) for info in names]
+    return tuple(m for m in modules if getattr(m, "now_micros", None) is records.now_micros and m is not records)
 
 
 class Clock:
     """``now_micros`` of every service module that reads the wall clock, plus ``ahead_us``."""
 
-    MODULES = (items, leases, waiting, dedup, contention, pushing, settled)
+    MODULES = _readers_of_the_clock()
 
     def __init__(self, monkeypatch) -> None:
         self.ahead_us = 0
@@ -27,6 +39,6 @@ class StillClock(Clock):
 
     def __init__(self, monkeypatch) -> None:
         self.ahead_us = 0
-        base = items.now_micros()
+        base = records.now_micros()
         for module in self.MODULES:
             monkeypatch.setattr(module, "now_micros", lambda: base + self.ahead_us)

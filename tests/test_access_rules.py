@@ -17,7 +17,7 @@ from django_fdbqueue import rights
 from django_fdbqueue.access import events
 from django_fdbqueue.exceptions import InvalidQueueName
 from django_fdbqueue.models import QueueGrant, TokenScope
-from django_fdbqueue.service import keys
+from django_fdbqueue.service._internals import checks
 from django_fdbqueue.tokens import service as tokens
 
 from .cli_helpers import run
@@ -83,7 +83,7 @@ def test_bad_patterns_say_what_is_wrong(text, words):
 @pytest.mark.parametrize("name", ["a", "orders.eu", "x" * 200, "x" * 201, "", "a b", "é", "a/b", "a*", ".", "-_."])
 def test_the_mirrored_name_rule_agrees_with_the_service(name):
     try:
-        keys.check_name(name)
+        checks.check_name(name)
         valid = True
     except InvalidQueueName:
         valid = False

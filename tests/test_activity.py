@@ -9,7 +9,7 @@ from django.urls import reverse
 from django_fdbqueue import service
 from django_fdbqueue.exceptions import InvalidArgument, QueueNotFound
 from django_fdbqueue.service import activity
-from django_fdbqueue.service.catalog import require
+from django_fdbqueue.service._internals.catalog import require
 from django_fdbqueue.fdbapi import transactional
 
 from .admin_helpers import PERMS, make_user
@@ -21,14 +21,6 @@ def _fresh_bucket_keys():
     activity.forget_process_state()  # the clock moves differently in each test
     yield
     activity.forget_process_state()
-
-
-@pytest.fixture
-def clock(clock, monkeypatch):
-    """The service's clock (``tests/clock.py``), activity's own reads included."""
-    real = activity.now_micros
-    monkeypatch.setattr(activity, "now_micros", lambda: real() + clock.ahead_us)
-    return clock
 
 
 def last(series: dict, which: str, name: str | None = None):

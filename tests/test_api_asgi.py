@@ -35,7 +35,7 @@ from django_fdbqueue.api.views import QueueViewSet
 from django_fdbqueue.asgi import FdbQueueASGIHandler
 from django_fdbqueue.connection import get_database
 from django_fdbqueue.models import QueueGrant
-from django_fdbqueue.service import offload
+from django_fdbqueue.service._internals import offload
 
 from .api_helpers import assert_empty_204, assert_error, poll, queue_url
 from .api_helpers import user  # noqa: F401 - fixture, found by name

@@ -186,7 +186,7 @@ def world(tmp_path, settings, monkeypatch) -> Iterator[World]:
     from django.test import Client
 
     from django_fdbqueue import connection
-    from django_fdbqueue.service import waiting
+    from django_fdbqueue.service._internals import waiting
 
     settings.FDBQUEUE = {"ENGINE": "embedded", "PATH": str(tmp_path / "fuzz.sqlite3"), "ROOT": ROOT}
     # A long poll times out at once: the fuzzer may ask for 20 s on every request.

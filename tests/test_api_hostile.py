@@ -23,6 +23,7 @@ from rest_framework.test import APIClient
 
 from .api_helpers import API, assert_error, make_queue, push, queue_url
 from .api_helpers import api, user  # noqa: F401 - fixtures, found by name (api needs user)
+from django_fdbqueue.service._internals import tokens
 
 pytestmark = pytest.mark.django_db
 
@@ -118,16 +119,13 @@ def _reforged(receipt: str, **changes: Any) -> str:
     """A receipt of the right shape rebuilt with some parts changed (the token, the item)."""
     from dataclasses import replace
 
-    from django_fdbqueue.service import keys
-
-    return replace(keys.parse_receipt(receipt), **changes).encode()
+    return replace(tokens.parse_receipt(receipt), **changes).encode()
 
 
 def _other_item(other: str) -> dict[str, Any]:
     """The place of the item another receipt leases."""
-    from django_fdbqueue.service import keys
 
-    theirs = keys.parse_receipt(other)
+    theirs = tokens.parse_receipt(other)
     return {"priority": theirs.priority, "stamp": theirs.stamp}
 
 

@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 import pytest
+from django_fdbqueue.service.extension import runtime
 from rest_framework.test import APIClient
 
 from .api_helpers import API, assert_empty_204, assert_error, make_queue, poll, push, queue_url
@@ -299,13 +300,12 @@ def test_a_spread_claim_takes_one_of_the_first_k_ready_items(api):
 def test_a_spread_claim_reaches_the_service(api, monkeypatch):
     """With the random pick pinned to the last candidate, spread=3 claims the third item: the
     field is passed to service.claim, not only parsed."""
-    from django_fdbqueue.service import spread
 
     class Last:
         def choice(self, candidates: list) -> Any:
             return candidates[-1]
 
-    monkeypatch.setattr(spread, "_PICK", Last())
+    monkeypatch.setattr(runtime, "PICK", Last())
     make_queue(api, "pq", "priority")
     push(api, "pq", {"items": [{"value": p, "priority": p} for p in range(5)]})
     assert claimed(api, "pq", spread=SPREAD)["item"]["priority"] == SPREAD - 1
@@ -578,16 +578,15 @@ def test_a_receipt_from_a_deleted_queue(api):
 @pytest.fixture
 def asleep(monkeypatch) -> threading.Event:
     """Set when a waiting pop or claim goes to sleep on its watch (service/waiting.py)."""
-    from django_fdbqueue.service import waiting
 
     event = threading.Event()
-    real = waiting.wait_on
+    real = runtime.wait_on
 
     def wait_on(watch: Any, seconds: float) -> bool:
         event.set()
         return real(watch, seconds)
 
-    monkeypatch.setattr(waiting, "wait_on", wait_on)
+    monkeypatch.setattr(runtime, "wait_on", wait_on)
     return event
 
 

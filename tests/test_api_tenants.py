@@ -12,7 +12,7 @@ pytestmark = pytest.mark.django_db
 
 
 def test_tenant_queue_over_rest(api, monkeypatch):
-    from django_fdbqueue.service import tenantturns
+    from django_fdbqueue.service._internals import tenantturns
 
     monkeypatch.setattr(tenantturns, "CHOICES", 1)
     created = make_queue(api, "t", tenants=True)

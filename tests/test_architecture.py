@@ -239,5 +239,82 @@ def test_service_functions_are_short():
     (``test_functions_are_short``); the service has no entries awaiting a split.
     """
     service = ROOT / PACKAGE / SERVICE
-    long = _long_functions(sorted(service.glob("*.py")))
+    long = _long_functions(sorted(service.rglob("*.py")))
     assert long == [], "Split these, or say why they are long in a docstring line starting with 'Long:'"
+
+
+# -- the service's public face and its private level ------------------------------------------------
+
+PRIVATE_LEVEL = f"{PACKAGE}.{SERVICE}._internals"
+#: The service's top level: the operations, their records and hooks, and the extension surface.
+SERVICE_TOP_MAX = 12
+#: No module of the package is longer than this (lines).
+MODULE_MAX_LINES = 500
+
+
+#: The one package that may look inside: the simulation's oracles check the service's own
+#: invariants (key slots against leases, tenants' turns, watches and lead keys left behind), which
+#: only the private layout shows. It changes with the service, in the same commits.
+INSIDE_LOOKERS = (f"{PACKAGE}.testing.simulation",)
+
+
+def test_nothing_outside_the_service_imports_its_private_level(graph):
+    """Other packages use ``service`` and ``service.extension``; the layer's parts can change."""
+    outside = [m for m in graph.modules if not m.startswith((f"{PACKAGE}.{SERVICE}", *INSIDE_LOOKERS))]
+    reaching = sorted(
+        f"{importer} -> {imported}"
+        for importer in outside
+        for imported in graph.find_modules_directly_imported_by(importer)
+        if imported.startswith(PRIVATE_LEVEL)
+    )
+    assert reaching == []
+
+
+def test_the_service_s_top_level_is_a_dozen_modules():
+    top = sorted(p.stem for p in (ROOT / PACKAGE / SERVICE).glob("*.py") if p.stem != "__init__")
+    assert len(top) <= SERVICE_TOP_MAX, top
+    assert "extension" in top
+
+
+def test_no_module_is_over_500_lines():
+    long = [
+        f"{path.relative_to(ROOT).as_posix()} ({lines} lines)"
+        for path in sorted((ROOT / PACKAGE).rglob("*.py"))
+        if (lines := len(path.read_text(encoding="utf-8").splitlines())) > MODULE_MAX_LINES
+    ]
+    assert long == []
+
+
+def _private_names_used_across_modules(paths: list[Path], root: Path = ROOT) -> list[str]:
+    """``path: name`` of each private name (``_x``) imported from another module, or read off one."""
+    found = []
+    for path in paths:
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        modules: set[str] = set()  # names bound to what the package imports from itself
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith(PACKAGE)):
+                for alias in node.names:
+                    if _private(alias.name):
+                        found.append(f"{path.relative_to(root).as_posix()}: {alias.name}")
+                    modules.add(alias.asname or alias.name)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in modules:
+                if _private(node.attr):
+                    found.append(f"{path.relative_to(root).as_posix()}: {node.value.id}.{node.attr}")
+    return sorted(set(found))
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def test_no_private_name_crosses_modules():
+    """A name with a leading underscore belongs to its module: another that needs it gets a public name."""
+    found = _private_names_used_across_modules(sorted((ROOT / PACKAGE).rglob("*.py")))
+    assert found == []
+
+
+def test_the_private_name_check_finds_one(tmp_path):
+    source = tmp_path / "made_up.py"
+    source.write_text("from .a import _hidden, b\nimport sys\nb._inner()\nb.__name__\nsys._getframe()\n")
+    assert _private_names_used_across_modules([source], tmp_path) == ["made_up.py: _hidden", "made_up.py: b._inner"]

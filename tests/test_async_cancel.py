@@ -13,7 +13,8 @@ import time
 import pytest
 
 from django_fdbqueue import service
-from django_fdbqueue.service import asynchronous, offload, popping, watchhub
+from django_fdbqueue.service import asynchronous, popping
+from django_fdbqueue.service._internals import offload, watchhub
 
 from .test_service_async import DEADLINE, WAIT, parked, until
 

@@ -11,6 +11,7 @@ import time
 import pytest
 
 from django_fdbqueue import service
+from django_fdbqueue.service.extension import runtime
 
 from .cli_helpers import Result, Terminal, ok, run
 
@@ -441,17 +442,16 @@ def test_wait_has_the_one_cap_of_every_face(jobs):
 @pytest.mark.parametrize("subcommand", ["pop", "claim"])
 def test_a_waiting_pop_or_claim_fails_as_soon_as_its_queue_is_deleted(fdbqueue_db, monkeypatch, subcommand):
     """Exit code 2 with "No queue", promptly: not exit 1 ("nothing came") after the whole wait."""
-    from django_fdbqueue.service import waiting
 
     service.create_queue(fdbqueue_db, "doomed")
     asleep = threading.Event()
-    real = waiting.wait_on
+    real = runtime.wait_on
 
     def wait_on(watch, seconds):
         asleep.set()
         return real(watch, seconds)
 
-    monkeypatch.setattr(waiting, "wait_on", wait_on)
+    monkeypatch.setattr(runtime, "wait_on", wait_on)
     errors: list[BaseException] = []
 
     def delete_once_asleep() -> None:

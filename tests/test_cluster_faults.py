@@ -27,7 +27,7 @@ import pytest
 from django_fdbqueue import connection, service
 from django_fdbqueue.exceptions import LeaseGone
 from django_fdbqueue.fdbapi import FDBError, describe
-from django_fdbqueue.service import contention
+from django_fdbqueue.service._internals import contention
 from django_fdbqueue.testing import plugin
 from django_fdbqueue.testing.cluster import ClusterError, LocalCluster
 from tests.admin_helpers import text, url

@@ -20,9 +20,10 @@ import pytest
 from django_fdbqueue import connection, service
 from django_fdbqueue.exceptions import QueueNotFound
 from django_fdbqueue.fdbapi import ErrorCode, fdb, make_error, retry_counts, transactional
-from django_fdbqueue.service import contention, dedup, waiting
-from django_fdbqueue.service.catalog import require
-from django_fdbqueue.service.keys import ItemMeta
+from django_fdbqueue.service._internals import contention, dedup
+from django_fdbqueue.service._internals.catalog import require
+from django_fdbqueue.service._internals.keys import ItemMeta
+from django_fdbqueue.service.extension import runtime
 from tests.clock import Clock
 from tests.test_service_contention import (
     committed_round,
@@ -391,13 +392,13 @@ def test_a_blocking_pop_is_woken_by_recovery(fdbqueue_db, settings, clock, monke
     (item_id,) = fill(db, "q", "fifo", 1)
     serve_a_ghost(db, "q")
     watching = threading.Event()
-    real_wait_on = waiting.wait_on
+    real_wait_on = runtime.wait_on
 
     def wait_on(watch, seconds):
         watching.set()  # the watch is set (its transaction committed): the pop sleeps now
         return real_wait_on(watch, seconds)
 
-    monkeypatch.setattr(waiting, "wait_on", wait_on)
+    monkeypatch.setattr(runtime, "wait_on", wait_on)
     popper = Background(lambda: service.pop(db, "q", mode=mode, wait=service.MAX_WAIT_SECONDS))
     try:
         assert watching.wait(PROMPT_SECONDS), f"the pop never started waiting: {popper.outcome}"

@@ -21,7 +21,7 @@ from typing import Any, Callable
 import pytest
 
 from django_fdbqueue import service
-from django_fdbqueue.service import leases
+from django_fdbqueue.service._internals import leases
 
 SHALLOW, DEEP = 10, 10_000
 QUEUE = "depth"

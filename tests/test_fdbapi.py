@@ -495,8 +495,8 @@ def test_engine_errors_carry_a_description_while_no_api_version_is_selected(monk
                 raise AssertionError("asked the C library before fdb.api_version()")
             return self._description
 
-    monkeypatch.setattr(fdbapi, "_impl", object())
-    monkeypatch.setattr(fdbapi, "FDBError", BindingStyleError)
+    monkeypatch.setattr(fdbapi.binding, "impl", object())
+    monkeypatch.setattr(fdbapi.errors, "FDBError", BindingStyleError)
     # The state under test, whatever this process did before (a cluster run selects a version).
     monkeypatch.setattr(fdbapi.fdb, "is_api_version_selected", lambda: False)
     error = fdbapi.make_error(1020)

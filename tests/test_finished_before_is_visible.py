@@ -22,7 +22,8 @@ from typing import Any, Callable
 import pytest
 from django.conf import settings as django_settings
 
-from django_fdbqueue import fdbapi, service
+from django_fdbqueue import service
+from django_fdbqueue.fdbapi import retrying
 from django_fdbqueue.exceptions import QueueNotFound
 
 from .processes import child_database, kill_leftovers
@@ -244,7 +245,7 @@ def _run_matrix(db: Any, actor: Any, engine_name: str) -> list[str]:
                 actor.run(db, scenario.action, *args)
                 if scenario.delayed:
                     _until_due(DELAY_SECONDS)
-                reused = getattr(fdbapi._last_commit, "seen", None) is not None
+                reused = getattr(retrying._last_commit, "seen", None) is not None
                 if engine_name == "foundationdb" and not isinstance(actor, _SameThread):
                     assert reused, "the read would not start from a reused version"
                 got = _read(db, name, what)
@@ -257,10 +258,10 @@ def _run_matrix(db: Any, actor: Any, engine_name: str) -> list[str]:
 @pytest.fixture
 def reused_versions(monkeypatch):
     """Every pop and claim after a commit of this thread starts from that commit's version."""
-    monkeypatch.setattr(fdbapi, "REUSE_VERSION_SECONDS", float("inf"))
-    fdbapi._last_commit.seen = None
+    monkeypatch.setattr(retrying, "REUSE_VERSION_SECONDS", float("inf"))
+    retrying._last_commit.seen = None
     yield
-    fdbapi._last_commit.seen = None
+    retrying._last_commit.seen = None
 
 
 @pytest.mark.parametrize("who", ["same thread", "other thread", "other process"])
@@ -299,7 +300,7 @@ def test_a_claims_step_that_raises_runs_once_at_a_reused_version(fdbqueue_db, en
     service.create_queue(db, "jobs", kind="fifo")
     service.push(db, "jobs", "a")  # this thread's last commit: the claim starts from its version
     if engine_name == "foundationdb":
-        assert getattr(fdbapi._last_commit, "seen", None) is not None
+        assert getattr(retrying._last_commit, "seen", None) is not None
     calls = []
 
     def step(tr: Any, lease: Any) -> None:

@@ -39,7 +39,7 @@ def test_the_summary_counts_only_the_loop_and_sums_by_layer(tmp_path):
                 )
                 + " 2",
                 _stack("<module> (x.py:1)", loop, "_encode (site/fdb/tuple.py:374)") + " 1",
-                _stack("<module> (x.py:1)", loop, "take (pkg/django_fdbqueue/service/items.py:409)") + " 1",
+                _stack("<module> (x.py:1)", loop, "take (pkg/django_fdbqueue/service/_internals/items.py:409)") + " 1",
                 _stack(
                     "<module> (x.py:1)",
                     "setup (x.py:5)",

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from django_fdbqueue import service
-from django_fdbqueue.service.catalog import METADATA_VERSION_KEY
+from django_fdbqueue.service._internals.catalog import METADATA_VERSION_KEY
 
 
 class _Recorded:
@@ -83,7 +83,7 @@ class RecordingTransaction(_Reads):
 
 @pytest.fixture
 def queue(fdbqueue_db, request):
-    from django_fdbqueue.service import catalog
+    from django_fdbqueue.service._internals import catalog
 
     kind = getattr(request, "param", "priority")
     service.create_queue(fdbqueue_db, "jobs", kind=kind)
@@ -142,7 +142,7 @@ def test_a_stale_cached_entry_is_caught_and_the_reads_made_again_for_the_new_que
     dropped, and the operation reads the new queue."""
     service.create_queue(fdbqueue_db, "jobs")
     service.push(fdbqueue_db, "jobs", "old")
-    from django_fdbqueue.service import catalog
+    from django_fdbqueue.service._internals import catalog
 
     assert service.peek(fdbqueue_db, "jobs").value == "old"  # cached
     slot = (catalog.root().key(), "jobs")
@@ -179,7 +179,7 @@ def test_an_item_that_became_due_is_still_taken_in_its_turn(fdbqueue_db, clock):
 def recreated_behind_the_cache(db: Any, name: str) -> tuple[bytes, Any]:
     """Make ``name`` with one item, then delete and create it again as another process would: this
     process's cache still holds the old entry. Returns that stale cache entry (tag, entry)."""
-    from django_fdbqueue.service import catalog
+    from django_fdbqueue.service._internals import catalog
 
     service.create_queue(db, name)
     service.push(db, name, "old")
@@ -199,7 +199,7 @@ def test_a_push_prepared_with_a_stale_cached_entry_lands_in_the_queue_as_it_is(f
     push starts over, lands in the new queue once, and leaves nothing under the old queue's id."""
     from django_fdbqueue import connection
     from django_fdbqueue.fdbapi import retry_counts
-    from django_fdbqueue.service import keys
+    from django_fdbqueue.service._internals import keys
 
     stale = recreated_behind_the_cache(fdbqueue_db, "jobs")
     conflicts = retry_counts().get(1020, 0)
@@ -215,7 +215,7 @@ def test_another_queue_created_meanwhile_does_not_make_a_push_start_over(fdbqueu
     """A new metadata version is most often another queue's creation: the entry is read, found the
     same, and the push goes on (and the cache takes the new version)."""
     from django_fdbqueue.fdbapi import retry_counts
-    from django_fdbqueue.service import catalog
+    from django_fdbqueue.service._internals import catalog
 
     service.create_queue(fdbqueue_db, "jobs")
     service.push(fdbqueue_db, "jobs", "a")

@@ -15,12 +15,14 @@ import time
 
 import pytest
 
+from django_fdbqueue.service.extension import runtime
 from django_fdbqueue import codecs, exceptions, service
 from django_fdbqueue.connection import root_subspace
 from django_fdbqueue.fdbapi import FDBError, fdb, make_error, transactional
-from django_fdbqueue.service import items as service_items
-from django_fdbqueue.service import catalog as service_catalog
-from django_fdbqueue.service.keys import DELETIONS, QueueKeys, item_id
+from django_fdbqueue.service._internals import items as service_items
+from django_fdbqueue.service._internals import catalog as service_catalog
+from django_fdbqueue.service._internals.keys import DELETIONS, QueueKeys
+from django_fdbqueue.service._internals.tokens import item_id
 
 URL_SAFE = re.compile(r"[A-Za-z0-9_-]+")
 
@@ -1104,16 +1106,15 @@ PROMPTLY = 10.0
 @pytest.fixture
 def asleep(monkeypatch) -> threading.Event:
     """Set once a waiting pop or claim sleeps on its watches (so a deletion now must wake it)."""
-    from django_fdbqueue.service import waiting
 
     event = threading.Event()
-    real = waiting.wait_on
+    real = runtime.wait_on
 
     def wait_on(watch, seconds):
         event.set()
         return real(watch, seconds)
 
-    monkeypatch.setattr(waiting, "wait_on", wait_on)
+    monkeypatch.setattr(runtime, "wait_on", wait_on)
     return event
 
 

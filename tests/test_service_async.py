@@ -15,7 +15,7 @@ from django.conf import settings as django_settings
 
 from django_fdbqueue import service
 from django_fdbqueue.exceptions import InvalidArgument, QueueNotFound
-from django_fdbqueue.service import offload, watchhub
+from django_fdbqueue.service._internals import offload, watchhub
 
 from .processes import child_database, kill_leftovers
 

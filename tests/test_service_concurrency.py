@@ -17,7 +17,7 @@ from django.conf import settings as django_settings
 
 from django_fdbqueue import service
 from django_fdbqueue.fdbapi import transactional
-from django_fdbqueue.service.keys import parse_item_id
+from django_fdbqueue.service._internals.tokens import parse_item_id
 from tests.processes import child_database, join_all, kill_leftovers
 
 PRIORITIES = (0, 1, 2)

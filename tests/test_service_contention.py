@@ -19,9 +19,9 @@ from django.conf import settings as django_settings
 from django_fdbqueue import service
 from django_fdbqueue.exceptions import InvalidArgument, QueueNotFound, WrongQueueKind
 from django_fdbqueue.fdbapi import ErrorCode, FDBError, fdb, transactional
-from django_fdbqueue.service import contention
-from django_fdbqueue.service.catalog import require
-from django_fdbqueue.service.keys import parse_item_id
+from django_fdbqueue.service._internals import contention
+from django_fdbqueue.service._internals.catalog import require
+from django_fdbqueue.service._internals.tokens import parse_item_id
 from tests.clock import Clock
 from tests.processes import child_database, join_all, kill_leftovers
 

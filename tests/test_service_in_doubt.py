@@ -15,7 +15,7 @@ import pytest
 from django_fdbqueue import service
 from django_fdbqueue.exceptions import DeadLetterNotFound, LeaseNotFound
 from django_fdbqueue.fdbapi import ErrorCode, FDBError, commit_in_doubt, make_error, transactional
-from django_fdbqueue.service import dedup, settled
+from django_fdbqueue.service._internals import dedup, settled
 from tests.test_contention_recovery import Scripted
 
 IN_DOUBT = [ErrorCode.COMMIT_UNKNOWN_RESULT, ErrorCode.TRANSACTION_TIMED_OUT]

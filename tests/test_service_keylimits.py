@@ -21,7 +21,7 @@ from django.conf import settings as django_settings
 
 from django_fdbqueue import service
 from django_fdbqueue.exceptions import InvalidArgument
-from django_fdbqueue.service import keylimits, leases, waiting
+from django_fdbqueue.service._internals import keylimits, leases, waiting
 
 from .processes import child_database, join_all, kill_leftovers
 
@@ -502,7 +502,7 @@ def test_eight_processes_never_exceed_a_keys_limit(fdbqueue_db, engine_name):
 
 def test_a_limited_claim_sends_its_first_reads_together(fdbqueue_db):
     """The catalog check, what is due, the candidates and the "full" markers: one round trip."""
-    from django_fdbqueue.service import catalog
+    from django_fdbqueue.service._internals import catalog
 
     from .test_round_trips import RecordingTransaction
 

@@ -31,7 +31,10 @@ from django_fdbqueue.exceptions import (
     WrongQueueKind,
 )
 from django_fdbqueue.fdbapi import make_error, transactional
-from django_fdbqueue.service import dedup, waiting
+from django_fdbqueue.service._internals import catalog as service_catalog
+from django_fdbqueue.service._internals import dedup
+from django_fdbqueue.service import extension
+from django_fdbqueue.service.extension import runtime
 
 from .processes import child_database, join_all, kill_leftovers
 
@@ -124,8 +127,8 @@ def test_a_used_or_forged_receipt_is_refused_and_changes_nothing(fdbqueue_db, pq
     # A receipt with the right shape but a token nobody was given.
     service.push(db, pq, "b")
     live = service.claim(db, pq, lease=30)
-    parsed = service.keys.parse_receipt(live.receipt)
-    forged = service.keys.Receipt(parsed.name, parsed.queue_id, parsed.priority, parsed.stamp, b"\x00" * 16)
+    parsed = extension.parse_receipt(live.receipt)
+    forged = extension.Receipt(parsed.name, parsed.queue_id, parsed.priority, parsed.stamp, b"\x00" * 16)
     with pytest.raises(LeaseNotFound):
         service.ack(db, forged.encode())
     assert counts(db, pq) == (0, 1, 0, 0)
@@ -419,7 +422,7 @@ def test_forgotten_dedup_keys_are_pruned(fdbqueue_db, pq, clock):
 
     @transactional
     def records(tr):
-        qk = service.catalog.require(tr, pq)[1]
+        qk = service_catalog.require(tr, pq)[1]
         r = qk.dedup_records.range()
         return [qk.dedup_records.unpack(bytes(kv.key))[0] for kv in tr.get_range(r.start, r.stop)]
 
@@ -462,13 +465,13 @@ def _in_thread(target):
 def _blocked_on_watch(monkeypatch) -> threading.Event:
     """Set once a waiting caller has its watch in place (so a push now must wake it)."""
     armed = threading.Event()
-    real = waiting.wait_on
+    real = runtime.wait_on
 
     def spy(watch, seconds):
         armed.set()
         return real(watch, seconds)
 
-    monkeypatch.setattr(waiting, "wait_on", spy)
+    monkeypatch.setattr(runtime, "wait_on", spy)
     return armed
 
 

@@ -9,9 +9,9 @@ import pytest
 
 from django_fdbqueue import service
 from django_fdbqueue.exceptions import InvalidArgument
-from django_fdbqueue.service import spread as spread_claims
 from django_fdbqueue.tasks.backend import FDBQueueBackend
 from django_fdbqueue.worker import Worker
+from django_fdbqueue.service.extension import runtime
 
 from .cli_helpers import run
 
@@ -31,9 +31,7 @@ def test_a_spread_claim_takes_one_of_the_first_k_ready_items(fdbqueue_db, monkey
     for n in range(12):
         service.push(db, "q", n, priority=n)
     picks = iter([0, 3, 2, 1] * 3)
-    monkeypatch.setattr(
-        spread_claims, "_PICK", type("Scripted", (), {"choice": staticmethod(lambda kvs: kvs[next(picks)])})()
-    )
+    monkeypatch.setattr(runtime, "PICK", type("Scripted", (), {"choice": staticmethod(lambda kvs: kvs[next(picks)])})())
     taken = []
     for _ in range(8):
         ahead = _ready_values(db, "q", end)[:4]

@@ -11,7 +11,8 @@ import pytest
 from django_fdbqueue import service
 from django_fdbqueue.exceptions import InvalidArgument
 from django_fdbqueue.fdbapi import transactional
-from django_fdbqueue.service import catalog, tenantkeys, tenantturns
+from django_fdbqueue.service._internals import catalog, tenantkeys, tenantturns
+from django_fdbqueue.service.extension import runtime
 
 
 @pytest.fixture
@@ -183,7 +184,7 @@ def test_the_pick_is_spread_over_the_first_choices_tenants(fdbqueue_db, monkeypa
     db = fdbqueue_db
     monkeypatch.setattr(tenantturns, "CHOICES", 4)
     picks = _Scripted([1, 0, 3, 2])
-    monkeypatch.setattr(tenantturns, "_SHUFFLE", picks)
+    monkeypatch.setattr(runtime, "SHUFFLE", picks)
     service.create_queue(db, "t", tenants=True)
     for tenant in "ABCDE":
         service.push_many(db, "t", [f"{tenant.lower()}0", f"{tenant.lower()}1"], tenant=tenant)

@@ -20,7 +20,7 @@ from django.core.management.base import CommandError
 
 from django_fdbqueue import service
 from django_fdbqueue.fdbapi import FDBError
-from django_fdbqueue.service import visibility
+from django_fdbqueue.service._internals import visibility
 from django_fdbqueue.testing.simulation import Faults, History, Options, Push, Shape, simulate
 from django_fdbqueue.testing.simulation.campaign import run_seeds, shrink
 
@@ -320,7 +320,7 @@ def test_the_new_parts_pass_on_their_own():
 
 
 def test_the_fairness_oracle_reports_a_consumer_that_skips_the_front(monkeypatch):
-    from django_fdbqueue.service import tenantturns
+    from django_fdbqueue.service._internals import tenantturns
 
     taking = tenantturns.next_item
     monkeypatch.setattr(tenantturns, "next_item", lambda tr, qk, end, choices=None: taking(tr, qk, end, choices=50))
@@ -366,7 +366,7 @@ def test_the_tasks_oracle_reports_a_result_recorded_twice(monkeypatch):
 
 
 def test_the_leftovers_oracle_reports_watches_left_registered(monkeypatch):
-    from django_fdbqueue.service import contention
+    from django_fdbqueue.service._internals import contention
 
     monkeypatch.setattr(contention, "_let_go", lambda p: None)
     shape = dataclasses.replace(Shape.none(), producers=3, poppers=2)

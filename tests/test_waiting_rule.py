@@ -14,7 +14,8 @@ import pytest
 
 from django_fdbqueue import service
 from django_fdbqueue.fdbapi import ErrorCode, FDBError, make_error
-from django_fdbqueue.service import keyclaims, leases, waiting, watchhub
+from django_fdbqueue.service._internals import keyclaims, leases, waiting, watchhub
+from django_fdbqueue.service.extension import runtime
 
 from .test_service_async import DEADLINE, WAIT, parked, until
 
@@ -170,14 +171,14 @@ def test_a_sync_claim_sees_a_slot_given_back_before_its_watch_is_set(fdbqueue_db
 
     monkeypatch.setattr(leases, "claim_once", then_ack)
     timed_out = []
-    real_wait_on = waiting.wait_on
+    real_wait_on = runtime.wait_on
 
     def recorded(watch, seconds):
         fired = real_wait_on(watch, seconds)
         timed_out.append(not fired)
         return fired
 
-    monkeypatch.setattr(waiting, "wait_on", recorded)
+    monkeypatch.setattr(runtime, "wait_on", recorded)
     got = service.claim(db, "q", wait=3)
     assert got is not None and got.item.value == "a2"
     assert not any(timed_out), "the claim slept out a wait although a slot was free"

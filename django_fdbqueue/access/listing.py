@@ -20,7 +20,7 @@ from django.utils.crypto import constant_time_compare, salted_hmac
 
 from django_fdbqueue import service
 from django_fdbqueue.exceptions import InvalidCursor
-from django_fdbqueue.service.keys import list_cursor
+from django_fdbqueue.service.extension import list_cursor
 from django_fdbqueue.service.records import Page
 
 __all__ = ["LIST_READS", "LIST_READ_SIZE", "seal", "unseal", "visible_page"]

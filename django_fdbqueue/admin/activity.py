@@ -77,4 +77,4 @@ class ActivityAdminViews(AdminPages):
             return data
         queues = {name: data["queues"][name] for name in shown}
         # Summed as series() sums every queue (the age: their maximum), by its own helper.
-        return {**data, "queues": queues, "total": activity._total(queues, len(data["buckets"]))}
+        return {**data, "queues": queues, "total": activity.totals(queues, len(data["buckets"]))}

@@ -65,7 +65,7 @@ PLAIN = Layout()
 
 
 def _high_contention(db: Any, name: str, end: str) -> Item | None:
-    """The service's staged pop (``service/contention.py``): exact order, batched service."""
+    """The service's staged pop (``service/_internals/contention.py``): exact order, batched service."""
     return service.pop(db, name, end, mode="high-contention")
 
 

@@ -17,7 +17,7 @@ the client library failed to keep its own deadline, and the stacks say where.
 Waits outside such an operation (a project's own FoundationDB code in the same process, or a
 caller's transaction passed in) keep the binding's behaviour, and so do watches: waiting for a
 watch is waiting for someone else's write, and the service waits for them with its own bound
-(``service.waiting.wait_on``).
+(``service.extension.runtime.wait_on``).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 One transaction reads the schedule (an ordinary read), checks that it is due, pushes its item
 (``service.push`` joined to the same transaction) or enqueues its task (the Tasks backend's
-``_enqueue``, which joins it too: the result record and the queue item), and advances
+``enqueue_record``, which joins it too: the result record and the queue item), and advances
 ``next_run``, moving the due entry. So:
 
 * Two schedulers firing one schedule at once both read its record and both write it: the second

@@ -158,10 +158,10 @@ def check_target(target: object) -> dict[str, Any]:
 
 
 def _push_target(target: dict[str, Any]) -> dict[str, Any]:
-    from django_fdbqueue.service import keys
+    from django_fdbqueue.service.extension import check_name, check_priority
 
-    queue = keys.check_name(target.get("queue"))
-    priority = keys.check_priority(target.get("priority", 0))
+    queue = check_name(target.get("queue"))
+    priority = check_priority(target.get("priority", 0))
     value = target.get("value")
     _check_json(value, "value")
     return {"kind": "push", "queue": queue, "value": value, "priority": priority}

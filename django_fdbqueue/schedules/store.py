@@ -21,7 +21,7 @@ from typing import Any, cast
 
 from django_fdbqueue.exceptions import InvalidArgument, ScheduleAlreadyExists, ScheduleNotFound
 from django_fdbqueue.fdbapi import DatabaseOrTransaction, transactional
-from django_fdbqueue.service import catalog
+from django_fdbqueue.service.extension import root
 from django_fdbqueue.service.records import now_micros
 
 from . import model
@@ -34,7 +34,7 @@ LIST_LIMIT_MAX = 1000
 
 
 def space(tr: Any) -> Any:
-    return catalog.root(tr)[SPACE]
+    return root(tr)[SPACE]
 
 
 def record_key(tr: Any, name: str) -> bytes:

@@ -1,7 +1,7 @@
 """Enqueueing a schedule's Django task inside the firing transaction.
 
 ``FDBQueueBackend.enqueue`` opens its own transaction (it calls ``get_database()``), so it cannot
-join the firing one. Its transactional core, ``tasks.backend._enqueue(tr, record, ...)``, can:
+join the firing one. Its transactional core, ``tasks.backend.enqueue_record(tr, record, ...)``, can:
 it writes the task's result record and pushes the queue item in the caller's transaction. We
 build the record exactly as ``enqueue`` does and hand it that, so the task is enqueued if and
 only if the schedule advances. The ``task_enqueued`` signal is not sent for scheduled tasks
@@ -54,5 +54,5 @@ def enqueue_in(tr: Any, target: dict[str, Any], result_id: str | None = None) ->
         enqueued_us=now_micros(),
     )
     limits.check_new(record)
-    tasks_backend._enqueue(tr, record, backend.queue_for(task.queue_name), backend.max_attempts, None)
+    tasks_backend.enqueue_record(tr, record, backend.queue_for(task.queue_name), backend.max_attempts, None)
     return record.id

@@ -50,13 +50,13 @@ from .asynchronous import (
 )
 from .consuming import ack, claim, extend, receipt_queue, release
 from .deadletters import dead_letters, delete_dead_letter, get_dead_letter, requeue_dead_letter
-from .dedup import DEDUP_WINDOW_SECONDS
+from ._internals.dedup import DEDUP_WINDOW_SECONDS
 from .inspecting import browse, get_item, scheduled
-from .items import MAX_PUSHES_PER_TRANSACTION, MAX_VALUE_BYTES
-from .keylimits import KEY_MAX_BYTES, KeyLimitState
-from .tenantkeys import TENANT_MAX_BYTES
+from ._internals.items import MAX_PUSHES_PER_TRANSACTION, MAX_VALUE_BYTES
+from ._internals.keylimits import KEY_MAX_BYTES, KeyLimitState
+from ._internals.tenantkeys import TENANT_MAX_BYTES
 from .tenants import tenant_sizes
-from .leases import DEFAULT_LEASE_SECONDS, MAX_LEASE_SECONDS
+from ._internals.leases import DEFAULT_LEASE_SECONDS, MAX_LEASE_SECONDS
 from .popping import (
     HIGH_CONTENTION,
     MAX_POP_MANY,
@@ -87,10 +87,10 @@ from .queues import (
     set_max_attempts,
     size,
 )
-from .spread import MAX_SPREAD
+from ._internals.spread import MAX_SPREAD
 from .records import LIMIT_MAX, DeadLetter, Item, Lease, Page, PendingItem, QueueInfo, ScheduledItem, SteppedLease
-from .visibility import MAX_DELAY_SECONDS
-from .waiting import MAX_WAIT_SECONDS
+from ._internals.visibility import MAX_DELAY_SECONDS
+from ._internals.waiting import MAX_WAIT_SECONDS
 
 # Also importable from here, as before, though not part of the documented surface:
 # PLAIN, HIGH_CONTENTION, PopMode, MAX_POP_MANY, MAX_PUSHES_PER_TRANSACTION, Codec.

@@ -39,97 +39,78 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from typing import Any
 
 from django_fdbqueue.exceptions import InvalidArgument
 from django_fdbqueue.fdbapi import transactional
 
-from . import catalog as _catalog
-from . import keys
-from .catalog import counter_bytes, require
+from ._internals import catalog as _catalog
+from ._internals import checks, keys
+from ._internals.catalog import counter_bytes, require
+from ._internals.tally import (
+    US_PER_MINUTE,
+    ACKED,
+    ACTIVITY,
+    AGE,
+    CLAIMED,
+    COUNTERS,
+    DEAD,
+    DEPTH,
+    FAILED,
+    GAUGES,
+    HOURS,
+    HOURS_KEPT,
+    MINUTES,
+    MINUTES_KEPT,
+    POPPED,
+    PUSHED,
+    count,
+    forget_buckets,
+    keys_now,
+    space,
+)
+from .records import now_micros
 
 logger = logging.getLogger("django_fdbqueue.service")
 
-ACTIVITY = "v"
-MINUTES = "m"
-HOURS = "h"
-
-PUSHED = "pushed"
-POPPED = "popped"
-CLAIMED = "claimed"
-ACKED = "acked"
-FAILED = "failed"
-DEAD = "dead"
-COUNTERS = (PUSHED, POPPED, CLAIMED, ACKED, FAILED, DEAD)
-DEPTH = "depth"
-AGE = "age"
-GAUGES = (DEPTH, AGE)
-
-#: Minute buckets kept (two hours), and hour buckets kept (two days).
-MINUTES_KEPT = 120
-HOURS_KEPT = 48
 #: The spans a chart asks for: bucket size in seconds and how many buckets (the current one last).
 SPANS = {"hour": (60, 60), "day": (3600, 24)}
 #: At most this many queues in one overview read.
 OVERVIEW_QUEUES_MAX = 200
 
-_ONE = counter_bytes(1)
-_US_PER_MINUTE = 60_000_000
-_MINUTES_PER_HOUR = 60
-_CURRENT_MAX = 4096
-# Per queue: (minute, {counter: (minute key, hour key)}) of the bucket this process writes now.
-_current: dict[keys.QueueKeys, tuple[int, dict[str, tuple[bytes, bytes]]]] = {}
-_lock = threading.Lock()
-
-
-def now_micros() -> int:
-    return time.time_ns() // 1000
-
-
-def space(qk: keys.QueueKeys) -> Any:
-    """The queue's activity subspace."""
-    return qk.space[ACTIVITY]
-
-
-def _start_minute(tr: Any, qk: keys.QueueKeys, minute: int) -> dict[str, tuple[bytes, bytes]]:
-    """Build this minute's keys for ``qk`` and blindly clear the buckets past retention."""
-    act = space(qk)
-    hour = minute // _MINUTES_PER_HOUR
-    minutes, hours = act[MINUTES], act[HOURS]
-    built = {which: (minutes.pack((minute, which)), hours.pack((hour, which))) for which in COUNTERS + GAUGES}
-    tr.clear_range(minutes.range().start, minutes.pack((minute - MINUTES_KEPT,)))
-    tr.clear_range(hours.range().start, hours.pack((hour - HOURS_KEPT,)))
-    with _lock:
-        if len(_current) >= _CURRENT_MAX:
-            _current.clear()
-        _current[qk] = (minute, built)
-    return built
-
-
-def _keys_now(tr: Any, qk: keys.QueueKeys, now_us: int) -> dict[str, tuple[bytes, bytes]]:
-    minute = now_us // _US_PER_MINUTE
-    state = _current.get(qk)
-    if state is not None and state[0] == minute:
-        return state[1]
-    return _start_minute(tr, qk, minute)
-
-
-def count(tr: Any, qk: keys.QueueKeys, now_us: int, which: str, n: int = 1) -> None:
-    """Add ``n`` to counter ``which`` of the buckets holding ``now_us``: two atomic adds, no read."""
-    if n <= 0:
-        return
-    minute_key, hour_key = _keys_now(tr, qk, now_us)[which]
-    param = _ONE if n == 1 else counter_bytes(n)
-    tr.add(minute_key, param)
-    tr.add(hour_key, param)
+__all__ = [
+    "ACKED",
+    "ACTIVITY",
+    "AGE",
+    "CLAIMED",
+    "COUNTERS",
+    "DEAD",
+    "DEPTH",
+    "FAILED",
+    "GAUGES",
+    "HOURS",
+    "HOURS_KEPT",
+    "MINUTES",
+    "MINUTES_KEPT",
+    "POPPED",
+    "PUSHED",
+    "SAMPLER",
+    "SPANS",
+    "Sampler",
+    "check_span",
+    "count",
+    "forget_process_state",
+    "now_micros",
+    "sample",
+    "series",
+    "space",
+]
 
 
 def forget_process_state() -> None:
     """Drop the bucket keys this process built, and when it last sampled (tests that move the
     clock back use it)."""
-    with _lock:
-        _current.clear()
+    forget_buckets()
     SAMPLER.reset()
 
 
@@ -156,7 +137,7 @@ def _gauges(tr: Any, entry: Any, qk: keys.QueueKeys, now_us: int) -> None:
     age = 0
     if info.oldest_enqueued_at is not None:
         age = max(0, (now_us - int(info.oldest_enqueued_at.timestamp() * 1_000_000)) // 1_000_000)
-    built = _keys_now(tr, qk, now_us)
+    built = keys_now(tr, qk, now_us)
     for which, value in ((DEPTH, max(0, info.size)), (AGE, age)):
         param = counter_bytes(value)
         for key in built[which]:
@@ -172,7 +153,7 @@ def _sample(tr: Any, names: list[str] | None, now_us: int) -> None:
 def sample(db_or_tr: Any, name: str | None = None, *, now_us: int | None = None) -> None:
     """Record the depth and oldest age of a queue (or of all) in the current buckets (atomic max)."""
     if name is not None:
-        keys.check_name(name)
+        checks.check_name(name)
     _sample(db_or_tr, None if name is None else [name], now_micros() if now_us is None else now_us)
 
 
@@ -208,7 +189,7 @@ class Sampler:
             if self._next_us is not None and now_us < self._next_us:
                 return False
             # Claimed before sampling, so concurrent callers do not sample the same minute twice.
-            self._next_us = (now_us // _US_PER_MINUTE + 1) * _US_PER_MINUTE
+            self._next_us = (now_us // US_PER_MINUTE + 1) * US_PER_MINUTE
         try:
             sample(db, now_us=now_us)
             return True
@@ -247,7 +228,7 @@ def _fold(rows: Any, sub: Any, first: int, length: int) -> dict[str, list[int | 
     return out
 
 
-def _total(per_queue: dict[str, dict[str, list[Any]]], length: int) -> dict[str, list[int | None]]:
+def totals(per_queue: dict[str, dict[str, list[Any]]], length: int) -> dict[str, list[int | None]]:
     total: dict[str, list[int | None]] = {which: [0] * length for which in COUNTERS}
     total.update({which: [None] * length for which in GAUGES})
     for series in per_queue.values():
@@ -278,7 +259,7 @@ def _read(tr: Any, names: list[str] | None, span: str, now_us: int) -> dict[str,
         "counters": list(COUNTERS),
         "gauges": list(GAUGES),
         "queues": queues,
-        "total": _total(queues, length),
+        "total": totals(queues, length),
     }
 
 
@@ -293,6 +274,6 @@ def series(db_or_tr: Any, name: str | None = None, *, span: str = "hour", now_us
     """
     check_span(span)
     if name is not None:
-        keys.check_name(name)
+        checks.check_name(name)
     names = None if name is None else [name]
     return _read(db_or_tr, names, span, now_micros() if now_us is None else now_us)

@@ -25,10 +25,11 @@ from typing import Any, Callable, Generic, Iterable, TypeVar, cast
 from django_fdbqueue.exceptions import InvalidArgument
 from django_fdbqueue.fdbapi import Database, is_transaction
 
-from . import awaiting, consuming, deadletters, giveback, keys, kept, leases, offload, popping, pushing, queues
-from . import spread as spread_claims
-from .waiting import Blocked
-from .leases import DEFAULT_LEASE_SECONDS
+from . import consuming, deadletters, popping, pushing, queues
+from ._internals import awaiting, checks, giveback, kept, leases, offload
+from ._internals import spread as spread_claims
+from ._internals.waiting import Blocked
+from ._internals.leases import DEFAULT_LEASE_SECONDS
 from .observe import observed
 from .popping import PopMode
 from .pushing import Codec
@@ -142,8 +143,8 @@ async def apop_returnable(
 ) -> Returnable[Item] | None:
     """``apop``, with the means to put the item back (:meth:`Returnable.give_back`)."""
     db = _database(db)
-    keys.check_name(name)
-    keys.check_end(end)
+    checks.check_name(name)
+    checks.check_end(end)
 
     def attempt() -> kept.Taken | None:
         with kept.keeping() as found:
@@ -211,9 +212,9 @@ async def aclaim_returnable(
 ) -> Returnable[Lease] | None:
     """``aclaim``, with the means to release the lease unused (:meth:`Returnable.give_back`)."""
     db = _database(db)
-    keys.check_name(name)
-    keys.check_end(end)
-    seconds = consuming._check_lease(lease)
+    checks.check_name(name)
+    checks.check_end(end)
+    seconds = leases.check_lease(lease)
     spreading = spread_claims.check(spread)
 
     def undo(got: Any) -> None:

@@ -12,17 +12,13 @@ from typing import Any, Callable
 from django_fdbqueue.exceptions import InvalidArgument
 from django_fdbqueue.fdbapi import DatabaseOrTransaction, Transaction
 
-from . import keys, leases
-from . import spread as spread_claims
-from .leases import DEFAULT_LEASE_SECONDS, MAX_LEASE_SECONDS
+from ._internals import checks, leases, tokens
+from ._internals import spread as spread_claims
+from ._internals.leases import DEFAULT_LEASE_SECONDS
 from .observe import observed
 from .records import Lease
-from .visibility import MAX_DELAY_SECONDS
-from .waiting import blocking
-
-
-def _check_lease(seconds: object, what: str = "lease") -> float:
-    return keys.check_seconds(seconds, what, minimum=0, maximum=MAX_LEASE_SECONDS, inclusive_minimum=False)
+from ._internals.visibility import MAX_DELAY_SECONDS
+from ._internals.waiting import blocking
 
 
 @observed(none_is_empty=True)
@@ -54,9 +50,9 @@ def claim(
     the first: for many claimers of one queue, which then rarely collide, at the cost of exact
     order (see ``spread.py``; ignored on queues with per-key limits or split by tenant).
     """
-    keys.check_name(name)
-    keys.check_end(end)
-    seconds = _check_lease(lease)
+    checks.check_name(name)
+    checks.check_end(end)
+    seconds = leases.check_lease(lease)
     if step is not None and not callable(step):
         raise InvalidArgument(f"step must be callable as step(tr, lease), not {type(step).__name__}.", field="step")
     spreading = spread_claims.check(spread)
@@ -84,7 +80,7 @@ def release(db_or_tr: DatabaseOrTransaction, receipt: str, *, delay: float = 0, 
     Returns "ready", "delayed", or "dead" when the item had its queue's ``max_attempts`` claims
     and moved to the dead letters. Errors as for ``ack``.
     """
-    seconds = keys.check_seconds(delay, "delay", minimum=0, maximum=MAX_DELAY_SECONDS)
+    seconds = checks.check_seconds(delay, "delay", minimum=0, maximum=MAX_DELAY_SECONDS)
     return leases.release(db_or_tr, receipt, seconds, name)
 
 
@@ -103,7 +99,7 @@ def extend(
     the same bounds. ``seconds=`` is its deprecated spelling, still accepted. Errors as for
     ``ack``.
     """
-    return leases.extend(db_or_tr, receipt, _check_lease(_renamed(lease, seconds)), name)
+    return leases.extend(db_or_tr, receipt, leases.check_lease(_renamed(lease, seconds)), name)
 
 
 def _renamed(lease: object, seconds: object) -> object:
@@ -120,4 +116,4 @@ def _renamed(lease: object, seconds: object) -> object:
 
 def receipt_queue(receipt: str) -> str:
     """The name of the queue a receipt belongs to (InvalidReceipt if it is not a receipt)."""
-    return keys.parse_receipt(receipt).name
+    return tokens.parse_receipt(receipt).name

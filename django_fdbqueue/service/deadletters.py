@@ -18,19 +18,13 @@ from typing import Any, Callable, cast
 from django_fdbqueue.exceptions import DeadLetterNotFound
 from django_fdbqueue.fdbapi import DatabaseOrTransaction, fdb, transactional
 
-from . import keys, settled, visibility
-from .catalog import counter_bytes, first, require
+from ._internals import checks, keys, settled, tokens, visibility
+from ._internals.catalog import counter_bytes, first, require
+from ._internals.visibility import decode_dead_letter
 from .observe import observed
-from .records import LIMIT_MAX, DeadLetter, Item, Page, to_datetime
+from .records import LIMIT_MAX, DeadLetter, Item, Page
 
 _ONE = counter_bytes(1)
-
-
-def decode(qk: keys.QueueKeys, kv: Any) -> DeadLetter:
-    """A dead-letter row as the caller sees it: the item, and when it died."""
-    priority, stamp, died_us, *rest = qk.dead.unpack(bytes(kv.key))
-    meta = keys.ItemMeta.from_elements(rest)
-    return DeadLetter(visibility.item_from(priority, stamp, meta, kv.value), to_datetime(died_us))
 
 
 @transactional
@@ -39,11 +33,11 @@ def page(tr: Any, name: str, after: tuple[Any, ...] | None, limit: int) -> Page[
     r = qk.dead.range()
     begin = r.start if after is None else qk.dead.pack(after) + b"\xff"
     rows = list(tr.get_range(begin, r.stop, limit=limit + 1))
-    letters = [decode(qk, kv) for kv in rows[:limit]]
+    letters = [decode_dead_letter(qk, kv) for kv in rows[:limit]]
     cursor = None
     if len(rows) > limit:
         priority, stamp = qk.dead.unpack(bytes(rows[limit - 1].key))[:2]
-        cursor = keys.position_cursor(keys.DEAD_CURSOR, priority, stamp)
+        cursor = tokens.position_cursor(tokens.DEAD_CURSOR, priority, stamp)
     return Page(letters, cursor)
 
 
@@ -52,7 +46,7 @@ def get(tr: Any, name: str, priority: int, stamp: Any) -> DeadLetter | None:
     _entry, qk = require(tr, name)
     prefix = qk.dead.pack((priority, stamp))
     kv = first(tr.get_range(prefix, prefix + b"\xff", limit=1))
-    return None if kv is None else decode(qk, kv)
+    return None if kv is None else decode_dead_letter(qk, kv)
 
 
 REQUEUED = "requeued"
@@ -117,7 +111,7 @@ def requeue(db_or_tr: DatabaseOrTransaction, name: str, priority: int, stamp: An
 
 def delete(db_or_tr: DatabaseOrTransaction, name: str, priority: int, stamp: Any) -> None:
     """Gone for good: its dedup key is kept for the window, as for any item consumed."""
-    from . import dedup
+    from ._internals import dedup
 
     def body(tr: Any, qk: keys.QueueKeys, kv: Any) -> bool:
         _p, _s, _died, *rest = qk.dead.unpack(bytes(kv.key))
@@ -141,17 +135,17 @@ def dead_letters(
     db_or_tr: DatabaseOrTransaction, name: str, *, cursor: str | None = None, limit: int = 50
 ) -> Page[DeadLetter]:
     """The queue's dead letters, in queue order."""
-    keys.check_name(name)
-    limit = keys.check_count(limit, "limit", minimum=1, maximum=LIMIT_MAX)
-    after = None if cursor is None else keys.parse_position_cursor(cursor, keys.DEAD_CURSOR, 2)
+    checks.check_name(name)
+    limit = checks.check_count(limit, "limit", minimum=1, maximum=LIMIT_MAX)
+    after = None if cursor is None else tokens.parse_position_cursor(cursor, tokens.DEAD_CURSOR, 2)
     return page(db_or_tr, name, after, limit)
 
 
 @observed(none_is_empty=True)
 def get_dead_letter(db_or_tr: DatabaseOrTransaction, name: str, item_id: str) -> DeadLetter | None:
     """The dead letter with this id, or None if the queue has none such."""
-    keys.check_name(name)
-    return get(db_or_tr, name, *keys.parse_item_id(item_id))
+    checks.check_name(name)
+    return get(db_or_tr, name, *tokens.parse_item_id(item_id))
 
 
 @observed
@@ -162,12 +156,12 @@ def requeue_dead_letter(db_or_tr: DatabaseOrTransaction, name: str, item_id: str
     hour, given a database, it returns the item the first requeue did: a retry after a commit in
     doubt is safe (see the error codes' "Commits in doubt").
     """
-    keys.check_name(name)
-    return requeue(db_or_tr, name, *keys.parse_item_id(item_id))
+    checks.check_name(name)
+    return requeue(db_or_tr, name, *tokens.parse_item_id(item_id))
 
 
 @observed
 def delete_dead_letter(db_or_tr: DatabaseOrTransaction, name: str, item_id: str) -> None:
     """Delete a dead letter for good. Errors, and a repeated call, as for ``requeue_dead_letter``."""
-    keys.check_name(name)
-    delete(db_or_tr, name, *keys.parse_item_id(item_id))
+    checks.check_name(name)
+    delete(db_or_tr, name, *tokens.parse_item_id(item_id))

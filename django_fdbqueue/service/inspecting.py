@@ -10,7 +10,7 @@ from typing import Any
 
 from django_fdbqueue.fdbapi import DatabaseOrTransaction, transactional
 
-from . import catalog, items, keys, visibility
+from ._internals import catalog, checks, reading, tokens, visibility
 from .observe import observed
 from .records import LIMIT_MAX, Item, Page, ScheduledItem
 
@@ -20,26 +20,26 @@ def browse(
     db_or_tr: DatabaseOrTransaction, name: str, *, end: str = "min", cursor: str | None = None, limit: int = 50
 ) -> Page[Item]:
     """A page of items in the order they would be popped from ``end``; nothing is removed."""
-    keys.check_name(name)
-    keys.check_end(end)
-    limit = keys.check_count(limit, "limit", minimum=1, maximum=LIMIT_MAX)
-    after = keys.parse_browse_cursor(cursor, end) if cursor is not None else None
-    return items.browse_page(db_or_tr, name, end, after, limit)
+    checks.check_name(name)
+    checks.check_end(end)
+    limit = checks.check_count(limit, "limit", minimum=1, maximum=LIMIT_MAX)
+    after = tokens.parse_browse_cursor(cursor, end) if cursor is not None else None
+    return reading.browse_page(db_or_tr, name, end, after, limit)
 
 
 @observed(none_is_empty=True)
 def get_item(db_or_tr: DatabaseOrTransaction, name: str, item_id: str) -> Item | None:
     """The item with this id if it is still queued (None once popped or cleared)."""
-    keys.check_name(name)
-    priority, stamp = keys.parse_item_id(item_id)
-    return items.get_item(db_or_tr, name, priority, stamp)
+    checks.check_name(name)
+    priority, stamp = tokens.parse_item_id(item_id)
+    return reading.get_item(db_or_tr, name, priority, stamp)
 
 
 @transactional
 def _scheduled(tr: Any, name: str, after: tuple[Any, ...] | None, limit: int) -> Page[ScheduledItem]:
     _entry, qk = catalog.require(tr, name)
     rows, last = visibility.scheduled_page(tr, qk, after, limit)
-    cursor = None if last is None else keys.position_cursor(keys.SCHEDULE_CURSOR, *last)
+    cursor = None if last is None else tokens.position_cursor(tokens.SCHEDULE_CURSOR, *last)
     return Page(rows, cursor)
 
 
@@ -48,7 +48,7 @@ def scheduled(
     db_or_tr: DatabaseOrTransaction, name: str, *, cursor: str | None = None, limit: int = 50
 ) -> Page[ScheduledItem]:
     """Leased and delayed items, in the order they become visible."""
-    keys.check_name(name)
-    limit = keys.check_count(limit, "limit", minimum=1, maximum=LIMIT_MAX)
-    after = None if cursor is None else keys.parse_position_cursor(cursor, keys.SCHEDULE_CURSOR, 4)
+    checks.check_name(name)
+    limit = checks.check_count(limit, "limit", minimum=1, maximum=LIMIT_MAX)
+    after = None if cursor is None else tokens.parse_position_cursor(cursor, tokens.SCHEDULE_CURSOR, 4)
     return _scheduled(db_or_tr, name, after, limit)

@@ -1,6 +1,6 @@
 """Public pops and peeks: ``pop`` at either end (plain or high-contention), its spellings, ``pop_many``.
 
-A plain pop is one transaction (``items.pop_n``); a high-contention pop stages requests that
+A plain pop is one transaction (``reading.pop_n``); a high-contention pop stages requests that
 any popper serves in batches (``contention``). ``wait=`` blocks on a watch (``waiting``).
 """
 
@@ -11,10 +11,10 @@ from typing import Literal
 from django_fdbqueue.exceptions import InvalidArgument
 from django_fdbqueue.fdbapi import DatabaseOrTransaction, is_transaction
 
-from . import contention, items, keys
+from ._internals import checks, contention, items, reading
 from .observe import observed
 from .records import Item
-from .waiting import blocking
+from ._internals.waiting import blocking
 
 #: Pop modes: one transaction (joins the caller's), or staged requests for contended queues.
 PLAIN = "plain"
@@ -39,13 +39,13 @@ def pop(
 
     ``mode="plain"`` (the default) is one transaction, and joins the caller's when given one.
     ``mode="high-contention"`` is for many clients popping one queue at once: pops that meet
-    contention stage a request and are served in batches (see ``service/contention.py``). It
+    contention stage a request and are served in batches (see ``service/_internals/contention.py``). It
     needs the database, not a transaction, and gives up after ``timeout`` seconds (default 5)
     with ``FDBError`` 1031. ``wait`` (seconds) blocks until an item is visible or the time is
     up (then None), woken by a watch.
     """
-    keys.check_name(name)
-    keys.check_end(end)
+    checks.check_name(name)
+    checks.check_end(end)
     if mode == HIGH_CONTENTION:
         return blocking(db_or_tr, name, end, wait, lambda: contention.pop(db_or_tr, name, end, timeout=timeout))
     if mode != PLAIN:
@@ -56,7 +56,7 @@ def pop(
         )
 
     def once() -> Item | None:
-        popped, _cut = items.pop_n(db_or_tr, name, end, 1, None)
+        popped, _cut = reading.pop_n(db_or_tr, name, end, 1, None)
         return popped[0] if popped else None
 
     return blocking(db_or_tr, name, end, wait, once)
@@ -101,9 +101,9 @@ def dequeue(
 @observed(none_is_empty=True)
 def peek(db_or_tr: DatabaseOrTransaction, name: str, end: str = "min") -> Item | None:
     """The item ``pop`` would return, without removing it."""
-    keys.check_name(name)
-    keys.check_end(end)
-    return items.peek_one(db_or_tr, name, end)
+    checks.check_name(name)
+    checks.check_end(end)
+    return reading.peek_one(db_or_tr, name, end)
 
 
 def peek_min(db_or_tr: DatabaseOrTransaction, name: str) -> Item | None:
@@ -117,15 +117,15 @@ def peek_max(db_or_tr: DatabaseOrTransaction, name: str) -> Item | None:
 @observed
 def pop_many(db_or_tr: DatabaseOrTransaction, name: str, n: int, end: str = "min") -> list[Item]:
     """Pop up to ``n`` items from ``end`` in pop order, in as few transactions as the limits allow."""
-    keys.check_name(name)
-    keys.check_end(end)
-    n = keys.check_count(n, "n", minimum=1, maximum=MAX_POP_MANY)
+    checks.check_name(name)
+    checks.check_end(end)
+    n = checks.check_count(n, "n", minimum=1, maximum=MAX_POP_MANY)
     if is_transaction(db_or_tr):
-        return items.pop_n(db_or_tr, name, end, n, None)[0]
+        return reading.pop_n(db_or_tr, name, end, n, None)[0]
     popped: list[Item] = []
     while len(popped) < n:
         want = min(n - len(popped), items.POP_BATCH_ITEMS)
-        batch, cut = items.pop_n(db_or_tr, name, end, want, items.BATCH_BYTES)
+        batch, cut = reading.pop_n(db_or_tr, name, end, want, items.BATCH_BYTES)
         popped.extend(batch)
         if len(batch) < want and not cut:
             break  # the queue ran dry

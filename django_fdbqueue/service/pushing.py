@@ -13,12 +13,12 @@ from django_fdbqueue import codecs
 from django_fdbqueue.exceptions import InvalidArgument
 from django_fdbqueue.fdbapi import DatabaseOrTransaction, is_transaction
 
-from . import catalog, keylimits, keys, tenantkeys
-from . import items as _items  # push_many's parameter is called items
-from .items import MAX_PUSHES_PER_TRANSACTION
+from ._internals import catalog, checks, keylimits, tenantkeys
+from ._internals import items as _items  # push_many's parameter is called items
+from ._internals.items import MAX_PUSHES_PER_TRANSACTION
 from .observe import observed
 from .records import Item, PendingItem, now_micros
-from .visibility import MAX_DELAY_SECONDS
+from ._internals.visibility import MAX_DELAY_SECONDS
 
 Codec = codecs.Codec | str | None
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
@@ -29,7 +29,7 @@ def _visible_at(delay: object, not_before: object) -> int | None:
     if delay is not None and not_before is not None:
         raise InvalidArgument("Pass delay or not_before, not both.")
     if delay is not None:
-        seconds = keys.check_seconds(delay, "delay", minimum=0, maximum=MAX_DELAY_SECONDS)
+        seconds = checks.check_seconds(delay, "delay", minimum=0, maximum=MAX_DELAY_SECONDS)
         return now_micros() + int(round(seconds * 1_000_000)) if seconds > 0 else None
     if not_before is not None:
         if not isinstance(not_before, dt.datetime) or not_before.utcoffset() is None:
@@ -67,8 +67,8 @@ def push(
     most ``tenantkeys.TENANT_MAX_BYTES`` bytes of UTF-8) is required on a queue split by tenant
     and refused on any other.
     """
-    keys.check_name(name)
-    dedup_key = None if dedup_key is None else keys.check_dedup_key(dedup_key)
+    checks.check_name(name)
+    dedup_key = None if dedup_key is None else checks.check_dedup_key(dedup_key)
     key = None if key is None else keylimits.check_key(key)
     tenant = None if tenant is None else tenantkeys.check_tenant(tenant)
     prepared = _items.prepare(
@@ -120,7 +120,7 @@ def push_many(
     validated before the first write, so one bad value means nothing is written. ``delay`` or
     ``not_before`` applies to every item, and so do ``key`` and ``tenant`` (see ``push``).
     """
-    keys.check_name(name)
+    checks.check_name(name)
     key = None if key is None else keylimits.check_key(key)
     tenant = None if tenant is None else tenantkeys.check_tenant(tenant)
     if isinstance(items, (str, bytes, dict)):

@@ -11,7 +11,7 @@ from typing import Any
 from django_fdbqueue.exceptions import InvalidArgument
 from django_fdbqueue.fdbapi import DatabaseOrTransaction
 
-from . import catalog, items, keylimits, keys
+from ._internals import catalog, checks, keylimits, reading, tokens
 from .observe import observed
 from .records import LIMIT_MAX, Page, QueueInfo
 
@@ -22,7 +22,7 @@ MAX_ATTEMPTS_LIMIT = 1000
 def _check_max_attempts(max_attempts: object) -> int | None:
     if max_attempts is None:
         return None
-    return keys.check_count(max_attempts, "max_attempts", minimum=1, maximum=MAX_ATTEMPTS_LIMIT)
+    return checks.check_count(max_attempts, "max_attempts", minimum=1, maximum=MAX_ATTEMPTS_LIMIT)
 
 
 @observed
@@ -43,8 +43,8 @@ def create_queue(
     limits (see ``set_key_limits``). ``tenants=True`` splits the queue by tenant: every push
     names its ``tenant``, and pops and claims take from the tenants in turn (``tenantturns``).
     """
-    keys.check_name(name)
-    keys.check_kind(kind)
+    checks.check_name(name)
+    checks.check_kind(kind)
     if not isinstance(tenants, bool):
         raise InvalidArgument("tenants must be true or false.", field="tenants")
     keylimits.check_not_split(tenants, key_concurrency, key_rate)
@@ -78,7 +78,7 @@ def set_key_limits(
     Leases held now keep counting; the keys' markers and buckets start afresh. A queue split
     by tenant takes no limits (InvalidArgument, as ``create_queue``): None is all it accepts.
     """
-    keys.check_name(name)
+    checks.check_name(name)
     changes: dict[str, Any] = {}
     if concurrency is not _UNCHANGED:
         changes["key_concurrency"] = keylimits.check_concurrency(concurrency)
@@ -91,35 +91,35 @@ def set_key_limits(
 def key_limit_state(db_or_tr: DatabaseOrTransaction, name: str, *, top: int = 20) -> keylimits.KeyLimitState:
     """The queue's per-key limits and where its keys stand: the ``top`` keys by leases held, and
     those at their concurrency limit (snapshot reads: never conflicts)."""
-    keys.check_name(name)
-    top = keys.check_count(top, "top", minimum=1, maximum=LIMIT_MAX)
+    checks.check_name(name)
+    top = checks.check_count(top, "top", minimum=1, maximum=LIMIT_MAX)
     return keylimits.state(db_or_tr, name, top)
 
 
 @observed
 def set_max_attempts(db_or_tr: DatabaseOrTransaction, name: str, max_attempts: int | None) -> QueueInfo:
     """Change the queue's ``max_attempts`` (None: no limit); applies to leases ending from now on."""
-    keys.check_name(name)
+    checks.check_name(name)
     return catalog.set_max_attempts(db_or_tr, name, _check_max_attempts(max_attempts))
 
 
 @observed
 def get_queue(db_or_tr: DatabaseOrTransaction, name: str) -> QueueInfo:
     """The queue's kind and statistics (constant time); QueueNotFound if there is none."""
-    keys.check_name(name)
+    checks.check_name(name)
     return catalog.get_queue(db_or_tr, name)
 
 
 @observed
 def queue_exists(db_or_tr: DatabaseOrTransaction, name: str) -> bool:
-    keys.check_name(name)
+    checks.check_name(name)
     return catalog.queue_exists(db_or_tr, name)
 
 
 @observed
 def delete_queue(db_or_tr: DatabaseOrTransaction, name: str) -> None:
     """Delete the queue and all its items in one transaction."""
-    keys.check_name(name)
+    checks.check_name(name)
     catalog.delete_queue(db_or_tr, name)
 
 
@@ -128,27 +128,27 @@ def list_queues(
     db_or_tr: DatabaseOrTransaction, *, prefix: str = "", cursor: str | None = None, limit: int = 50
 ) -> Page[QueueInfo]:
     """Queues ordered by name (byte order), ``limit`` per page, optionally those starting with ``prefix``."""
-    keys.check_prefix(prefix)
-    limit = keys.check_count(limit, "limit", minimum=1, maximum=LIMIT_MAX)
-    after = keys.parse_list_cursor(cursor) if cursor is not None else None
+    checks.check_prefix(prefix)
+    limit = checks.check_count(limit, "limit", minimum=1, maximum=LIMIT_MAX)
+    after = tokens.parse_list_cursor(cursor) if cursor is not None else None
     return catalog.list_queues(db_or_tr, prefix, after, limit)
 
 
 @observed
 def size(db_or_tr: DatabaseOrTransaction, name: str) -> int:
     """Number of items (an atomic counter: one read)."""
-    keys.check_name(name)
-    return items.size(db_or_tr, name)
+    checks.check_name(name)
+    return reading.size(db_or_tr, name)
 
 
 @observed
 def empty(db_or_tr: DatabaseOrTransaction, name: str) -> bool:
-    keys.check_name(name)
-    return items.empty(db_or_tr, name)
+    checks.check_name(name)
+    return reading.empty(db_or_tr, name)
 
 
 @observed
 def clear(db_or_tr: DatabaseOrTransaction, name: str) -> None:
     """Remove every item (the queue itself stays)."""
-    keys.check_name(name)
-    items.clear(db_or_tr, name)
+    checks.check_name(name)
+    reading.clear(db_or_tr, name)

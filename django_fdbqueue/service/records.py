@@ -11,7 +11,7 @@ from typing import Any, Generic, TypeVar
 from django_fdbqueue.exceptions import ItemNotCommitted
 from django_fdbqueue.fdbapi import fdb
 
-from . import keys
+from ._internals import tokens
 
 T = TypeVar("T")
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
@@ -146,7 +146,7 @@ class PendingItem:
                     "The transaction this item was pushed in did not commit, so the item does not exist."
                 ) from exc
             stamp = fdb.tuple.Versionstamp(raw, self._user_version)
-            self._item = Item(keys.item_id(self.priority, stamp), self.priority, self.value, self.enqueued_at)
+            self._item = Item(tokens.item_id(self.priority, stamp), self.priority, self.value, self.enqueued_at)
         return self._item
 
     def __repr__(self) -> str:
@@ -176,7 +176,7 @@ class QueueInfo:
     delayed: int = 0
     dead: int = 0
     max_attempts: int | None = None
-    #: Per-key limits (see ``service.keylimits``): leases at once, and claims per second, per key.
+    #: Per-key limits (see ``service._internals.keylimits``): leases at once, and claims per second, per key.
     key_concurrency: int | None = None
     key_rate: float | None = None
     #: On a queue split by tenant, how many tenants have ready items; None on other queues.

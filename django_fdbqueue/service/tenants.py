@@ -12,8 +12,8 @@ from typing import Any
 from django_fdbqueue.exceptions import InvalidArgument
 from django_fdbqueue.fdbapi import DatabaseOrTransaction, transactional
 
-from . import keys, tenantturns
-from .catalog import require
+from ._internals import checks, tenantturns
+from ._internals.catalog import require
 from .observe import observed
 from .records import LIMIT_MAX
 
@@ -33,6 +33,6 @@ def tenant_sizes(db_or_tr: DatabaseOrTransaction, name: str, *, top: int = 20) -
     Snapshot reads (never conflicts): an overview, not a count to act on. Leased and delayed
     items are not counted until they are ready again.
     """
-    keys.check_name(name)
-    top = keys.check_count(top, "top", minimum=1, maximum=LIMIT_MAX)
+    checks.check_name(name)
+    top = checks.check_count(top, "top", minimum=1, maximum=LIMIT_MAX)
     return _sizes(db_or_tr, name, top)

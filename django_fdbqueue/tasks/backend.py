@@ -38,7 +38,7 @@ from django_fdbqueue.connection import get_database
 from django_fdbqueue.exceptions import InvalidArgument, InvalidQueueName, QueueAlreadyExists, QueueNotFound
 from django_fdbqueue.fdbapi import FDBError, commit_in_doubt, transactional
 from django_fdbqueue.service.records import now_micros, to_datetime
-from django_fdbqueue.service.spread import check as check_spread
+from django_fdbqueue.service.extension import check_key, check_name, check_spread
 from django_fdbqueue.worker.runner import DEFAULT_LEASE
 
 from . import limits, results
@@ -142,7 +142,7 @@ class FDBQueueBackend(BaseTaskBackend):
         """Our queue's name for a task queue name."""
         name = f"{self.queue_prefix}{queue_name}"
         try:
-            return service.keys.check_name(name)
+            return check_name(name)
         except InvalidQueueName:
             raise InvalidTaskError(
                 f"Queue {queue_name!r} gives the queue name {name!r}, which is not valid: names are 1 to "
@@ -183,7 +183,7 @@ class FDBQueueBackend(BaseTaskBackend):
         )
         limits.check_new(record)
         key = self.limit_key(kwargs)
-        _enqueue(get_database(), record, self.queue_for(task.queue_name), self.max_attempts, run_after, key)
+        enqueue_record(get_database(), record, self.queue_for(task.queue_name), self.max_attempts, run_after, key)
         result = self.to_result(task, record)
         task_enqueued.send(type(self), task_result=result)
         return result
@@ -251,11 +251,11 @@ class FDBQueueBackend(BaseTaskBackend):
         if value is None:
             return None
         try:
-            return service.keylimits.check_key(value)
+            return check_key(value)
         except InvalidArgument:
             raise InvalidLimitKey(
                 f"The task argument {self.limit_key_arg!r} is the limit key (TASKS[{self.alias!r}]['OPTIONS']"
-                f"['LIMIT_KEY_ARG']): it must be a string of 1 to {service.keylimits.KEY_MAX_BYTES} bytes of "
+                f"['LIMIT_KEY_ARG']): it must be a string of 1 to {service.KEY_MAX_BYTES} bytes of "
                 f"UTF-8, or None for no key; got {_shown(value)}."
             ) from None
 
@@ -287,7 +287,7 @@ def _json_arguments(args: Any, kwargs: Any) -> tuple[list[Any], dict[str, Any]]:
 
 
 @transactional
-def _enqueue(
+def enqueue_record(
     tr: Any,
     record: results.Record,
     queue: str,

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from django_fdbqueue.service.items import MAX_VALUE_BYTES
+from django_fdbqueue.service import MAX_VALUE_BYTES
 
 from .exceptions import ArgumentsTooLarge, ResultTooLarge
 from .results import Record

@@ -38,7 +38,7 @@ from django.db import close_old_connections
 from django_fdbqueue.connection import get_database
 from django_fdbqueue.exceptions import QueueError
 from django_fdbqueue.fdbapi import FDBError, transactional
-from django_fdbqueue.service.keys import parse_receipt
+from django_fdbqueue.service.extension import parse_receipt
 from django_fdbqueue.service.records import now_micros
 from django_fdbqueue.worker import Worker, WorkerStats
 from django_fdbqueue.worker.ack_with import AckWith, commit_alone

@@ -58,8 +58,7 @@ from django_fdbqueue import service
 from django_fdbqueue.exceptions import InvalidArgument, WrongQueueKind
 from django_fdbqueue.fdbapi import Database, FDBError, Transaction, describe
 from django_fdbqueue.service import activity
-from django_fdbqueue.service.keys import check_seconds
-from django_fdbqueue.service.spread import check as check_spread
+from django_fdbqueue.service.extension import check_seconds, check_spread
 
 from .burst import Burst
 from .heartbeat import Heartbeat

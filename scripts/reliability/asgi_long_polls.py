@@ -51,7 +51,7 @@ def pool_threads() -> int:
     """Threads one worker may start as it gets busy, whatever the waiters: its ASGI lanes and the
     async service's pool (both bounded, started lazily). More than that would be a thread a waiter."""
     from django_fdbqueue.asgi import LANES
-    from django_fdbqueue.service.offload import POOL_THREADS
+    from django_fdbqueue.service._internals.offload import POOL_THREADS
 
     return LANES + POOL_THREADS
 

@@ -37,3 +37,20 @@ def too_large(mutations: int, reads: Sequence[list[bytes]], writes: Sequence[tup
     sorting) settles nearly every transaction; only one near the limit pays for the merge."""
     upper_bound = mutations + sum(len(b) + len(e) for b, e in itertools.chain(reads, writes))
     return upper_bound > MAX_TRANSACTION_SIZE and transaction_size(mutations, reads, writes) > MAX_TRANSACTION_SIZE
+
+
+def pack_ranges(ranges: Sequence[tuple[bytes, bytes]]) -> bytes:
+    """Ranges as one blob: each key preceded by its 4-byte length."""
+    parts: list[bytes] = []
+    for begin, end in ranges:
+        parts += (len(begin).to_bytes(4, "big"), begin, len(end).to_bytes(4, "big"), end)
+    return b"".join(parts)
+
+
+def unpack_ranges(packed: bytes) -> list[tuple[bytes, bytes]]:
+    keys, at = [], 0
+    while at < len(packed):
+        size = int.from_bytes(packed[at : at + 4], "big")
+        keys.append(packed[at + 4 : at + 4 + size])
+        at += 4 + size
+    return list(zip(keys[::2], keys[1::2]))

@@ -40,7 +40,18 @@ import time
 import weakref
 from typing import Callable, Iterator, Sequence, cast
 
-from . import atomic
+from .conflicts import pack_ranges, unpack_ranges
+from .connections import (
+    OPS_FUNCTION,
+    UPSERT_OPS,
+    OpList,
+    OpsConnection,
+    StoreBusyError,
+    immediate,
+    on_nothing,
+    ops_runner,
+)
+
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS kv (key BLOB PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID;
@@ -81,14 +92,6 @@ CHECKPOINT_WAIT = 0.1
 VERSIONS_PER_SECOND = 1_000_000
 
 Range = tuple[bytes, bytes]
-# A key's atomic operations in order: (operation, parameter), as the write cache keeps them.
-OpList = Sequence[tuple[Callable[[bytes | None, bytes], bytes | None], bytes]]
-_OPS_FUNCTION = "fdbqueue_atomic_ops"
-# ?3 is the value for a key that is not there yet (computed beforehand: SQLite evaluates the
-# VALUES row for every key, existing or not, and most keys exist).
-_UPSERT_OPS = (
-    "INSERT INTO kv (key, value) VALUES (?1, ?3) ON CONFLICT (key) DO UPDATE SET value = fdbqueue_atomic_ops(value, ?2)"
-)
 # Applies a transaction's mutations at a commit version.
 CommitWork = Callable[[sqlite3.Connection, int], None]
 
@@ -99,10 +102,6 @@ class ConflictError(Exception):
 
 class TooOldError(Exception):
     """The read version predates the kept conflict history (becomes FoundationDB's 1007)."""
-
-
-class StoreBusyError(Exception):
-    """Another process held the write lock past BUSY_TIMEOUT (becomes FoundationDB's 1031)."""
 
 
 class Storage:
@@ -155,9 +154,9 @@ class Storage:
             timeout=self.lock_wait(),
             isolation_level=None,
             check_same_thread=False,
-            factory=_Connection,
+            factory=OpsConnection,
         )
-        conn.create_function(_OPS_FUNCTION, 2, _ops_runner(weakref.ref(conn)))
+        conn.create_function(OPS_FUNCTION, 2, ops_runner(weakref.ref(conn)))
         conn.execute("PRAGMA journal_mode=WAL")
         # NORMAL in WAL mode: a commit survives the process being killed; only a power cut
         # or OS crash could lose the last commits.
@@ -311,7 +310,7 @@ class Storage:
         """The full path: take the write lock, check conflicts against newer commits, apply."""
         conn = self.acquire()
         try:
-            with _immediate(conn):
+            with immediate(conn):
                 current, pruned_through = self._versions(conn)
                 if read_version is not None:
                     if read_version < pruned_through:
@@ -384,7 +383,7 @@ class Storage:
         """The commit's row: its write ranges, and (as the newest row) the store's new version."""
         conn.execute(
             "INSERT INTO commit_ranges (version, committed_at, ranges) VALUES (?, ?, ?)",
-            (version, now, _pack_ranges(write_ranges)),
+            (version, now, pack_ranges(write_ranges)),
         )
 
     @staticmethod
@@ -401,7 +400,7 @@ class Storage:
     @staticmethod
     def _conflicts(conn: sqlite3.Connection, read_version: int, reads: Sequence[Range]) -> bool:
         for (packed,) in conn.execute("SELECT ranges FROM commit_ranges WHERE version > ?", (read_version,)):
-            writes = _unpack_ranges(packed)
+            writes = unpack_ranges(packed)
             if any(rb < we and wb < re for wb, we in writes for rb, re in reads):
                 return True
         return False
@@ -447,7 +446,7 @@ class Storage:
             return
         conn.pending_ops = [ops for _key, ops in rows]  # type: ignore[attr-defined]
         try:
-            conn.executemany(_UPSERT_OPS, [(key, index, _on_nothing(ops)) for index, (key, ops) in enumerate(rows)])
+            conn.executemany(UPSERT_OPS, [(key, index, on_nothing(ops)) for index, (key, ops) in enumerate(rows)])
         finally:
             conn.pending_ops = []  # type: ignore[attr-defined]
 
@@ -455,71 +454,3 @@ class Storage:
     def delete_many(conn: sqlite3.Connection, keys: Sequence[bytes]) -> None:
         if keys:
             conn.executemany("DELETE FROM kv WHERE key = ?", ((key,) for key in keys))
-
-
-class _Connection(sqlite3.Connection):
-    """A connection with a slot for the atomic operations its commit is applying (apply_ops)."""
-
-    pending_ops: list[OpList] = []
-
-
-def _on_nothing(ops: OpList) -> bytes | None:
-    """What `ops` leave where no value was. One add (a counter's) leaves its parameter."""
-    if len(ops) == 1 and ops[0][0] is atomic.add:
-        return ops[0][1]
-    value = None
-    for op, param in ops:
-        value = op(value, param)
-    return value
-
-
-def _ops_runner(ref: "weakref.ReferenceType[_Connection]") -> Callable[[bytes | None, int], bytes | None]:
-    """The SQL function that applies the ``index``-th pending operation list to a stored value
-    (a weak reference: the connection owns the function, not the other way round)."""
-
-    def run(stored: bytes | None, index: int) -> bytes | None:
-        value = stored
-        for op, param in ref().pending_ops[index]:  # type: ignore[union-attr]
-            value = op(value, param)
-        return value
-
-    return run
-
-
-def _pack_ranges(ranges: Sequence[Range]) -> bytes:
-    """Ranges as one blob: each key preceded by its 4-byte length."""
-    parts: list[bytes] = []
-    for begin, end in ranges:
-        parts += (len(begin).to_bytes(4, "big"), begin, len(end).to_bytes(4, "big"), end)
-    return b"".join(parts)
-
-
-def _unpack_ranges(packed: bytes) -> list[Range]:
-    keys, at = [], 0
-    while at < len(packed):
-        size = int.from_bytes(packed[at : at + 4], "big")
-        keys.append(packed[at + 4 : at + 4 + size])
-        at += 4 + size
-    return list(zip(keys[::2], keys[1::2]))
-
-
-class _immediate:
-    """``BEGIN IMMEDIATE`` ... ``COMMIT`` (or ``ROLLBACK`` on error) on one connection."""
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
-
-    def __enter__(self) -> sqlite3.Connection:
-        try:
-            self.conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as error:
-            if "locked" in str(error) or "busy" in str(error):
-                raise StoreBusyError() from error
-            raise
-        return self.conn
-
-    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        if exc_type is None:
-            self.conn.execute("COMMIT")
-        else:
-            self.conn.execute("ROLLBACK")

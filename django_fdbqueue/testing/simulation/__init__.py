@@ -26,7 +26,7 @@ from functools import partial
 from typing import Any, Callable, Mapping
 
 from django_fdbqueue import service
-from django_fdbqueue.service import contention
+from django_fdbqueue.service.extension import serve_high_contention
 from django_fdbqueue.engines.embedded import EmbeddedDatabase
 from django_fdbqueue.engines.embedded.faults import UNKNOWN_APPLIED, UNKNOWN_NOT_APPLIED, FaultConfig, FaultInjector
 
@@ -396,7 +396,7 @@ class Oracle:
         stored: collections.Counter[str] = collections.Counter()
         for queue, settings in self.queues.items():
             for end in ("min", "max") if settings.get("kind") == "priority" else ("min",):
-                contention.fulfil(self.db, queue, end)  # results of stopped high-contention pops come back
+                serve_high_contention(self.db, queue, end)  # results of stopped high-contention pops come back
             self._recount(queue)
             while (item := service.pop(self.db, queue)) is not None:
                 stored[item.value] += 1

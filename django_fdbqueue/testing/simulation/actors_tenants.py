@@ -24,7 +24,7 @@ from typing import Any
 
 from django_fdbqueue import service
 from django_fdbqueue.exceptions import QueueNotFound
-from django_fdbqueue.service import catalog, tenantkeys, tenantturns
+from django_fdbqueue.service._internals import catalog, tenantkeys, tenantturns
 
 from .history import Push
 from .workload import Actors

@@ -15,7 +15,7 @@ from typing import Any
 
 from django_fdbqueue.fdbapi import transactional
 from django_fdbqueue import service
-from django_fdbqueue.service import catalog
+from django_fdbqueue.service._internals import catalog
 
 from .history import History
 

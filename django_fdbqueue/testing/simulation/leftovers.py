@@ -16,7 +16,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Iterable
 
-from django_fdbqueue.service import catalog, offload
+from django_fdbqueue.service._internals import catalog, offload
 
 from .history import History
 from .scheduler import Scheduler

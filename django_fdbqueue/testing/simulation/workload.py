@@ -23,8 +23,7 @@ from typing import Any, Callable
 from django_fdbqueue import service
 from django_fdbqueue.exceptions import DeadLetterNotFound, LeaseGone, QueueError
 from django_fdbqueue.fdbapi import FDBError, commit_in_doubt
-from django_fdbqueue.service import watchhub
-from django_fdbqueue.service import contention
+from django_fdbqueue.service._internals import contention, watchhub
 from django_fdbqueue.service.popping import PopMode
 
 from .history import History, Push, Wait

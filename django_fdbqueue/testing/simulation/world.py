@@ -5,7 +5,7 @@ Inside :func:`simulated`, for the simulation's actors:
 * ``time.time``, ``time.time_ns`` and ``time.monotonic`` read the virtual clock (wall time with
   the actor's own skew), and ``time.sleep`` blocks the actor on it;
 * ``os.urandom`` and the ``random`` module draw from the seed, and so do the service's own RNGs;
-* a wait on a watch (``waiting.wait_on``) blocks the actor until the watch fires or the virtual
+* a wait on a watch (``runtime.wait_on``, the service's seam) blocks the actor until the watch fires or the virtual
   time passes; the embedded engine's watches fire when the simulation says (late, by a seeded
   delay after each commit), not from a thread of their own;
 * the async face's thread pool runs each job as a new actor;
@@ -27,7 +27,8 @@ import selectors
 import time
 from typing import Any, Callable, Iterator
 
-from django_fdbqueue.service import catalog, contention, offload, spread, tenantturns, waiting
+from django_fdbqueue.service.extension import forget_cached_queues, runtime
+
 
 from .scheduler import Scheduler
 
@@ -87,10 +88,10 @@ def simulated(scheduler: Scheduler, rng: random.Random, db: Any) -> Iterator[Non
         _traced_logs(patches, scheduler)
         # Queue entries cached by an earlier run: tagged with a metadata version that this fresh
         # store, whose versions follow the same virtual clock, may well reach again.
-        catalog._cache.clear()
+        forget_cached_queues()
         random.seed(rng.random())
-        spread._PICK.seed(rng.random())
-        tenantturns._SHUFFLE.seed(rng.random())
+        patches.put(runtime, "PICK", random.Random(rng.random()))
+        patches.put(runtime, "SHUFFLE", random.Random(rng.random()))
         yield
     finally:
         random.setstate(state)
@@ -154,9 +155,8 @@ def _virtual_waits(patches: _Patches, scheduler: Scheduler) -> None:
             scheduler.woken()
         return fired
 
-    patches.put(waiting, "wait_on", wait_on)
-    patches.put(contention, "wait_on", wait_on)
-    patches.put(waiting, "pause", lambda seconds: scheduler.sleep(seconds))
+    patches.put(runtime, "wait_on", wait_on)
+    patches.put(runtime, "pause", lambda seconds: scheduler.sleep(seconds))
 
 
 def _actor_pools(patches: _Patches, scheduler: Scheduler) -> None:
@@ -169,9 +169,9 @@ def _actor_pools(patches: _Patches, scheduler: Scheduler) -> None:
 
         scheduler.spawn("undo-later", body)
 
-    patches.put(offload, "_pool", ActorPool(scheduler, "pool-"))
-    patches.put(offload, "_undo_pool", ActorPool(scheduler, "undo-"))
-    patches.put(offload, "later", later)
+    patches.put(runtime, "_pool", ActorPool(scheduler, "pool-"))
+    patches.put(runtime, "_undo_pool", ActorPool(scheduler, "undo-"))
+    patches.put(runtime, "later", later)
 
 
 def _seeded_engine(patches: _Patches, scheduler: Scheduler, rng: random.Random, db: Any) -> None:

@@ -22,49 +22,30 @@ import logging
 import threading
 from typing import Any, Callable, TypeVar
 
+from . import runtime
+
 T = TypeVar("T")
 logger = logging.getLogger("django_fdbqueue.service")
 
-#: Threads of the pool. A transaction mostly waits on the network (or on SQLite's lock), so a
-#: few more than the cores keep the cluster busy; more would only queue inside the client.
-POOL_THREADS = 16
+#: Threads of the pool (``runtime.pool``). A transaction mostly waits on the network (or on
+#: SQLite's lock), so a few more than the cores keep the cluster busy; more would only queue.
+POOL_THREADS = runtime.POOL_THREADS
 #: Attempts of an undo (each one a retried transaction) before it is given up and logged.
 UNDO_TRIES = 20
-#: Threads that run undos, apart from the pool.
-UNDO_THREADS = 2
 #: Pause between two failed attempts of an undo, doubled each time up to :data:`UNDO_PAUSE_MAX`.
 UNDO_PAUSE = 0.05
 UNDO_PAUSE_MAX = 2.0
 
-_pool: concurrent.futures.ThreadPoolExecutor | None = None
-_undo_pool: concurrent.futures.ThreadPoolExecutor | None = None
 _lock = threading.Lock()
 #: Abandoned results not yet undone (or found to need nothing), for :func:`undos_settled`.
 _pending = 0
 _settled = threading.Condition(_lock)
 
 
-def pool() -> concurrent.futures.ThreadPoolExecutor:
-    """The process's pool, made on first use."""
-    global _pool
-    with _lock:
-        if _pool is None:
-            _pool = concurrent.futures.ThreadPoolExecutor(POOL_THREADS, thread_name_prefix="fdbqueue-async")
-        return _pool
-
-
-def _undoer() -> concurrent.futures.ThreadPoolExecutor:
-    global _undo_pool
-    with _lock:
-        if _undo_pool is None:
-            _undo_pool = concurrent.futures.ThreadPoolExecutor(UNDO_THREADS, thread_name_prefix="fdbqueue-undo")
-        return _undo_pool
-
-
 async def run(func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """``func(*args, **kwargs)`` on the pool; a cancelled caller abandons what it returns."""
     loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(pool(), functools.partial(func, *args, **kwargs))
+    return await loop.run_in_executor(runtime.pool(), functools.partial(func, *args, **kwargs))
 
 
 async def run_undoable(func: Callable[[], T | None], undo: Callable[[T], None]) -> T | None:
@@ -73,7 +54,7 @@ async def run_undoable(func: Callable[[], T | None], undo: Callable[[T], None]) 
     Not started yet: it never runs. Running or done: whatever it returns (None is nothing to
     undo) goes to :func:`undo_later`, since no one will receive it.
     """
-    job = pool().submit(func)
+    job = runtime.pool().submit(func)
     waited = asyncio.wrap_future(job)
     try:
         return await asyncio.shield(waited)
@@ -95,13 +76,13 @@ def _abandoned(job: concurrent.futures.Future[Any], undo: Callable[[Any], None])
     if result is None:  # nothing was taken (or the caller would have had an error, not an item)
         _count(-1)
         return
-    _undoer().submit(_undo, undo, result, 1, UNDO_PAUSE)
+    runtime.undo_pool().submit(_undo, undo, result, 1, UNDO_PAUSE)
 
 
 def undo_later(undo: Callable[[T], None], result: T) -> None:
     """Run ``undo(result)`` on the undo threads, again after each failure, until done or given up."""
     _count(1)
-    _undoer().submit(_undo, undo, result, 1, UNDO_PAUSE)
+    runtime.undo_pool().submit(_undo, undo, result, 1, UNDO_PAUSE)
 
 
 def _count(change: int) -> None:
@@ -120,17 +101,10 @@ def _undo(undo: Callable[[T], None], result: T, attempt: int, pause: float) -> N
         logger.warning("Undo of an abandoned %r failed (attempt %d)", result, attempt, exc_info=True)
         if attempt < UNDO_TRIES:
             longer = min(pause * 2, UNDO_PAUSE_MAX)
-            later(pause, lambda: _undoer().submit(_undo, undo, result, attempt + 1, longer))
+            runtime.later(pause, lambda: runtime.undo_pool().submit(_undo, undo, result, attempt + 1, longer))
             return
         logger.error("Gave up undoing an abandoned %r after %d attempts", result, UNDO_TRIES)
     _count(-1)
-
-
-def later(seconds: float, job: Callable[[], Any]) -> None:
-    """Run ``job`` on a timer's thread in ``seconds`` (a simulation runs it as an actor)."""
-    timer = threading.Timer(seconds, job)
-    timer.daemon = True
-    timer.start()
 
 
 def undos_settled(timeout: float) -> bool:

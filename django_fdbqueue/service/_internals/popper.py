@@ -21,7 +21,7 @@ from django_fdbqueue.fdbapi import fdb
 
 from . import keys
 from .catalog import Entry, require
-from .records import Item
+from ..records import Item
 from .recovery import RESULT_BELL, RESULT_LEAD_BELL, epoch
 
 TOKEN_BYTES = 16

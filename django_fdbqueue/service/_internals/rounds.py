@@ -17,11 +17,12 @@ from typing import Any
 
 from django_fdbqueue.fdbapi import fdb
 
-from . import activity, dedup, keys, kept, visibility
+from . import dedup, keys, kept, tally, visibility
 from .catalog import Entry, counter_bytes
-from .items import BATCH_BYTES, decode_item, head_read, walk
+from .items import BATCH_BYTES, decode_item
+from .reading import head_read, walk
 from .popper import EMPTY, Outcome, Pop
-from .records import Item
+from ..records import Item, now_micros
 from .recovery import (
     GRACE_SECONDS,
     RECOVER_BATCH,
@@ -191,7 +192,7 @@ def _serve(tr: Any, qk: keys.QueueKeys, pairs: list[tuple[Live, Any]], p: Pop | 
     if done.served:
         tr.add(qk.counter(keys.SIZE), counter_bytes(-done.served))
         tr.add(qk.counter(keys.POPPED), counter_bytes(done.served))
-        activity.count(tr, qk, activity.now_micros(), activity.POPPED, done.served)
+        tally.count(tr, qk, now_micros(), tally.POPPED, done.served)
 
 
 def _answer_empty(tr: Any, qk: keys.QueueKeys, unserved: list[Live], p: Pop | None, done: Round) -> None:

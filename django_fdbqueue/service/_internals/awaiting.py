@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Callable, TypeVar
 
-from . import keys, offload, watchhub
+from . import checks, offload, watchhub
 from .waiting import MAX_WAIT_SECONDS, TIMED_OUT_PAUSE, Blocked, try_again_after
 
 T = TypeVar("T")
@@ -30,7 +30,7 @@ async def blocking(db: Any, name: str, wait: object, attempt: Callable[[], Any],
     if wait is None:
         got = await offload.run_undoable(attempt, undo)
         return None if isinstance(got, Blocked) else got
-    seconds = keys.check_seconds(wait, "wait", minimum=0, maximum=MAX_WAIT_SECONDS)
+    seconds = checks.check_seconds(wait, "wait", minimum=0, maximum=MAX_WAIT_SECONDS)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + seconds
     woken_in: watchhub.Channel | None = None

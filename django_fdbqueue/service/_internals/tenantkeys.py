@@ -33,7 +33,7 @@ from typing import Any
 from django_fdbqueue.exceptions import InvalidArgument
 from django_fdbqueue.fdbapi import fdb
 
-from . import keys
+from . import checks, keys
 from .catalog import counter_bytes
 
 from .catalog import TENANTS
@@ -46,7 +46,7 @@ MINUS_ONE = counter_bytes(-1)
 
 def check_tenant(tenant: object) -> str:
     """A tenant: a non-empty string of at most TENANT_MAX_BYTES bytes of UTF-8."""
-    return keys.check_label(tenant, "tenant", TENANT_MAX_BYTES)
+    return checks.check_label(tenant, "tenant", TENANT_MAX_BYTES)
 
 
 def check_fits(name: str, split: bool, tenant: str | None) -> None:

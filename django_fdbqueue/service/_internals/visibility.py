@@ -20,9 +20,9 @@ from typing import Any, Iterable, Iterator, cast
 from django_fdbqueue import codecs
 from django_fdbqueue.fdbapi import choice_reads, fdb
 
-from . import activity, keylimits, keys, tenantkeys
+from . import keylimits, keys, tally, tenantkeys, tokens
 from .catalog import Entry, counter_bytes
-from .records import Item, ScheduledItem, to_datetime
+from ..records import DeadLetter, Item, ScheduledItem, to_datetime
 
 #: Furthest into the future an item may be hidden: a push's delay, a release's delay.
 MAX_DELAY_SECONDS = 366 * 86_400.0
@@ -36,7 +36,7 @@ DELAYED = "delayed"
 
 def item_from(priority: int, stamp: Any, meta: keys.ItemMeta, payload: Any) -> Item:
     value = codecs.get(meta.codec).decode(bytes(payload))
-    return Item(keys.item_id(priority, stamp), priority, value, to_datetime(meta.enqueued_us), meta.attempts)
+    return Item(tokens.item_id(priority, stamp), priority, value, to_datetime(meta.enqueued_us), meta.attempts)
 
 
 class Hidden:
@@ -126,7 +126,7 @@ def bury(
     """Put an item (already taken from where it was) among the dead letters, and count it."""
     tr[qk.dead.pack((priority, stamp, now_us, *meta.elements()))] = payload
     tr.add(qk.counter(keys.DEAD_COUNT), _ONE)
-    activity.count(tr, qk, now_us, activity.DEAD)
+    tally.count(tr, qk, now_us, tally.DEAD)
 
 
 def exhausted(entry: Entry, meta: keys.ItemMeta) -> bool:
@@ -161,7 +161,7 @@ def promote(tr: Any, qk: keys.QueueKeys, entry: Entry, now_us: int, rows: Iterab
         unhide(tr, qk, hidden)
         if hidden.leased:
             keylimits.give_back(tr, qk, entry, hidden.meta)  # a lease ran out: its key's slot too
-            activity.count(tr, qk, now_us, activity.FAILED)
+            tally.count(tr, qk, now_us, tally.FAILED)
         if hidden.leased and exhausted(entry, hidden.meta):
             bury(tr, qk, hidden.priority, hidden.stamp, hidden.meta, bytes(kv.value), now_us)
         else:
@@ -198,3 +198,10 @@ def scheduled_page(
         h = Hidden.from_key(qk, bytes(rows[limit - 1].key))
         last = (h.visible_us, h.priority, h.stamp, h.token)
     return out, last
+
+
+def decode_dead_letter(qk: keys.QueueKeys, kv: Any) -> DeadLetter:
+    """A dead-letter row as the caller sees it: the item, and when it died."""
+    priority, stamp, died_us, *rest = qk.dead.unpack(bytes(kv.key))
+    meta = keys.ItemMeta.from_elements(rest)
+    return DeadLetter(item_from(priority, stamp, meta, kv.value), to_datetime(died_us))

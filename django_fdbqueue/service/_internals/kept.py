@@ -2,7 +2,7 @@
 
 The :class:`~records.Item` a pop returns has the value decoded and the key's other elements
 (codec, dedup key, limit key, tenant) dropped. An async pop whose caller may go away runs inside
-:func:`keeping`; the places that take items (``items.take``, ``contention``) :func:`note` each
+:func:`keeping`; the places that take items (``reading.take``, ``contention``) :func:`note` each
 one, by id, and :func:`taken` finds the one that was returned.
 """
 
@@ -15,8 +15,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from . import keys
-from .records import Item
+from . import keys, tokens
+from ..records import Item
 
 Kept = dict[str, tuple[bytes, tuple[Any, ...], bytes]]
 _local = threading.local()
@@ -54,7 +54,7 @@ def note(qk: keys.QueueKeys, elements: tuple[Any, ...] | list[Any], payload: Any
     """A pop took the item at ``elements`` (priority, stamp, then its meta): keep it if asked."""
     kept = getattr(_local, "kept", None)
     if kept is not None:
-        kept[keys.item_id(elements[0], elements[1])] = (qk.queue_id, tuple(elements), bytes(payload))
+        kept[tokens.item_id(elements[0], elements[1])] = (qk.queue_id, tuple(elements), bytes(payload))
 
 
 def taken(item: Item | None, kept: Kept) -> Taken | None:

@@ -24,7 +24,7 @@ from typing import Any
 
 from . import dedup, keys, visibility
 from .catalog import counter_bytes
-from .records import Item
+from ..records import Item
 
 #: Expired results one round puts back at most (the rest wait for the next round).
 RECOVER_BATCH = 16

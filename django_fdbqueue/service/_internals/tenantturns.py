@@ -22,19 +22,17 @@ tenants) is cleared when met, so the ring never points at nothing for long.
 
 from __future__ import annotations
 
-import random
 from typing import Any
 
 from django_fdbqueue.fdbapi import fdb
 
-from . import keys, tenantkeys, visibility
-from .catalog import _COUNTER, Entry, first
-from .records import Page
+from . import keys, runtime, tenantkeys, visibility
+from .catalog import COUNTER, Entry, first
+from ..records import Page
 from .tenantkeys import TenantKeys
 
 #: How many tenants at the front of the ring a consumer chooses from (at random).
 CHOICES = 4
-_SHUFFLE = random.Random()
 
 
 def _first_of(tr: Any, qk: keys.QueueKeys, tk: TenantKeys, tenant: str, end: str) -> tuple[Any, Any, bool] | None:
@@ -85,7 +83,7 @@ def next_item(tr: Any, qk: keys.QueueKeys, end: str, *, choices: int | None = No
         if not front:
             tr.add_read_conflict_range(r.start, r.stop)  # "no tenant has items" must stay true
             return None
-        start = _SHUFFLE.randrange(len(front))
+        start = runtime.SHUFFLE.randrange(len(front))
         for kv in front[start:] + front[:start]:
             ring_key = bytes(kv.key)
             turn, tenant = tk.ring.unpack(ring_key)
@@ -110,7 +108,7 @@ def next_item(tr: Any, qk: keys.QueueKeys, end: str, *, choices: int | None = No
 def promote_and_walk(
     tr: Any, entry: Entry, qk: keys.QueueKeys, end: str, n: int, max_bytes: int | None = None, sent: Any = None
 ) -> tuple[list[Any], bool]:
-    """What ``items.promote_and_walk`` is for other queues: up to ``n`` items, tenants in turn."""
+    """What ``reading.promote_and_walk`` is for other queues: up to ``n`` items, tenants in turn."""
     if sent is not None:
         now_us, due = sent[0], sent[1]
         visibility.promote(tr, qk, entry, now_us, rows=due)
@@ -157,7 +155,7 @@ def sizes(tr: Any, qk: keys.QueueKeys, top: int, scan: int = 10_000) -> Page[tup
     tk = tenantkeys.of(qk)
     r = tk.sizes.range()
     rows = [
-        (tk.sizes.unpack(bytes(kv.key))[0], _COUNTER.unpack(bytes(kv.value))[0])
+        (tk.sizes.unpack(bytes(kv.key))[0], COUNTER.unpack(bytes(kv.value))[0])
         for kv in tr.snapshot.get_range(r.start, r.stop, limit=scan)
     ]
     rows = sorted((row for row in rows if row[1] > 0), key=lambda row: (-row[1], row[0]))

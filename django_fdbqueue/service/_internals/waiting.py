@@ -27,17 +27,16 @@ a queue of that name: the caller goes on waiting on the new one.)
 
 from __future__ import annotations
 
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, TypeVar
 
 from django_fdbqueue.exceptions import InvalidArgument
-from django_fdbqueue.fdbapi import ErrorCode, FDBError, _count_retry, bounded, is_transaction
+from django_fdbqueue.fdbapi import ErrorCode, FDBError, count_retry, bounded, is_transaction
 
-from . import keys
+from . import checks, keys, runtime
 from .catalog import require
-from .records import now_micros
+from ..records import now_micros
 
 #: Longest a pop or claim may block with ``wait=``, in every face (Python, REST, CLI, worker).
 #: A wait holds what it runs in for its whole length: over HTTP a server worker, and the read
@@ -151,7 +150,7 @@ def look(db: Any, name: str, limit: int, *, end: str = "min") -> Outlook:
             seen = Outlook(visible, limit, next_us, now_us, wake_value, watches, shown_us)
             tr.commit().wait()  # read-only: it cannot conflict; it starts the watches
         except FDBError as error:
-            _count_retry(error.code)
+            count_retry(error.code)
             tr.on_error(error).wait()
             continue
         return seen
@@ -165,7 +164,7 @@ def blocking(db_or_tr: Any, name: str, end: str, wait: object, attempt: Callable
     if wait is None:
         got = attempt()
         return None if isinstance(got, Blocked) else got
-    seconds = keys.check_seconds(wait, "wait", minimum=0, maximum=MAX_WAIT_SECONDS)
+    seconds = checks.check_seconds(wait, "wait", minimum=0, maximum=MAX_WAIT_SECONDS)
     if is_transaction(db_or_tr):
         raise InvalidArgument(
             "wait= blocks across several transactions, so it needs the database, not an open transaction."
@@ -177,7 +176,7 @@ def blocking(db_or_tr: Any, name: str, end: str, wait: object, attempt: Callable
         except FDBError as error:
             if not try_again_after(error, deadline - time.monotonic()):
                 raise
-            pause(TIMED_OUT_PAUSE)
+            runtime.pause(TIMED_OUT_PAUSE)
             continue
         blocked = got if isinstance(got, Blocked) else None
         if got is not None and blocked is None:
@@ -186,24 +185,8 @@ def blocking(db_or_tr: Any, name: str, end: str, wait: object, attempt: Callable
             return None
 
 
-def pause(seconds: float) -> None:
-    """Sleep ``seconds`` (a failed watch's pause; a simulation makes it virtual)."""
-    threading.Event().wait(max(0.0, seconds))
-
-
-def wait_on(watch: Any, seconds: float) -> bool:
-    """Block until the watch fires or `seconds` pass, then let the watch go; True if it fired."""
-    fired = threading.Event()
-    watch.on_ready(lambda _future: fired.set())
-    try:
-        return fired.wait(max(0.0, seconds))
-    finally:
-        if not watch.is_ready():
-            watch.cancel()
-
-
 class AnyOf:
-    """Several watches seen as one, for :func:`wait_on`: ready as soon as any of them is."""
+    """Several watches seen as one, for ``runtime.wait_on``: ready as soon as any of them is."""
 
     def __init__(self, *watches: Any) -> None:
         self.watches = watches
@@ -250,11 +233,11 @@ def until_visible(db: Any, name: str, end: str, deadline: float, blocked: Blocke
         if turn.now:
             seen.watches.cancel()
             return True
-        fired = wait_on(seen.watches, left if turn.seconds is None else min(left, turn.seconds))
+        fired = runtime.wait_on(seen.watches, left if turn.seconds is None else min(left, turn.seconds))
         failed = fired and seen.watches.failed()
         seen.watches.cancel()
         if not failed:
             return time.monotonic() < deadline  # a change or the time it named: try again
         # A watch past the transaction timeout ends with an error: set a new one. One that
         # failed at once must not make this loop spin.
-        pause(min(WATCH_FAILURE_PAUSE, deadline - time.monotonic()))
+        runtime.pause(min(WATCH_FAILURE_PAUSE, deadline - time.monotonic()))

@@ -13,15 +13,16 @@ from django_fdbqueue.conf import get_settings
 from django_fdbqueue.exceptions import QueueAlreadyExists, QueueNotFound, WrongQueueKind
 from django_fdbqueue.fdbapi import fdb, root_of, subspace_of, transactional
 
-from . import attempts, keys
-from .records import Page, QueueInfo, now_micros, to_datetime
+from . import attempts, keys, tokens
+from ..records import Page, QueueInfo, now_micros, to_datetime
 
 R = TypeVar("R")
 
 QUEUE_ID_BYTES = 16
 TENANTS = "e"  # a tenant queue's tenants (``tenantkeys``, which names the same letter)
 LIST_LIMIT_MAX = 1000
-_COUNTER = struct.Struct("<q")
+#: A counter's value: 8 bytes, little-endian and signed, as FoundationDB's atomic ``add`` takes it.
+COUNTER = struct.Struct("<q")
 
 
 @dataclass(frozen=True)
@@ -72,13 +73,13 @@ def root(db_or_tr: Any = None) -> Any:
 
 def counter_bytes(delta: int) -> bytes:
     """The parameter of an atomic add: 8-byte little-endian two's complement."""
-    return _COUNTER.pack(delta)
+    return COUNTER.pack(delta)
 
 
 def read_counter(raw: Any) -> int:
     if raw is None or not raw.present():
         return 0
-    return cast(int, _COUNTER.unpack(bytes(raw))[0])
+    return cast(int, COUNTER.unpack(bytes(raw))[0])
 
 
 def first(result: Any) -> Any:
@@ -119,6 +120,12 @@ _METADATA_VERSION_PARAM = b"\x00" * 14
 _CACHE_LIMIT = 10_000
 _cache: dict[tuple[bytes, str], tuple[bytes, Entry]] = {}
 _cache_lock = threading.Lock()
+
+
+def forget_entries() -> None:
+    """Forget every cached catalog entry (a store replaced under the same root: a simulation's)."""
+    with _cache_lock:
+        _cache.clear()
 
 
 def _catalog_changed(tr: Any) -> None:
@@ -407,5 +414,5 @@ def list_queues(tr: Any, prefix: str, after: str | None, limit: int) -> Page[Que
         (name,) = cat.unpack(bytes(kv.key))
         entry = Entry.unpack(name, kv.value)
         infos.append(info(tr, entry, keys.queue_keys(root_space, entry.queue_id)))
-    next_cursor = keys.list_cursor(infos[-1].name) if len(rows) > limit else None
+    next_cursor = tokens.list_cursor(infos[-1].name) if len(rows) > limit else None
     return Page(infos, next_cursor)

@@ -19,28 +19,26 @@ claims take tenants in turn) ignore it.
 
 from __future__ import annotations
 
-import random
 from typing import Any
 
 from django_fdbqueue.fdbapi import at_reused_version
 
-from . import keylimits, keys, visibility
+from . import checks, keylimits, keys, runtime, visibility
 from .catalog import Entry
-from .items import FirstReads, head_read, walk
-from .records import now_micros
+from .reading import FirstReads
+from .reading import head_read, walk
+from ..records import now_micros
 from .rounds import SnapshotReads
 
 #: The widest spread a claim may ask for (its first read fetches that many items).
 MAX_SPREAD = 100
-
-_PICK = random.Random()
 
 
 def check(spread: object) -> int | None:
     """``spread`` as given to ``claim``: None (exact order) or 2 to :data:`MAX_SPREAD`."""
     if spread is None:
         return None
-    return keys.check_count(spread, "spread", minimum=2, maximum=MAX_SPREAD)
+    return checks.check_count(spread, "spread", minimum=2, maximum=MAX_SPREAD)
 
 
 def applies(entry: Entry) -> bool:
@@ -70,6 +68,6 @@ def choose(tr: Any, entry: Entry, qk: keys.QueueKeys, end: str, spread: int, sen
     kvs, _cut = walk(_reads(tr), qk, end, spread, head=head)
     if not kvs:
         return None
-    kv = _PICK.choice(kvs)
+    kv = runtime.PICK.choice(kvs)
     tr.add_read_conflict_key(bytes(kv.key))
     return kv

@@ -42,9 +42,9 @@ from typing import Any
 from django_fdbqueue.exceptions import InvalidArgument
 from django_fdbqueue.fdbapi import fdb, transactional
 
-from . import keys
+from . import checks, keys
 from .catalog import Entry, counter_bytes, require, set_options
-from .records import QueueInfo
+from ..records import QueueInfo
 
 #: Longest limit key, in bytes of UTF-8.
 KEY_MAX_BYTES = 100
@@ -68,7 +68,7 @@ _PLUS_ONE = counter_bytes(1)
 
 def check_key(key: object) -> str:
     """A limit key: a non-empty string of at most KEY_MAX_BYTES bytes of UTF-8."""
-    return keys.check_label(key, "key", KEY_MAX_BYTES)
+    return checks.check_label(key, "key", KEY_MAX_BYTES)
 
 
 def check_concurrency(value: object) -> int | None:

@@ -22,10 +22,10 @@ from typing import Any
 from django_fdbqueue.exceptions import LeaseNotFound, QueueNotFound
 from django_fdbqueue.fdbapi import transactional
 
-from . import keylimits, keys, leases, recovery, settled, visibility
+from . import keylimits, leases, recovery, settled, tokens, visibility
 from .catalog import require
 from .kept import Taken
-from .records import Lease
+from ..records import Lease
 
 _GIVEN_BACK = b"given-back"
 logger = logging.getLogger("django_fdbqueue.service")
@@ -72,7 +72,7 @@ def unclaim(db: Any, lease: Lease) -> None:
 
 
 @transactional
-def _unclaim(tr: Any, r: keys.Receipt) -> None:
+def _unclaim(tr: Any, r: tokens.Receipt) -> None:
     held = leases.held_lease(tr, r, expired_ok=True)
     hidden, qk = held.hidden, held.qk
     payload = tr[hidden.key(qk)]

@@ -1,187 +1,16 @@
 """High-contention pops: many clients popping one queue without fighting over its first item.
 
-Why
-===
+FoundationDB's priority-queue recipe's cure, made exact: a pop that keeps losing races files a
+request (registered with a versionstamped key, so requests are served in commit order), and one
+leader at a time runs fulfil rounds that hand items to every waiting request in one transaction,
+then hands the next round on to a pop it answered. Results are keyed by what their owner knows
+(deadline, token), receipts let a retry after 1021 find what its first attempt took, and rounds
+put back what dead poppers left. The keys are under the queue's ``"r"`` subspace (``keys.py``);
+the protocol, its guarantees and their reasons are in docs/explanation/high-contention-pop.md.
 
-A plain pop reads the first item of the queue with an ordinary read and clears it. Pops that
-overlap in time read the same first item, so all but one fail with 1020 (``not_committed``),
-back off and retry, and the retries can collide again: the more clients pop one queue, and the
-longer a transaction takes (on a cluster, network round trips), the more work is thrown away.
-FoundationDB's priority-queue recipe suggests the cure implemented here: *staging*. A pop that
-keeps losing does not race for an item any more; it files a request, and the next "fulfil
-round", run by any popper, hands items to every waiting request in one transaction. Pops then
-meet in batches instead of fighting over each item.
-
-``pop(db, name, end)`` below is what ``service.pop(..., mode="high-contention")`` calls.
-Four modules share the work: this one has the caller's steps and the entry point, ``popper`` one
+``pop(db, name, end)`` below is what ``service.pop(..., mode="high-contention")`` calls. Four
+modules share the work: this one has the caller's steps and the entry point, ``popper`` one
 pop's identity and what is in doubt, ``rounds`` the fulfil rounds, ``recovery`` the clean-up.
-
-Data model
-==========
-
-Under the queue's ``"r"`` subspace (see ``keys.py``)::
-
-    r / end / vs / token                   -> (deadline_us,)       a waiting request
-    r / "res" / deadline_us / token / 1 / priority / vs / enqueued_at_us / codec -> payload
-    r / "res" / deadline_us / token / 0    -> b""                  "the queue was empty"
-    r / "res" / deadline_us / token / 2    -> b""                  its bell: answered
-    r / "res" / deadline_us / token / 3    -> b""                  its bell: run the next round
-    r / "lead" / end                       -> (token, until_us)    who runs the rounds now
-    r / "rcpt" / epoch / client            -> (token, item_id)     a receipt
-
-* Every pop call picks a random 16-byte ``token`` and a ``deadline`` (wall clock, microseconds).
-* A **request** is written with ``set_versionstamped_key``: its key holds the versionstamp of the
-  commit that registered it, so requests are ordered by registration commit, exactly and without
-  randomness (the recipe's "semi-ordered set", made fully ordered). ``end`` ("min" or "max")
-  keeps the two ends of a double-ended queue apart.
-* A **result** is keyed by the owner's deadline and token, both of which the owner knows before
-  it registers, and then by the item's own key elements. So the owner finds its result with one
-  range read even when it never learned its request's versionstamp; the item can be put back at
-  exactly its old key; two results for one owner (which the protocol never produces) could never
-  overwrite each other; and the results whose owners' deadlines passed are one range read from
-  the start of ``r/"res"``. The value is the item's payload, byte for byte, so it fits in a value
-  exactly as the item did. Beside its results a request has two **bells**, keys its owner
-  watches from the moment it registers: a round writes the first when it answers the request,
-  the second when it hands the request's owner the next round.
-* The **lead** key names the one pop that runs the rounds of ``end`` now, and until when it
-  must have run one before any waiting pop may run one instead.
-* A **receipt** is written by every transaction that hands an item to the caller running it:
-  one slot per client thread (a random id per thread of each process), overwritten by each of
-  its pops, so it costs one write per pop and no clean-up. It is how a retry after
-  ``commit_unknown_result`` (1021) learns that its earlier attempt did commit (FoundationDB's
-  documented idempotency pattern). Slots are grouped by the hour of their pop's deadline, and a
-  blind ``clear_range`` of the hours before the previous one (no read, so it conflicts with
-  nothing) rides along in fulfil rounds and in some plain pops.
-
-Protocol
-========
-
-1. **Arrive.** One transaction snapshot-reads the requests waiting at ``end``. If there are
-   none, it pops as a plain pop does (the service's ``take``: an ordinary read of the first
-   item, so it conflicts exactly like a plain pop) and writes its receipt: uncontended, a pop
-   is this one transaction. If requests are waiting, it registers behind them (step 2) in the
-   same transaction: the waiting pops keep their turn. The look is a snapshot read because a
-   request arriving meanwhile does not make this pop wrong, and conflicting with every
-   registration would bring back the contention we avoid.
-2. **Register.** An arriving pop whose attempts conflict (1020) retries with ``on_error``'s
-   back-off, like a plain pop; after :data:`STAGE_AFTER_CONFLICTS` conflicts it stops racing
-   and writes its request (in a fresh transaction, so that the back-off and TIMEOUT budget the
-   lost races used up are not held against it). The request's key is learned after the commit
-   from ``tr.get_versionstamp()``. The registering transaction also sets the watches on the
-   pop's two bells, and reads the ``lead`` key (a snapshot read): when nobody leads, it names
-   itself there, with a read conflict on that key, so that of several pops registering at
-   once exactly one leads and the others register again behind it.
-3. **Fulfil rounds, one leader at a time.** A round is one transaction. It reads, together,
-   the ``lead`` key (an ordinary read: it runs only while the key names its pop, or names
-   nobody live), up to :data:`~rounds.ROUND_REQUESTS` requests of ``end`` and as many items from
-   ``end`` in pop order, the last two with snapshot reads (the service's ``walk_min`` /
-   ``walk_max`` seen through snapshot reads). It pairs them in order and, for each pair, adds
-   a read conflict on the exact request key and the exact item key, clears the item (item key
-   and order index) and the request, writes the owner's result and rings its answered bell (or,
-   for the pop running the round, only writes its receipt: the item is returned at commit).
-   Counters move with atomic adds, as in a plain pop. Snapshot reads plus per-key conflicts
-   mean that the round conflicts with a transaction that took one of *its* items or touched one
-   of *its* requests, not with pushes, registrations or pops elsewhere in the queue. (One
-   conservative exception, FoundationDB's own: a versionstamped key reserves every key from its
-   transaction's read version upwards, so a push or registration that began before an item or
-   request we take was committed, and commits after our read, conflicts with us; the round is
-   simply redone.) When the queue runs out (the walk returned fewer items than requests, and
-   not because of the byte budget), the surplus requests are answered "empty", after a read
-   conflict on the whole items range: a push that commits before the round conflicts with it,
-   so "empty" is true at commit. Then the round **hands on**: it names the last request it
-   answered (not its own pop's) in the ``lead`` key and rings that request's lead bell. That pop
-   runs the next round, serving whoever registered meanwhile, before it collects its own
-   result. A round that answered nobody else names nobody, with a read conflict on the whole
-   request range: a registration that committed meanwhile, and so may have seen the old leader
-   and not named itself, makes the round run again and serve it. So exactly one pop runs rounds
-   at any moment, rounds follow each other without colliding, and each serves every request
-   that arrived during the one before: the more pops wait, the more one commit serves.
-4. **Wait.** A pop whose request is waiting waits for either of its bells, or for a short,
-   jittered timeout (:data:`WAIT_SECONDS`). Its lead bell rung, it runs the next round at
-   once. Otherwise it settles (step 5): a pop that finds it is named, or that nobody live is
-   named (the leader may have died: its turn ran out :data:`~rounds.LEAD_SECONDS` after it was
-   named), runs a round itself; one still waiting watches its bells again. Nobody spins.
-5. **Collect.** One transaction reads the pop's result range. If a result is there, it clears
-   it (and the bells) instead, writing the receipt, and commits: its item is returned, or None
-   for an "empty" result.
-
-Abandonment
-===========
-
-A popper may die at any point after registering, so requests and results carry the owner's
-deadline: rounds drop requests, and put back the items of results, whose deadline passed more
-than :data:`GRACE_SECONDS` ago (clocks of popping machines must agree within it), and a pop that
-reaches its own deadline withdraws and raises ``FDBError`` 1031. ``recovery.py`` has the details.
-A leader that dies (or withdraws) holds up the rounds for at most :data:`~rounds.LEAD_SECONDS`
-plus one waiting pop's timeout: then a waiting pop finds the ``lead`` key out of date and leads.
-
-Exactly once
-============
-
-Every item is returned to exactly one caller, or stays in (or returns to) the queue:
-
-* Item keys are taken only with a read conflict on the exact key (rounds) or the plain pop's
-  ordinary read (fast path), so two transactions never both take one item.
-* A result is cleared by its owner or by recovery, each with a read conflict on it, so only one
-  of them can get it.
-* ``commit_unknown_result`` (1021) says an attempt may or may not have committed. FoundationDB's
-  client, before it reports 1021, commits a small transaction that conflicts with the attempt
-  (``commitDummyTransaction`` in its ``tryCommit``), so the attempt can no longer commit later:
-  a retry's reads see its effects, or it never happened. (The embedded engine decides at once.)
-  On that basis each step checks before it acts again:
-
-  - a transaction that hands the caller an item (a fast-path pop, a leading pop's own round, a
-    collect, a withdrawal that finds a result) also writes
-    the caller thread's **receipt**, ``(token, item id)``; its retry reads the receipt first and,
-    if it names this pop and an item an attempt in doubt took, returns that item;
-  - a **registration** retried after 1021 first looks (snapshot reads) for a request or a result
-    carrying its token, so one caller never has two requests;
-  - a **round** that served others needs nothing: the next round reads the state afresh (a
-    hand-on in doubt leaves the ``lead`` key naming either pop: the named one runs the next
-    round, or its turn runs out and a waiting pop does);
-  - an "empty" answer in doubt is settled by the request: still there means not answered.
-
-  Were a caller ever to end up with two requests, the extra one would be served into a result
-  nobody collects, and recovery would put the item back after the deadline: an item can be
-  *delayed* by a lost caller, never lost or duplicated.
-* What can still lose an item is what loses one in any FoundationDB application: a commit that
-  fails with 1031 (``transaction_timed_out``) or 1025 (cancelled) has an unknown outcome too,
-  without that guarantee, and is raised to the caller rather than retried. And a receipt is kept
-  for one to two hours (``recovery.RECEIPT_EPOCH_SECONDS``) after its pop's deadline: a retry loop
-  lasting longer could not tell.
-
-Order
-=====
-
-* Requests are served in the order their registrations committed; within a round, items leave
-  the queue in pop order and go to requests in request order, so an earlier request gets an
-  earlier item. (A leader's own request is one of them: it takes its turn too.)
-* A round works from its snapshot. For a FIFO queue that is exact: a push always lands behind
-  every item the snapshot saw, so items still leave in push order. For a priority queue, an item
-  pushed *ahead* of the round's items (a more urgent priority) after its snapshot does not
-  conflict with it: the round hands out the items it saw, and the newcomer goes to the next
-  round (a plain pop would have retried and taken the newcomer).
-* Each caller's successive pops return items in queue order (its next pop starts after its
-  previous one returned, so the transaction that serves it sees the queue without the earlier
-  items), unless items are pushed ahead of them as above.
-* Items put back by recovery return to their old place, ahead of items that were popped while
-  they were away.
-* Arriving pops never overtake waiting requests: a pop takes the plain fast path only when no
-  request is waiting (as of its snapshot), and otherwise registers behind them.
-
-Costs
-=====
-
-Uncontended, a pop is one transaction, like a plain pop, plus a snapshot read of the (empty)
-request range and a receipt write. Contended, a pop is a registration (which also watches its
-bells), a share of one round (whose commit serves every request that arrived during the round
-before), and a collect: two commits of its own, and next to no failed ones, where plain pops
-lose most of their races. At a real cluster's commit latency that is what lets many poppers
-share a queue (docs/explanation/performance.md has the figures); on the embedded engine, whose
-commits are serialized in one SQLite file and whose conflicts are detected cheaply, plain pops
-lose few races and this mode costs more than it saves. The benchmark
-(``manage.py fdbqueue bench --strategy high-contention``) measures it on a given store;
-``mode="plain"`` stays the default.
 """
 
 from __future__ import annotations
@@ -195,19 +24,19 @@ from django_fdbqueue.fdbapi import (
     RETRYABLE_CODES,
     ErrorCode,
     FDBError,
-    _count_retry,
+    count_retry,
     bounded,
     fdb,
     is_transaction,
     make_error,
 )
 
-from . import keys, kept
+from . import checks, kept, keys, runtime
 from .catalog import Entry, first, require
-from .items import take
+from .reading import take
 from .popper import EMPTY, GONE, LEAD, STAGED, Outcome
 from .popper import Pop as _Pop
-from .records import Item, now_micros
+from ..records import Item, now_micros
 from .recovery import (
     EXPIRE_RECEIPTS_EVERY,
     GRACE_SECONDS,
@@ -220,7 +49,7 @@ from .recovery import (
     returned,
 )
 from .rounds import LEAD_SECONDS, Round, SnapshotReads, fulfil_in
-from .waiting import AnyOf, wait_on
+from .waiting import AnyOf
 
 __all__ = ["DEFAULT_TIMEOUT", "GRACE_SECONDS", "LEAD_SECONDS", "Round", "SnapshotReads", "pop", "fulfil"]
 
@@ -239,7 +68,7 @@ _Versionstamp = fdb.tuple.Versionstamp
 
 def _retry(tr: Any, error: Exception) -> None:
     """Count the error as ``transactional`` does, then back off (or re-raise) as ``on_error`` decides."""
-    _count_retry(error.code)  # type: ignore[attr-defined]
+    count_retry(error.code)  # type: ignore[attr-defined]
     tr.on_error(error).wait()
 
 
@@ -357,7 +186,7 @@ def _arrive(db: Any, p: _Pop, *, stage: bool = False) -> Item | Outcome | None:
                 if conflicts >= STAGE_AFTER_CONFLICTS:
                     # Register, in a fresh transaction: the back-off and the TIMEOUT budget
                     # that the lost races used up are not the registration's.
-                    _count_retry(error.code)
+                    count_retry(error.code)
                     stage = True
                     tr = db.create_transaction()
                     continue
@@ -386,7 +215,7 @@ def _fulfil(db: Any, name: str, end: str, p: _Pop | None, *, lead: bool = False)
     except FDBError as error:
         if error.code not in RETRYABLE_CODES:
             raise
-        _count_retry(error.code)
+        count_retry(error.code)
         if p is not None and error.code == ErrorCode.COMMIT_UNKNOWN_RESULT:
             p.doubt(done.mine)
         if lead:
@@ -402,8 +231,8 @@ def fulfil(db: Any, name: str, end: str = "min") -> Round:
     requests and results dealt with when nobody is popping. One attempt: a round that conflicts
     returns ``Round(committed=False)``.
     """
-    keys.check_name(name)
-    keys.check_end(end)
+    checks.check_name(name)
+    checks.check_end(end)
     if is_transaction(db):
         raise InvalidArgument("fulfil runs its own transaction: pass the database.")
     return _fulfil(db, name, end, None)
@@ -526,8 +355,8 @@ def pop(db: Any, name: str, end: str = "min", *, timeout: float | None = None) -
             "A high-contention pop runs several transactions of its own, so it cannot join an "
             "open transaction: pass the database, or pop with mode='plain' inside a transaction."
         )
-    keys.check_name(name)
-    keys.check_end(end)
+    checks.check_name(name)
+    checks.check_end(end)
     seconds = _check_timeout(timeout)
     p = _Pop(name, end, now_micros() + micros(seconds), time.monotonic() + seconds)
     try:
@@ -573,7 +402,7 @@ def _serve(db: Any, p: _Pop) -> Item | None:
             if done.committed and done.mine is not None:
                 return _finish(done.mine)
         elif p.watch is not None:
-            wait_on(p.watch, min(random.uniform(*WAIT_SECONDS), p.left()))
+            runtime.wait_on(p.watch, min(random.uniform(*WAIT_SECONDS), p.left()))
             named = _rang(p.lead_watch)
             _let_go(p)
             if named and p.left() > 0:

@@ -20,10 +20,10 @@ from __future__ import annotations
 import random
 from typing import Any, Callable, TypeVar
 
-from django_fdbqueue.fdbapi import FDBError, _count_retry, bounded, is_transaction, remember_commit
+from django_fdbqueue.fdbapi import FDBError, count_retry, bounded, is_transaction, remember_commit
 
 from . import keys
-from .records import now_micros
+from ..records import now_micros
 
 T = TypeVar("T")
 
@@ -92,5 +92,5 @@ def run(db_or_tr: Any, attempt: Callable[[Any, bool], T]) -> T:
             remember_commit(db_or_tr, tr)  # the thread's next pop or claim may start from it
             return result
         except FDBError as error:
-            _count_retry(error.code)
+            count_retry(error.code)
             tr.on_error(error).wait()

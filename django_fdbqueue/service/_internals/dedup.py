@@ -24,8 +24,8 @@ from typing import Any
 
 from django_fdbqueue.fdbapi import fdb
 
-from . import keys
-from .records import Item, now_micros, to_datetime
+from . import keys, tokens
+from ..records import Item, now_micros, to_datetime
 
 DEDUP_WINDOW_SECONDS = 300
 PRUNE_BATCH = 4
@@ -61,7 +61,7 @@ def existing(raw: Any, value: Any, now_us: int) -> Item | None:
     priority, stamp, enqueued_us, kept_until_us = fdb.tuple.unpack(bytes(raw))
     if kept_until_us != _ALIVE and kept_until_us <= now_us:
         return None
-    return Item(keys.item_id(priority, stamp), priority, value, to_datetime(enqueued_us), duplicate=True)
+    return Item(tokens.item_id(priority, stamp), priority, value, to_datetime(enqueued_us), duplicate=True)
 
 
 def remember(tr: Any, qk: keys.QueueKeys, dedup_key: str, priority: int, stamp: Any, enqueued_us: int) -> None:

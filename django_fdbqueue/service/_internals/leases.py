@@ -28,11 +28,11 @@ from typing import Any, Callable
 from django_fdbqueue.exceptions import InvalidReceipt, LeaseExpired, LeaseNotFound
 from django_fdbqueue.fdbapi import transactional, vouch
 
-from . import activity, dedup, keyclaims, keylimits, keys, settled, spread, tenantturns, visibility
+from . import checks, dedup, keyclaims, keylimits, keys, settled, spread, tally, tenantturns, tokens, visibility
 from .waiting import Blocked
 from .catalog import counter_bytes, require, require_with_entry
-from .items import promote_and_walk
-from .records import Lease, SteppedLease, now_micros, to_datetime
+from .reading import promote_and_walk
+from ..records import Lease, SteppedLease, now_micros, to_datetime
 
 DEFAULT_LEASE_SECONDS = 30.0
 MAX_LEASE_SECONDS = 43_200.0
@@ -42,6 +42,11 @@ READY = "ready"
 DELAYED = "delayed"
 DEAD = "dead"
 RELEASED = frozenset({READY, DELAYED, DEAD})
+
+
+def check_lease(seconds: object, what: str = "lease") -> float:
+    """A lease's length as given to claim or extend: over 0, at most MAX_LEASE_SECONDS."""
+    return checks.check_seconds(seconds, what, minimum=0, maximum=MAX_LEASE_SECONDS, inclusive_minimum=False)
 
 
 def _micros(seconds: float) -> int:
@@ -100,8 +105,8 @@ def _lease(
         now_us + _micros(lease), priority, stamp, os.urandom(keys.LEASE_TOKEN_BYTES), meta.claimed()
     )
     visibility.hide(tr, qk, hidden, bytes(kv.value))
-    activity.count(tr, qk, now_us, activity.CLAIMED)
-    receipt = keys.Receipt(name, qk.queue_id, priority, stamp, hidden.token).encode()
+    tally.count(tr, qk, now_us, tally.CLAIMED)
+    receipt = tokens.Receipt(name, qk.queue_id, priority, stamp, hidden.token).encode()
     item = visibility.item_from(priority, stamp, hidden.meta, kv.value)
     claimed = Lease(item, receipt, to_datetime(hidden.visible_us))
     if step is None:
@@ -121,10 +126,10 @@ claim_spread_once = transactional(_claim)
 # --- the lease a receipt names ------------------------------------------------------------------
 
 
-def parse(receipt: object, name: str | None) -> keys.Receipt:
+def parse(receipt: object, name: str | None) -> tokens.Receipt:
     if name is not None:
-        keys.check_name(name)
-    parsed = keys.parse_receipt(receipt)
+        checks.check_name(name)
+    parsed = tokens.parse_receipt(receipt)
     if name is not None and parsed.name != name:
         raise InvalidReceipt(f"This receipt belongs to queue {parsed.name!r}, not {name!r}.", name=name)
     return parsed
@@ -142,7 +147,7 @@ class Held:
         self.now_us = now_us
 
 
-def held_lease(tr: Any, r: keys.Receipt, *, expired_ok: bool = False) -> Held:
+def held_lease(tr: Any, r: tokens.Receipt, *, expired_ok: bool = False) -> Held:
     """The lease ``r`` names, still hidden under its token; LeaseExpired once its time is up.
 
     ``expired_ok``: a lease whose time is up but that nothing has moved on yet (no claim or pop
@@ -163,7 +168,7 @@ def held_lease(tr: Any, r: keys.Receipt, *, expired_ok: bool = False) -> Held:
     return Held(entry, qk, hidden, now_us)
 
 
-def _settle(db_or_tr: Any, r: keys.Receipt, body: Callable[[Any, Held], str], answers: frozenset[str]) -> str:
+def _settle(db_or_tr: Any, r: tokens.Receipt, body: Callable[[Any, Held], str], answers: frozenset[str]) -> str:
     """Run ``body`` on the held lease, retrying like ``transactional``, safe against commits in doubt.
 
     A lease not found whose token has a settled marker among ``answers`` (the outcomes this
@@ -184,7 +189,7 @@ def _settle(db_or_tr: Any, r: keys.Receipt, body: Callable[[Any, Held], str], an
     return settled.run(db_or_tr, attempt)
 
 
-def _settled_as(tr: Any, r: keys.Receipt) -> str | None:
+def _settled_as(tr: Any, r: tokens.Receipt) -> str | None:
     """The outcome a settled marker records for this receipt's lease, if any."""
     _entry, qk = require(tr, r.name)  # the queue is the receipt's: held_lease checked its id
     found = settled.recorded(tr, qk, (r.token,))
@@ -202,7 +207,7 @@ def ack(db_or_tr: Any, receipt: str, name: str | None = None) -> None:
         visibility.unhide(tr, qk, hidden)
         keylimits.give_back(tr, qk, held.entry, hidden.meta)
         tr.add(qk.counter(keys.POPPED), counter_bytes(1))
-        activity.count(tr, qk, held.now_us, activity.ACKED)
+        tally.count(tr, qk, held.now_us, tally.ACKED)
         dedup.consumed(tr, qk, hidden.priority, hidden.stamp, hidden.meta)
         settled.mark(tr, qk, (r.token,), ACKED.encode("ascii"), now_us=held.now_us)
         return ACKED
@@ -222,7 +227,7 @@ def release(db_or_tr: Any, receipt: str, delay: float, name: str | None = None) 
         payload = bytes(payload)
         visibility.unhide(tr, qk, hidden)
         keylimits.give_back(tr, qk, held.entry, hidden.meta)
-        activity.count(tr, qk, held.now_us, activity.FAILED)
+        tally.count(tr, qk, held.now_us, tally.FAILED)
         if visibility.exhausted(held.entry, hidden.meta):
             visibility.bury(tr, qk, hidden.priority, hidden.stamp, hidden.meta, payload, held.now_us)
             outcome = DEAD
@@ -242,7 +247,7 @@ def release(db_or_tr: Any, receipt: str, delay: float, name: str | None = None) 
 
 
 @transactional
-def _extend(tr: Any, r: keys.Receipt, seconds: float) -> Lease:
+def _extend(tr: Any, r: tokens.Receipt, seconds: float) -> Lease:
     held = held_lease(tr, r)
     hidden, qk = held.hidden, held.qk
     old_key = hidden.key(qk)

@@ -1,0 +1,176 @@
+"""Writes: the methods a transaction offers to change keys (sets, clears, atomic operations,
+versionstamped keys and values, conflict ranges by hand), buffered in its write cache until commit.
+
+Checks that FoundationDB makes at commit (key and value sizes) are deferred here too: the
+binding's write calls return nothing, so their errors come from ``commit``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django_fdbqueue.fdbapi import ErrorCode, make_error, strinc
+
+from . import atomic
+from .keys import LEGAL_KEY_END, MAX_KEY_SIZE, MAX_VALUE_SIZE, checked_range, is_selector, key_bytes, value_bytes
+from .storage import METADATA_VERSION_KEY
+from .versionstamps import landing_range, split_stamp_offset
+from .write_cache import WriteCache
+
+
+class WriteMethods:
+    """The write methods of ``transaction.Transaction`` (its only user), apart so each file reads
+    in one sitting; the state they use is the transaction's own."""
+
+    _cache: WriteCache
+    _write_ranges: list[tuple[bytes, bytes]]
+    _read_ranges: list[list[bytes]]
+    _deferred_error: int | None
+    _read_version: int | None
+
+    def _write_allowed(self) -> bool:
+        raise NotImplementedError
+
+    def _ensure_read_version(self) -> int:
+        raise NotImplementedError
+
+    def _resolve_selector(self, selector: Any, snapshot: bool) -> bytes:
+        raise NotImplementedError
+
+    # -- writes ----------------------------------------------------------------------
+    def _check_key(self, key: bytes, system_ok: bool = False) -> None:
+        """Key limits fail at commit, as in the binding (its writes return nothing)."""
+        if len(key) > MAX_KEY_SIZE:
+            self._deferred_error = self._deferred_error or ErrorCode.KEY_TOO_LARGE
+        elif key >= LEGAL_KEY_END and not (system_ok and key == METADATA_VERSION_KEY):
+            self._deferred_error = self._deferred_error or ErrorCode.KEY_OUTSIDE_LEGAL_RANGE
+
+    def _check_value(self, value: bytes) -> None:
+        if len(value) > MAX_VALUE_SIZE:
+            self._deferred_error = self._deferred_error or ErrorCode.VALUE_TOO_LARGE
+
+    def _write_point(self, key: bytes, system_ok: bool = False) -> bool:
+        """Common checks of a one-key write; records its write conflict range once per key."""
+        if not self._write_allowed():
+            return False
+        self._check_key(key, system_ok)
+        if key not in self._cache.entries:
+            self._write_ranges.append((key, key + b"\x00"))
+        return True
+
+    def set(self, key: Any, value: Any) -> None:
+        key, value = key_bytes(key), value_bytes(value)
+        if self._write_point(key):
+            self._check_value(value)
+            self._cache.set(key, value)
+
+    def clear(self, key: Any) -> None:
+        if is_selector(key):
+            key = self._resolve_selector(key, False)
+        key = key_bytes(key)
+        if self._write_point(key):
+            self._cache.set(key, None)
+
+    def clear_range(self, begin: Any, end: Any) -> None:
+        begin = b"" if begin is None else begin
+        end = LEGAL_KEY_END if end is None else end
+        begin = self._resolve_selector(begin, False) if is_selector(begin) else key_bytes(begin)
+        end = self._resolve_selector(end, False) if is_selector(end) else key_bytes(end)
+        if begin > end:
+            raise make_error(ErrorCode.INVERTED_RANGE)
+        if end > LEGAL_KEY_END:
+            raise make_error(ErrorCode.KEY_OUTSIDE_LEGAL_RANGE)
+        if begin == end or not self._write_allowed():
+            return
+        self._cache.clear_range(begin, end)
+        self._write_ranges.append((begin, end))
+
+    def clear_range_startswith(self, prefix: Any) -> None:
+        prefix = key_bytes(prefix)
+        self.clear_range(prefix, strinc(prefix))
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self.set(key, value)
+
+    def __delitem__(self, key: Any) -> None:
+        if isinstance(key, slice):
+            self.clear_range(key.start, key.stop)
+        else:
+            self.clear(key)
+
+    def _atomic(self, name: str, key: Any, param: Any) -> None:
+        key, param = key_bytes(key), value_bytes(param)
+        if self._write_point(key):
+            self._check_value(param)
+            self._cache.atomic(key, atomic.OPERATIONS[name], param)
+
+    def add(self, key: Any, param: Any) -> None:
+        """Atomic little-endian add; reads nothing, so concurrent adds never conflict."""
+        self._atomic("add", key, param)
+
+    def bit_and(self, key: Any, param: Any) -> None:
+        self._atomic("bit_and", key, param)
+
+    def bit_or(self, key: Any, param: Any) -> None:
+        self._atomic("bit_or", key, param)
+
+    def bit_xor(self, key: Any, param: Any) -> None:
+        self._atomic("bit_xor", key, param)
+
+    def max(self, key: Any, param: Any) -> None:
+        self._atomic("max", key, param)
+
+    def min(self, key: Any, param: Any) -> None:
+        self._atomic("min", key, param)
+
+    def byte_max(self, key: Any, param: Any) -> None:
+        self._atomic("byte_max", key, param)
+
+    def byte_min(self, key: Any, param: Any) -> None:
+        self._atomic("byte_min", key, param)
+
+    def compare_and_clear(self, key: Any, param: Any) -> None:
+        self._atomic("compare_and_clear", key, param)
+
+    def append_if_fits(self, key: Any, param: Any) -> None:
+        self._atomic("append_if_fits", key, param)
+
+    def set_versionstamped_key(self, key: Any, value: Any) -> None:
+        """Write `value` at `key` with its 10-byte placeholder replaced by the commit's stamp."""
+        key, value = key_bytes(key), value_bytes(value)
+        body, offset = split_stamp_offset(key)
+        if not self._write_allowed():
+            return
+        self._check_key(body)
+        self._check_value(value)
+        landing = landing_range(body, offset, self._read_version)
+        self._write_ranges.append(landing)
+        self._cache.stamped_key(body, offset, value, landing)
+
+    def set_versionstamped_value(self, key: Any, value: Any) -> None:
+        """Write `value` with its placeholder replaced by the commit's stamp; unreadable until then."""
+        key, value = key_bytes(key), value_bytes(value)
+        body, offset = split_stamp_offset(value)
+        # The one system key a versionstamped value may be written to without special options.
+        if self._write_point(key, system_ok=True):
+            self._check_value(body)
+            self._cache.stamped_value(key, body, offset)
+
+    # -- conflict ranges by hand -----------------------------------------------------
+    def add_read_conflict_range(self, begin: Any, end: Any) -> None:
+        begin, end = checked_range(begin, end)
+        self._ensure_read_version()
+        self._read_ranges.append([begin, end])
+
+    def add_read_conflict_key(self, key: Any) -> None:
+        key = key_bytes(key)
+        self.add_read_conflict_range(key, key + b"\x00")
+
+    def add_write_conflict_range(self, begin: Any, end: Any) -> None:
+        begin, end = checked_range(begin, end)
+        if self._write_allowed():
+            self._write_ranges.append((begin, end))
+
+    def add_write_conflict_key(self, key: Any) -> None:
+        key = key_bytes(key)
+        self.add_write_conflict_range(key, key + b"\x00")

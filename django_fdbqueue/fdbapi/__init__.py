@@ -1,0 +1,81 @@
+"""The part of the FoundationDB Python API that both engines share.
+
+Service code imports FoundationDB names from here and nowhere else, so it runs unchanged on
+the real cluster (official binding) and on the embedded engine:
+
+- ``fdb``: the official package, for its pure-Python tuple layer (``fdb.tuple``) and
+  ``fdb.Subspace``; keys are therefore byte-identical on both engines.
+- ``FDBError``: *one* exception type per process, with ``.code`` and ``.description``. When
+  the FoundationDB client library can be loaded it is the binding's own ``fdb.FDBError``
+  (the embedded engine raises it too); otherwise it is a pure-Python class of the same
+  shape. Either way ``except FDBError`` catches errors from both engines.
+- ``KeySelector``: the binding's class when the library loads (its ``get_range`` checks
+  ``isinstance``), otherwise a twin with the same attributes and constructors.
+- ``transactional``: a decorator that behaves like ``fdb.transactional`` on both engines.
+
+It also defuses one trap of the 7.3 binding in one place: ``Versionstamp.to_bytes()`` (used
+by ``fdb.tuple.pack_with_versionstamp``) refers to ``fdb.impl.Value``, and ``fdb.impl``
+cannot be imported without the C library (``binding.py``).
+"""
+
+from __future__ import annotations
+
+import fdb
+
+from .binding import (
+    CLIENT_LIBRARY_AVAILABLE,
+    KeySelector,
+    Subspace,
+    is_transaction,
+    latest_api_version,
+    strinc,
+)
+from .errors import IN_DOUBT_CODES, RETRYABLE_CODES, ErrorCode, FDBError, commit_in_doubt, describe, make_error
+from .protocols import Database, DatabaseOrTransaction, ReadTransaction, Transaction
+from .retrying import (
+    REUSE_VERSION_SECONDS,
+    at_reused_version,
+    choice_reads,
+    count_retry,
+    remember_commit,
+    retry_counts,
+    transactional,
+    vouch,
+)
+from .roots import attach_root, root_of, subspace_of
+from .waits import bounded, bounded_waits, wait_bound
+
+__all__ = [
+    "CLIENT_LIBRARY_AVAILABLE",
+    "IN_DOUBT_CODES",
+    "REUSE_VERSION_SECONDS",
+    "RETRYABLE_CODES",
+    "Database",
+    "DatabaseOrTransaction",
+    "ErrorCode",
+    "FDBError",
+    "KeySelector",
+    "ReadTransaction",
+    "Subspace",
+    "Transaction",
+    "at_reused_version",
+    "attach_root",
+    "bounded",
+    "bounded_waits",
+    "choice_reads",
+    "commit_in_doubt",
+    "count_retry",
+    "describe",
+    "fdb",
+    "is_transaction",
+    "latest_api_version",
+    "make_error",
+    "remember_commit",
+    "retry_counts",
+    "root_of",
+    "strinc",
+    "subspace_of",
+    "transactional",
+    "vouch",
+    "wait_bound",
+]
