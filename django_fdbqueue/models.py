@@ -100,7 +100,7 @@ def validate_actions(value: Any) -> None:
         raise ValidationError(str(error), code="invalid_actions") from None
 
 
-def _check_constraint(condition: models.Q, name: str) -> models.CheckConstraint:
+def grant_check_constraint(condition: models.Q, name: str) -> models.CheckConstraint:
     # Django 5.1 renamed CheckConstraint's ``check`` to ``condition`` (and 6.0 drops ``check``).
     if django.VERSION >= (5, 1):
         return models.CheckConstraint(name=name, condition=condition)
@@ -178,7 +178,7 @@ class QueueGrant(models.Model):
     class Meta:
         verbose_name = "queue grant"
         verbose_name_plural = "queue grants"
-        constraints = [_check_constraint(ONE_GRANTEE, "fdbqueue_grant_one_grantee")]
+        constraints = [grant_check_constraint(ONE_GRANTEE, "fdbqueue_grant_one_grantee")]
 
     def __str__(self) -> str:
         grantee = f"user {self.user}" if self.user_id else f"group {self.group}"

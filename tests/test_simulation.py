@@ -26,7 +26,7 @@ from django_fdbqueue.testing.simulation.campaign import run_seeds, shrink
 
 #: Fresh seeds each run (CI's slice), in two processes; FDBQUEUE_SIM_SEEDS changes how many, and
 #: FDBQUEUE_SIM_FIRST_SEED fixes the first (to replay a slice).
-FRESH_SEEDS = int(os.environ.get("FDBQUEUE_SIM_SEEDS", "200"))
+FRESH_SEEDS = int(os.environ.get("FDBQUEUE_SIM_SEEDS", "120"))
 #: Seeds that once found a defect (of the service, or of the simulator's own judging).
 REGRESSION_SEEDS = [3, 4, 1062, 2000]
 SMALL = Options(shape=Shape(operations=6))
@@ -370,11 +370,15 @@ def test_the_leftovers_oracle_reports_watches_left_registered(monkeypatch):
 
     monkeypatch.setattr(contention, "_let_go", lambda p: None)
     shape = dataclasses.replace(Shape.none(), producers=3, poppers=2)
-    assert _kinds(shape, range(6), "default")["leftover"]
+    # Rarer since waits let their watch go themselves (runtime.wait_on): a bell's watch is left
+    # only where no wait came after its registration (seed 13 of these).
+    assert _kinds(shape, range(16), "default")["leftover"]
 
 
 def test_high_contention_pops_leave_no_watch_behind():
     """Regression: a pop that led its own round, or was answered, left its bells' watches in the
     embedded engine, which keeps a watch until its key changes (here: never)."""
     shape = dataclasses.replace(Shape.none(), producers=3, poppers=2)
-    assert _kinds(shape, range(6), "default")["leftover"] == 0
+    # Rarer since waits let their watch go themselves (runtime.wait_on): a bell's watch is left
+    # only where no wait came after its registration (seed 13 of these).
+    assert _kinds(shape, range(16), "default")["leftover"] == 0

@@ -114,7 +114,7 @@ def _load_rights(user: Any) -> _Rights:
     return _Rights(everywhere, tuple(rules))
 
 
-def _rights(user: Any) -> _Rights | None:
+def rights_of(user: Any) -> _Rights | None:
     """The user's rights, or None for a user who has none (anonymous, inactive)."""
     if user is None or not getattr(user, "is_authenticated", False) or not getattr(user, "is_active", False):
         return None
@@ -160,14 +160,14 @@ def can(user: Any, action: str, queue: str, *, token: Any = None) -> bool:
     ``ACTIONS`` (ValueError otherwise).
     """
     action = check_action(action)
-    rights = _rights(user)
+    rights = rights_of(user)
     return rights is not None and rights.allows(action, queue) and _scope_allows(token, action, queue)
 
 
 def can_every(user: Any, action: str, *, token: Any = None) -> bool:
     """Whether ``user`` may do ``action`` on every queue: a Django permission, or a grant on ``*``."""
     action = check_action(action)
-    rights = _rights(user)
+    rights = rights_of(user)
     if rights is None or not rights.allows_everywhere(action):
         return False
     scope = _scope(token) if token is not None else None

@@ -12,7 +12,7 @@ from typing import Any
 
 from django_fdbqueue.rights import check_action
 
-from .rules import _rights
+from .rules import rights_of
 
 __all__ = ["can_somewhere"]
 
@@ -20,7 +20,7 @@ __all__ = ["can_somewhere"]
 def can_somewhere(user: Any, action: str) -> bool:
     """Whether ``user`` holds ``action`` on some queue: by a permission, or by any grant of it."""
     action = check_action(action)
-    rights = _rights(user)
+    rights = rights_of(user)
     if rights is None:
         return False
     return action in rights.everywhere or any(action in actions for actions, _pattern in rights.rules)

@@ -7,7 +7,7 @@ from django.conf import settings
 from django.db import migrations, models
 
 import django_fdbqueue.models
-from django_fdbqueue.models import ONE_GRANTEE, _check_constraint
+from django_fdbqueue.models import ONE_GRANTEE, grant_check_constraint
 
 
 class Migration(migrations.Migration):
@@ -86,7 +86,7 @@ class Migration(migrations.Migration):
             options={
                 "verbose_name": "queue grant",
                 "verbose_name_plural": "queue grants",
-                "constraints": [_check_constraint(ONE_GRANTEE, "fdbqueue_grant_one_grantee")],
+                "constraints": [grant_check_constraint(ONE_GRANTEE, "fdbqueue_grant_one_grantee")],
             },
         ),
         migrations.CreateModel(

@@ -6,12 +6,11 @@ import datetime as dt
 import time
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Callable, Generic, TypeVar
 
 from django_fdbqueue.exceptions import ItemNotCommitted
 from django_fdbqueue.fdbapi import fdb
 
-from ._internals import tokens
 
 T = TypeVar("T")
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
@@ -101,16 +100,23 @@ class PendingItem:
     block (waiting for a commit that this same thread has yet to make would hang forever).
     """
 
-    __slots__ = ("priority", "value", "enqueued_at", "_user_version", "_stamp_future", "_item")
+    __slots__ = ("priority", "value", "enqueued_at", "_user_version", "_stamp_future", "_item", "_item_id")
 
     def __init__(
-        self, priority: int, value: Any, enqueued_at: dt.datetime, user_version: int, stamp_future: Any
+        self,
+        priority: int,
+        value: Any,
+        enqueued_at: dt.datetime,
+        user_version: int,
+        stamp_future: Any,
+        item_id: Callable[[int, Any], str],
     ) -> None:
         self.priority = priority
         self.value = value
         self.enqueued_at = enqueued_at
         self._user_version = user_version
         self._stamp_future = stamp_future
+        self._item_id = item_id  # how the service names an item: (priority, versionstamp) -> id
         self._item: Item | None = None
 
     @property
@@ -146,7 +152,7 @@ class PendingItem:
                     "The transaction this item was pushed in did not commit, so the item does not exist."
                 ) from exc
             stamp = fdb.tuple.Versionstamp(raw, self._user_version)
-            self._item = Item(tokens.item_id(self.priority, stamp), self.priority, self.value, self.enqueued_at)
+            self._item = Item(self._item_id(self.priority, stamp), self.priority, self.value, self.enqueued_at)
         return self._item
 
     def __repr__(self) -> str:

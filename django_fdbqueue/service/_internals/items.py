@@ -215,7 +215,9 @@ def _write(tr: Any, qk: keys.QueueKeys, batch: list[Prepared]) -> list[PendingIt
         else:
             ready += 1
         value = codecs.get(p.codec).decode(p.payload)  # what a pop will return (JSON: tuple -> list)
-        pending = PendingItem(p.priority, value, to_datetime(p.enqueued_us), stamp.user_version, attempt.stamp)
+        pending = PendingItem(
+            p.priority, value, to_datetime(p.enqueued_us), stamp.user_version, attempt.stamp, tokens.item_id
+        )
         if p.dedup is not None:
             dedup.remember(tr, qk, p.dedup, p.priority, stamp, p.enqueued_us)
             attempt.dedup_pending[(qk.queue_id, p.dedup)] = pending

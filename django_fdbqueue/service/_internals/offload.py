@@ -107,6 +107,19 @@ def _undo(undo: Callable[[T], None], result: T, attempt: int, pause: float) -> N
     _count(-1)
 
 
+def pending_undos() -> int:
+    """Abandoned results not yet undone (or found to need nothing) in this process."""
+    with _settled:
+        return _pending
+
+
+def forget_undos(count: int) -> None:
+    """Set the count of undos still owed to ``count`` (a simulation whose undo actors it stopped)."""
+    global _pending
+    with _settled:
+        _pending = count
+
+
 def undos_settled(timeout: float) -> bool:
     """Wait (at most ``timeout`` seconds) until every abandoned result is undone; True if so."""
     with _settled:

@@ -14,8 +14,10 @@
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any, Iterable
 
+from django_fdbqueue.fdbapi import fdb
 from django_fdbqueue.service._internals import catalog, offload
 
 from .history import History
@@ -34,7 +36,7 @@ class Leftovers:
         self.history = history
         self.owners: dict[int, str] = {}  # id of a watch's future: the actor that set it
         self.threads = set(threading.enumerate())
-        self.pending = offload._pending
+        self.pending = offload.pending_undos()
         watcher = db._watcher
         add = watcher.add
 
@@ -77,16 +79,19 @@ class Leftovers:
             if rows:
                 self.history.violate("leftover", f"{queue!r} still has {len(rows)}+ {what} key(s) after the drain")
         for end in ("min", "max"):
-            if tr.snapshot[qk.lead(end)].present() and not self._leader_stopped():
-                self.history.violate("leftover", f"{queue!r} still has a lead key for {end} after the drain")
+            self._lead(tr, queue, qk, end)
 
-    def _leader_stopped(self) -> bool:
-        """A high-contention popper stopped midway may have held the lead, or been named its heir:
-        its lead key stays until it expires (``LEAD_SECONDS``), as a killed process's would. So
-        may that of a pop that gave up with an error (1031 after a commit in doubt: seed 359)."""
-        if any(a.stopped and a.name.startswith("popper") for a in self.scheduler.actors):
-            return True
-        return any("high-contention -> " in line and "Error(" in line for line in self.scheduler.trace)
+    def _lead(self, tr: Any, queue: str, qk: Any, end: str) -> None:
+        """A lead key may stay after the drain: a popper stopped or frozen midway, or one that gave
+        up with an error, leaves it as a killed process's would. But it names a turn that ends
+        (``LEAD_SECONDS``): one still running after the drain's ten minutes would hold up the
+        rounds for good."""
+        held = tr.snapshot[qk.lead(end)]
+        if not held.present():
+            return
+        _token, until_us = fdb.tuple.unpack(bytes(held))
+        if until_us > time.time() * 1e6:
+            self.history.violate("leftover", f"{queue!r} has a lead key for {end} whose turn never ends")
 
     def _threads(self) -> None:
         for actor in self.scheduler.actors:
@@ -96,6 +101,7 @@ class Leftovers:
         if alive:
             self.history.violate("leftover", f"threads still running after the run: {sorted(alive)}")
         undos_stopped = any(a.stopped and a.name.startswith("undo") for a in self.scheduler.actors)
-        if offload._pending != self.pending and not undos_stopped:
-            self.history.violate("leftover", f"{offload._pending - self.pending} abandoned result(s) never undone")
-        offload._pending = self.pending  # a stopped undo's count must not leak into the next run
+        if offload.pending_undos() != self.pending and not undos_stopped:
+            owed = offload.pending_undos() - self.pending
+            self.history.violate("leftover", f"{owed} abandoned result(s) never undone")
+        offload.forget_undos(self.pending)  # a stopped undo's count must not leak into the next run

@@ -72,7 +72,6 @@ class Shape:
     @classmethod
     def none(cls, operations: int = 12) -> "Shape":
         """No standard actor at all: for a run of a project's own actors only."""
-        return cls(0, 0, 0, 0, 0, 0, 0, operations, contenders=0, feeders=0, tenders=0)
         counts = {f.name: 0 for f in dataclasses.fields(cls) if f.name != "operations"}
         return cls(operations=operations, **counts)
 
