@@ -37,7 +37,7 @@ from django_fdbqueue import connection, service
 from django_fdbqueue.api.urls import router
 from django_fdbqueue.fdbapi import make_error
 from django_fdbqueue.models import Queue
-from django_fdbqueue.service._internals import tokens
+from django_fdbqueue.service import extension
 from django_fdbqueue.tokens import service as tokens
 
 from .api_helpers import grant_everything, poll
@@ -389,9 +389,9 @@ def counts(db, name: str) -> tuple[int, int, int, int]:
 
 def forged(receipt: str) -> str:
     """The same lease's address with a made-up secret: well formed, but not the lease's token."""
-    parsed = tokens.parse_receipt(receipt)
+    parsed = extension.parse_receipt(receipt)
     fake = bytes(b ^ 0xFF for b in parsed.token)
-    return tokens.Receipt(parsed.name, parsed.queue_id, parsed.priority, parsed.stamp, fake).encode()
+    return extension.Receipt(parsed.name, parsed.queue_id, parsed.priority, parsed.stamp, fake).encode()
 
 
 def test_a_forged_receipt_cannot_settle_someone_elses_lease(fdbqueue_db, alice, mallory):

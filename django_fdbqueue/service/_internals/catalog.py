@@ -11,7 +11,7 @@ from typing import Any, Callable, TypeVar, cast
 
 from django_fdbqueue.conf import get_settings
 from django_fdbqueue.exceptions import QueueAlreadyExists, QueueNotFound, WrongQueueKind
-from django_fdbqueue.fdbapi import fdb, root_of, subspace_of, transactional
+from django_fdbqueue.fdbapi import DatabaseOrTransaction, fdb, root_of, subspace_of, transactional
 
 from . import attempts, keys, tokens
 from ..records import Page, QueueInfo, now_micros, to_datetime
@@ -60,7 +60,7 @@ class Entry:
         return cls(name, kind, created_us, queue_id, *extra)
 
 
-def root(db_or_tr: Any = None) -> Any:
+def root(db_or_tr: DatabaseOrTransaction | None = None) -> Any:
     """The root subspace of the store that ``db_or_tr`` (a database or a transaction) addresses.
 
     The engines attach it to every handle they open (``fdbapi.root_of``). A handle opened
