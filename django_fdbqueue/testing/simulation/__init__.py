@@ -16,7 +16,6 @@ from __future__ import annotations
 import collections
 import dataclasses
 import hashlib
-import math
 import os
 import random
 import shutil
@@ -35,7 +34,7 @@ from .actors_admin import Admin
 from .context import ActorContext
 from .history import History, Push, Violation
 from .keyslots import KeySlots, leases_and_counters
-from .liveness import Asleep
+from .liveness import Asleep, Takeable
 from .scheduler import Actor, Killed, Scheduler, VirtualClock
 from .workload import FIFO_QUEUES, KEYED_QUEUES, LIVENESS_QUEUES, QUEUES, Actors, Doubt, Shape
 from .world import simulated
@@ -325,13 +324,11 @@ class Oracle:
         self.liveness_seconds = liveness_seconds
         self.scheduler = scheduler
         self.history = history
-        self.heads: dict[str, tuple[str, float]] = {}  # queue: (its head item's id, seen there since)
         self.judged = 0  # gave_up entries checked so far
-        self.asleep = Asleep(db, scheduler, history, KEYED_QUEUES, bound=liveness_seconds / 2)
+        self.takeable = Takeable(db, scheduler, history, KEYED_QUEUES)
+        self.asleep = Asleep(self.takeable, bound=liveness_seconds / 2)
         self.key_slots = KeySlots(db, history)
         self.checked_at: int | None = None  # the store's version at the last key-limit check
-        self.peeked: dict[str, int | None] = {}  # queue: the store's version at its last look
-        self.quiet_until: dict[str, float] = {}  # an empty queue: when its first hidden item shows
 
     def step(self) -> None:
         version = self._version()
@@ -339,7 +336,8 @@ class Oracle:
             for queue, limit in KEYED_QUEUES.items():  # only a commit can take a key's slot
                 self._key_limit(queue, limit)
         self.checked_at = version
-        self._liveness(version)
+        self.takeable.update(self._watched(), version)
+        self._gave_up()
         self.asleep.step()
 
     def _version(self) -> int | None:
@@ -348,41 +346,25 @@ class Oracle:
         read = getattr(getattr(self.db, "_signal", None), "read", None)
         return None if read is None else read()
 
-    def _liveness(self, version: int | None) -> None:
+    def _watched(self) -> set[str]:
+        """The queues waits are under way on, and the waiters' queues while a waiter lives."""
+        queues = {wait.queue for wait in self.history.waits.values()}
+        if any(a.name.startswith(WAITERS) for a in self.scheduler.live()):
+            queues.update(LIVENESS_QUEUES)
+        return queues
+
+    def _gave_up(self) -> None:
         """No waiter gives up while an item it could take was visible for LIVENESS_SECONDS."""
         now = self.scheduler.clock.now
         for name, queue, began, _ended in self.history.gave_up[self.judged :]:
-            head = self.heads.get(queue)
+            earliest = self.takeable.earliest(queue)
             stalled = self.scheduler.stalled_until.get(name, 0.0) > began
-            if head is not None and not stalled and now - max(head[1], began) >= self.liveness_seconds:
+            if earliest is not None and not stalled and now - max(earliest[1], began) >= self.liveness_seconds:
                 self.history.violate(
-                    "liveness", f"{name} gave up on {queue!r} at {now:.3f}; {head[0]} was there from {head[1]:.3f}"
+                    "liveness",
+                    f"{name} gave up on {queue!r} at {now:.3f}; {earliest[0]} was there from {earliest[1]:.3f}",
                 )
         self.judged = len(self.history.gave_up)
-        if not any(a.name.startswith(WAITERS) for a in self.scheduler.live()):
-            return
-        for queue in LIVENESS_QUEUES:
-            if self._unchanged(queue, version):
-                continue
-            self.peeked[queue] = version
-            item = service.peek(self.db, queue)
-            if item is None:
-                self.heads.pop(queue, None)
-                self.quiet_until[queue] = self._next_visible(queue)
-            elif self.heads.get(queue, ("",))[0] != item.id:
-                self.heads[queue] = (item.id, now)
-
-    def _unchanged(self, queue: str, version: int | None) -> bool:
-        """Would a look at ``queue`` now see what the last one saw? Yes if nothing committed since,
-        and its head is still there (only a commit takes an item) or nothing hidden has shown."""
-        if version is None or self.peeked.get(queue) != version:
-            return False
-        return queue in self.heads or self.scheduler.clock.wall() < self.quiet_until.get(queue, 0.0)
-
-    def _next_visible(self, queue: str) -> float:
-        """When the first hidden item of ``queue`` shows (wall seconds; infinity: none is hidden)."""
-        page = service.scheduled(self.db, queue, limit=1)
-        return page.items[0].visible_at.timestamp() if page.items else math.inf
 
     def _key_limit(self, queue: str, limit: int) -> None:
         held, stored = leases_and_counters(self.db, self.history, queue)

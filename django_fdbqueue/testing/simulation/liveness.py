@@ -1,21 +1,24 @@
 """Liveness as the run goes: no waiter is still asleep a bounded virtual time beside an item it may take.
 
-The history knows every pop or claim with ``wait=`` under way (:class:`~.history.Wait`). At each
-step the checker looks at the queues they wait on and notes, item by item, since when each has
-been one a waiter may take: on a queue without key limits, the head (any waiter takes it); on a
-queue with ``key_concurrency``, every visible item (ready, or hidden and due: a delay passed, a
-lease ran out) whose key holds fewer live leases than its limit. An item that stays takeable for
-the bound while a wait is under way means the waiter slept through its chance: a lost wake-up.
-A waiter woken in time takes it (or another does), and it is no longer takeable.
+:class:`Takeable` notes, queue by queue, since when each item has been one a waiter may take: on
+a queue without key limits, the head (any waiter takes it); on a queue with ``key_concurrency``,
+every visible item (ready, or hidden and due: a delay passed, a lease ran out) whose key holds
+fewer live leases than its limit. It looks again only when that may have changed: after a
+commit, or once the clock passes the moment the first hidden item shows.
 
-What a fault slowed is not judged: a wait whose actor, or one of the jobs it started (an event
-loop's pool jobs and undos), was stalled by the simulation in that time.
+Two judges read it. :class:`Asleep`, at each step: an item that stays takeable for the bound
+while a wait (:class:`~.history.Wait`) is under way means the waiter slept through its chance.
+:func:`gave_up_beside`, when a wait has ended empty: it gave up while an item was there. A waiter
+woken in time takes it (or another does), and it is no longer takeable. What a fault slowed is
+not judged: a wait whose actor, or one of the jobs it started (an event loop's pool jobs and
+undos), was stalled by the simulation in that time.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, Iterator, Mapping
+import math
+from typing import Any, Iterable, Iterator, Mapping
 
 from django_fdbqueue import service
 from django_fdbqueue.fdbapi import transactional
@@ -30,48 +33,77 @@ ASLEEP_SECONDS = 0.5
 _PAGE = 500
 
 
-class Asleep:
-    """Checks, step by step, that no waiter sleeps beside an item it may take (see the module)."""
+class Takeable:
+    """Since when each item of the queues looked at has been takeable (see the module)."""
 
-    def __init__(
-        self,
-        db: Any,
-        scheduler: Scheduler,
-        history: History,
-        key_limits: Mapping[str, int],
-        *,
-        bound: float = ASLEEP_SECONDS,
-    ) -> None:
+    def __init__(self, db: Any, scheduler: Scheduler, history: History, key_limits: Mapping[str, int]) -> None:
         self.db = db
         self.scheduler = scheduler
         self.history = history
         self.key_limits = key_limits
-        self.bound = bound
         self.since: dict[str, dict[str, float]] = {}  # queue: {item id: takeable since}
+        self.looked: dict[str, tuple[int, float]] = {}  # queue: (store version, wall time a hidden item shows)
+
+    def update(self, queues: Iterable[str], version: int | None) -> None:
+        """Look at ``queues`` (forgetting the others) where a commit or the clock may have changed them."""
+        queues = set(queues)
+        for queue in set(self.since) - queues:
+            del self.since[queue]
+            self.looked.pop(queue, None)
+        now, wall = self.scheduler.clock.now, self.scheduler.clock.wall()
+        for queue in sorted(queues):
+            looked = self.looked.get(queue)
+            if version is not None and looked is not None and looked[0] == version and wall < looked[1]:
+                continue
+            items, shows = self._look(queue, wall)
+            seen = self.since.get(queue, {})
+            self.since[queue] = {item: seen.get(item, now) for item in items}
+            if version is None:
+                self.looked.pop(queue, None)
+            else:
+                self.looked[queue] = (version, shows)
+
+    def earliest(self, queue: str) -> tuple[str, float] | None:
+        """The item of ``queue`` takeable the longest, and since when (None: none is)."""
+        takeable = self.since.get(queue)
+        if not takeable:
+            return None
+        return min(takeable.items(), key=lambda pair: (pair[1], pair[0]))
+
+    def _look(self, queue: str, wall: float) -> tuple[list[str], float]:
+        """The takeable items' ids, and when the first hidden item shows (infinity: none is hidden)."""
+        limit = self.key_limits.get(queue)
+        if limit is not None:
+            at = dt.datetime.fromtimestamp(wall, dt.timezone.utc)
+            return takeable_under_limits(self.db, self.history, queue, limit, at)
+        head = service.peek(self.db, queue)
+        hidden = service.scheduled(self.db, queue, limit=1).items
+        return ([] if head is None else [head.id]), (hidden[0].visible_at.timestamp() if hidden else math.inf)
+
+
+class Asleep:
+    """Checks, step by step, that no waiter sleeps beside an item it may take (see the module)."""
+
+    def __init__(self, takeable: Takeable, *, bound: float = ASLEEP_SECONDS) -> None:
+        self.takeable = takeable
+        self.scheduler = takeable.scheduler
+        self.history = takeable.history
+        self.bound = bound
         self.judged: set[int] = set()  # waits already reported
 
     def step(self) -> None:
-        waits = dict(self.history.waits)
-        queues = {wait.queue for wait in waits.values()}
-        for queue in set(self.since) - queues:
-            del self.since[queue]
-        if not waits:
-            return
         now = self.scheduler.clock.now
-        for queue in sorted(queues):
-            seen = self.since.get(queue, {})
-            self.since[queue] = {item: seen.get(item, now) for item in self._takeable(queue, now)}
-        for number, wait in waits.items():
+        for number, wait in dict(self.history.waits).items():
             if number not in self.judged:
                 self._judge(number, wait, now)
 
     def _judge(self, number: int, wait: Wait, now: float) -> None:
-        takeable = self.since.get(wait.queue)
-        if not takeable:
+        earliest = self.takeable.earliest(wait.queue)
+        if earliest is None:
             return
-        item, since = min(takeable.items(), key=lambda pair: (pair[1], pair[0]))
+        item, since = earliest
         start = max(since, wait.began)
-        if now - start < self.bound or self._stalled(wait.actor, start):
+        if now - start < self.bound or stalled_since(self.scheduler, wait.actor, start):
             return
         self.judged.add(number)
         self.history.violate(
@@ -79,39 +111,34 @@ class Asleep:
             f"{wait.what}: asleep from {start:.3f} to {now:.3f} while {item} of {wait.queue!r} could be taken",
         )
 
-    def _stalled(self, actor: str, since: float) -> bool:
-        """Was ``actor``, or a job it started, stalled by a fault after ``since``?"""
-        stalled = self.scheduler.stalled_until
-        return any(stalled.get(a.name, 0.0) > since for a in self.scheduler.actors if actor in (a.name, a.owner))
 
-    def _takeable(self, queue: str, now: float) -> Iterator[str]:
-        limit = self.key_limits.get(queue)
-        if limit is None:
-            head = service.peek(self.db, queue)
-            if head is not None:
-                yield head.id
-            return
-        wall = dt.datetime.fromtimestamp(self.scheduler.clock.wall(), dt.timezone.utc)
-        yield from takeable_under_limits(self.db, self.history, queue, limit, wall)
+def stalled_since(scheduler: Scheduler, actor: str, since: float) -> bool:
+    """Was ``actor``, or a job it started, stalled by a fault after ``since``?"""
+    stalled = scheduler.stalled_until
+    return any(stalled.get(a.name, 0.0) > since for a in scheduler.actors if actor in (a.name, a.owner))
 
 
 @transactional
-def takeable_under_limits(tr: Any, history: History, queue: str, limit: int, wall: dt.datetime) -> list[str]:
+def takeable_under_limits(
+    tr: Any, history: History, queue: str, limit: int, wall: dt.datetime
+) -> tuple[list[str], float]:
     """Ids of the visible items of ``queue`` whose key holds fewer than ``limit`` live leases at
-    ``wall``, in one snapshot. (The queues with key limits here have no ``max_attempts``: a lease
-    that ran out is visible.)"""
+    ``wall``, in one snapshot, and when the first hidden item shows (a delay passes, a lease runs
+    out). (The queues with key limits here have no ``max_attempts``: a lease that ran out is visible.)"""
     live: dict[str | None, int] = {}
     visible: list[tuple[str, str | None]] = []
+    shows = math.inf
     for entry in _pages(lambda cursor: service.scheduled(tr, queue, cursor=cursor, limit=_PAGE)):
         key = _key(history, entry.item.value)
         if entry.visible_at > wall:
+            shows = min(shows, entry.visible_at.timestamp())
             if entry.state == "leased":
                 live[key] = live.get(key, 0) + 1
         else:
             visible.append((entry.item.id, key))
     for item in _pages(lambda cursor: service.browse(tr, queue, cursor=cursor, limit=_PAGE)):
         visible.append((item.id, _key(history, item.value)))
-    return [item_id for item_id, key in visible if key is None or live.get(key, 0) < limit]
+    return [item_id for item_id, key in visible if key is None or live.get(key, 0) < limit], shows
 
 
 def _key(history: History, value: Any) -> str | None:
