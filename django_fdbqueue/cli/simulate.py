@@ -62,6 +62,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--jobs", type=positive_int, default=1, help="Worker processes running seeds side by side (default 1)."
     )
+    parser.add_argument(
+        "--no-swarm", action="store_true", help="Run every seed with every actor, instead of a mix the seed picks."
+    )
     parser.add_argument("--no-shrink", action="store_true", help="Report a failure as found, without shrinking it.")
 
 
@@ -72,7 +75,7 @@ def _options(options: dict[str, Any]) -> Any:
         faults = Faults.parse(options["faults"])
     except ValueError as error:
         raise usage_error(f"--faults: {error}") from None
-    chosen = Options(faults=faults)
+    chosen = Options(faults=faults, swarm=not options["no_swarm"])
     if options["operations"] is not None:
         chosen = dataclasses.replace(chosen, shape=dataclasses.replace(chosen.shape, operations=options["operations"]))
     if options["steps"] is not None:

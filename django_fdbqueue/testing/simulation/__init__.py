@@ -102,6 +102,11 @@ class Options:
     max_steps: int = 50_000
     seconds: float = 60.0  # virtual time the actors have
     timeout: float = 3.0  # the store's transaction timeout (virtual seconds)
+    swarm: bool = True  # each seed varies the shape: groups of actors left out, kept or doubled
+
+    def shape_of(self, seed: int) -> Shape:
+        """The shape the run of ``seed`` has: ``shape``, varied by the seed when ``swarm``."""
+        return self.shape.varied(random.Random(f"{seed}/swarm")) if self.swarm else self.shape
 
 
 @dataclass
@@ -131,7 +136,7 @@ class Result:
             return f"simulate({self.seed}, {o!r}, actors=<{', '.join(self.custom)}>, queues=<the same>)"
         return (
             f"python manage.py fdbqueue simulate --seed {self.seed} --steps {o.max_steps}"
-            f" --operations {o.shape.operations} --faults {o.faults.text()}"
+            f" --operations {o.shape.operations} --faults {o.faults.text()}" + ("" if o.swarm else " --no-swarm")
         )
 
 
@@ -183,7 +188,7 @@ def _run(
         with simulated(scheduler, rng, db):
             _instrument(db, scheduler, rng, faults, doubts)
             actors = Actors(db, scheduler, history, seed, doubts)
-            parts = services.Services(actors, options.shape)
+            parts = services.Services(actors, options.shape_of(seed))
             queues = {**QUEUES, **own_queues}
             for name, settings in {**queues, **parts.queues()}.items():
                 service.create_queue(db, name, **settings)
@@ -227,7 +232,11 @@ def _cast(
         return int(rng.uniform(-1, 1) * faults.skew_ms * 1000)
 
     actors.stops, actors.freezes = faults.kill > 0, faults.stall > 0
-    actors.spawn_all(options.shape, skew)
+    shape = options.shape_of(actors.seed)
+    if options.swarm:
+        counts = (f"{f.name}={getattr(shape, f.name)}" for f in dataclasses.fields(shape) if f.name != "operations")
+        actors.scheduler.note(f"swarm: {' '.join(counts)}")
+    actors.spawn_all(shape, skew)
     parts.spawn(skew)
     for name, body in custom.items():
         actors.doubts[name] = Doubt()

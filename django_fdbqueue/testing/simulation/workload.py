@@ -68,12 +68,27 @@ class Shape:
     admin_users: int = 1  # push, pop and claim on the admins' queues meanwhile
     schedulers: int = 2  # two schedulers race to fire one declared schedule
     task_workers: int = 1  # run the tasks one enqueuer enqueues (none without workers)
+    coroutines: int = 3  # each async waiter's event loop runs this many waits side by side
+
+    def varied(self, rng: random.Random) -> "Shape":
+        """Swarm testing: each group left out, kept or (where more of one kind meet) doubled, as
+        ``rng`` picks, so seeds differ in which actors meet; a mix of everything at once hides
+        what two kinds alone run into."""
+        counts = {}
+        for f in dataclasses.fields(self):
+            if f.name not in ("operations", "coroutines"):
+                n = getattr(self, f.name)
+                counts[f.name] = rng.choices([0, n, 2 * n if f.name in _DOUBLED else n], weights=[3, 5, 2])[0]
+        return dataclasses.replace(self, coroutines=rng.randint(1, 2 * self.coroutines), **counts)
 
     @classmethod
     def none(cls, operations: int = 12) -> "Shape":
         """No standard actor at all: for a run of a project's own actors only."""
-        counts = {f.name: 0 for f in dataclasses.fields(cls) if f.name != "operations"}
+        counts = {f.name: 0 for f in dataclasses.fields(cls) if f.name not in ("operations", "coroutines")}
         return cls(operations=operations, **counts)
+
+
+_DOUBLED = {"producers", "poppers", "claimers", "keyed_claimers", "waiters", "awaiters", "contenders"}
 
 
 class Doubt:
@@ -108,6 +123,7 @@ class Actors:
         self.exact = exact
         #: Set to end a swarm: each actor stops before its next operation.
         self.stopping = threading.Event()
+        self.coroutines = Shape.coroutines
         self._run_async = run_async or partial(run_async_simulated, scheduler)
         self._simulated_loops = run_async is None  # event loops of the simulation's (LoopTurns)
         #: Contender pops may be stopped, and frozen, midway (the run's faults ``kill``, ``stall``).
@@ -130,6 +146,7 @@ class Actors:
             ("contender", shape.contenders, self.contender),
             ("tender", shape.tenders, self.tender),
         ]
+        self.coroutines = shape.coroutines
         for kind, count, body in kinds:
             for n in range(count):
                 name = f"{kind}{n}"
@@ -450,7 +467,7 @@ class Actors:
             self.history.wait_ended(number)
 
     def awaiter(self, name: str, rng: random.Random, operations: int) -> None:
-        """An event loop with three coroutines that pop and claim with ``wait=``; some are cancelled."""
+        """An event loop whose coroutines pop and claim with ``wait=``; some are cancelled."""
         in_flight: dict[int, str] = {}  # apops awaited now: each task's queue
         turns = LoopTurns()
         main = partial(self._awaiting, name, rng, operations, in_flight, turns)
@@ -469,7 +486,7 @@ class Actors:
     async def _awaiting(
         self, name: str, rng: random.Random, operations: int, in_flight: dict[int, str], turns: "LoopTurns"
     ) -> None:
-        ops = [self._aconsumer(name, k, rng, operations, in_flight, turns) for k in range(3)]
+        ops = [self._aconsumer(name, k, rng, operations, in_flight, turns) for k in range(self.coroutines)]
         await asyncio.gather(*ops)
         await self._hub_left_idle(name)
 
