@@ -20,7 +20,7 @@ import pytest
 from django_fdbqueue import connection, service
 from django_fdbqueue.exceptions import QueueNotFound
 from django_fdbqueue.fdbapi import ErrorCode, fdb, make_error, retry_counts, transactional
-from django_fdbqueue.service._internals import contention, dedup
+from django_fdbqueue.service._internals import contention, dedup, recovery
 from django_fdbqueue.service._internals.catalog import require
 from django_fdbqueue.service._internals.keys import ItemMeta
 from django_fdbqueue.service.extension import runtime
@@ -442,3 +442,29 @@ def test_a_waiting_pop_reports_its_queue_deleted(fdbqueue_db, monkeypatch, recre
     if recreate:
         assert service.size(fdbqueue_db, "q") == 1
         assert staging_keys(fdbqueue_db, "q")["min"] == []
+
+
+# --- 5: a full batch of expired answers asks for another round --------------------------------
+
+
+def test_a_recovery_batch_of_empty_answers_says_there_may_be_more(fdbqueue_db, clock, monkeypatch):
+    """Found by the simulation with a small batch: "empty" answers fill the recovery's batch
+    without putting an item back, and the round said nothing more had expired (before the fix
+    it compared the items put back with the batch), so a maintenance loop stopped early."""
+    monkeypatch.setattr(recovery, "RECOVER_BATCH", 1)
+    service.create_queue(fdbqueue_db, "q", kind="fifo")
+    for _ in range(2):  # two pops answered "empty" (no items), who never collect
+        register(fdbqueue_db, new_pop("q", seconds=1.0))
+    assert committed_round(fdbqueue_db, "q").answered_empty == 2
+    clock.advance(1.0 + contention.GRACE_SECONDS + 0.1)
+    expired = len(result_keys(fdbqueue_db, "q"))
+    assert expired >= 2
+    rounds = [committed_round(fdbqueue_db, "q") for _ in range(expired + 1)]
+    assert [(r.restored, r.more) for r in rounds] == [(0, True)] * expired + [(0, False)]
+    assert result_keys(fdbqueue_db, "q") == []
+
+
+@transactional
+def result_keys(tr, name: str) -> list[bytes]:
+    _entry, qk = require(tr, name)
+    return [bytes(kv.key) for kv in tr.get_range(qk.results.range().start, qk.results.range().stop)]

@@ -89,16 +89,18 @@ def consumed(tr: Any, qk: keys.QueueKeys, elements: tuple[Any, ...]) -> None:
     dedup.consumed(tr, qk, priority, stamp, keys.ItemMeta.from_elements(rest))
 
 
-def recover(tr: Any, qk: keys.QueueKeys, cutoff_us: int) -> int:
+def recover(tr: Any, qk: keys.QueueKeys, cutoff_us: int) -> tuple[int, bool]:
     """Put back the items of results whose owner's deadline passed before `cutoff_us`.
 
     Snapshot-reads the oldest expired results (they sort by deadline) and adds a read conflict
     on each one it clears, so its owner collecting it at the same moment and this recovery
-    cannot both succeed. Returns how many items went back.
+    cannot both succeed. Returns how many items went back, and whether the batch was full (more
+    may have expired: "empty" answers and bells count towards the batch, not towards the items).
     """
     results = qk.results
     restored = 0
-    for kv in tr.snapshot.get_range(results.range().start, results.pack((cutoff_us,)), limit=RECOVER_BATCH):
+    rows = list(tr.snapshot.get_range(results.range().start, results.pack((cutoff_us,)), limit=RECOVER_BATCH))
+    for kv in rows:
         key = bytes(kv.key)
         tr.add_read_conflict_key(key)
         del tr[key]
@@ -107,4 +109,4 @@ def recover(tr: Any, qk: keys.QueueKeys, cutoff_us: int) -> int:
             put_back(tr, qk, parts[3:], kv.value)
             restored += 1
     returned(tr, qk, restored)
-    return restored
+    return restored, len(rows) == RECOVER_BATCH

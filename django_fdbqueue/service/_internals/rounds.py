@@ -25,7 +25,6 @@ from .popper import EMPTY, Outcome, Pop
 from ..records import Item, now_micros
 from .recovery import (
     GRACE_SECONDS,
-    RECOVER_BATCH,
     RESULT_BELL,
     RESULT_EMPTY,
     RESULT_ITEM,
@@ -127,8 +126,8 @@ def fulfil_in(
         _answer_empty(tr, qk, live[len(kvs) :], p, done)
     if lead:
         _hand_on(tr, qk, end, _heir(live, p), now_us)
-    done.restored = recover(tr, qk, cutoff_us)
-    done.more = done.more or done.restored == RECOVER_BATCH
+    done.restored, full = recover(tr, qk, cutoff_us)
+    done.more = done.more or full
     if done.dropped or done.served or done.answered_empty or done.restored:
         expire_receipts(tr, qk, now_us)
     return done

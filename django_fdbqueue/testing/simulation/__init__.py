@@ -14,6 +14,7 @@ that led to it, shrunk. See the testing guide for running your own actors.
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import hashlib
 import os
@@ -29,7 +30,7 @@ from django_fdbqueue.service.extension import serve_high_contention
 from django_fdbqueue.engines.embedded import EmbeddedDatabase
 from django_fdbqueue.engines.embedded.faults import UNKNOWN_APPLIED, UNKNOWN_NOT_APPLIED, FaultConfig, FaultInjector
 
-from . import services
+from . import knobs, services
 from .actors_admin import Admin
 from .context import ActorContext
 from .history import History, Push, Violation
@@ -102,7 +103,7 @@ class Options:
     max_steps: int = 50_000
     seconds: float = 60.0  # virtual time the actors have
     timeout: float = 3.0  # the store's transaction timeout (virtual seconds)
-    swarm: bool = True  # each seed varies the shape: groups of actors left out, kept or doubled
+    swarm: bool = True  # each seed varies the mix of actors (left out, kept, doubled) and the service's knobs
 
     def shape_of(self, seed: int) -> Shape:
         """The shape the run of ``seed`` has: ``shape``, varied by the seed when ``swarm``."""
@@ -185,7 +186,7 @@ def _run(
     history = History()
     doubts: dict[str, Doubt] = {}
     try:
-        with simulated(scheduler, rng, db):
+        with simulated(scheduler, rng, db), _knobs(options, seed, scheduler):
             _instrument(db, scheduler, rng, faults, doubts)
             actors = Actors(db, scheduler, history, seed, doubts)
             parts = services.Services(actors, options.shape_of(seed))
@@ -208,6 +209,18 @@ def _run(
     return Result(
         seed, options, history.violations, classes, steps, clock.now, history.operations, trace, tuple(custom)
     )
+
+
+def _serve_all(db: Any, queue: str, end: str) -> None:
+    """Rounds until one says nothing more waits: results of stopped high-contention pops come back."""
+    for _ in range(10_000):
+        if not serve_high_contention(db, queue, end).more:
+            return
+    raise AssertionError(f"rounds on {queue!r} ({end}) still report more after 10,000")
+
+
+def _knobs(options: Options, seed: int, scheduler: Scheduler) -> Any:
+    return knobs.varied(random.Random(f"{seed}/knobs"), scheduler) if options.swarm else contextlib.nullcontext()
 
 
 def _both(oracle: "Oracle", parts: services.Services) -> Callable[[], None]:
@@ -387,7 +400,7 @@ class Oracle:
         stored: collections.Counter[str] = collections.Counter()
         for queue, settings in self.queues.items():
             for end in ("min", "max") if settings.get("kind") == "priority" else ("min",):
-                serve_high_contention(self.db, queue, end)  # results of stopped high-contention pops come back
+                _serve_all(self.db, queue, end)
             self._recount(queue)
             while (item := service.pop(self.db, queue)) is not None:
                 stored[item.value] += 1

@@ -1,0 +1,63 @@
+"""The service's batch sizes and periods made small, as each seed picks (FoundationDB's simulator
+randomizes its knobs for the same reason).
+
+A defect at a batch's edge (a look that counts exactly its limit, a round that serves exactly
+its batch of requests, a recovery that restores a full batch) needs as many waiters, requests or
+results as the batch holds: a thousand, where a run has a dozen. With the batch at one to three,
+the edges come up in most seeds. Every value here is one the service must work with.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+from typing import Any, Iterator
+
+from django_fdbqueue.service._internals import (
+    contention,
+    dedup,
+    items,
+    keyclaims,
+    recovery,
+    rounds,
+    settled,
+    watchhub,
+)
+
+from .scheduler import Scheduler
+
+#: (modules that read it, its name, small values to pick from); each knob keeps its own value
+#: in half the seeds. A knob imported by name into a second module is replaced in both.
+KNOBS: tuple[tuple[tuple[Any, ...], str, tuple[int, ...]], ...] = (
+    ((watchhub,), "WAKE_BATCH", (1, 2, 3)),
+    ((recovery,), "RECOVER_BATCH", (1, 2)),
+    ((rounds,), "ROUND_REQUESTS", (1, 2, 3)),
+    ((dedup,), "PRUNE_BATCH", (1,)),
+    ((keyclaims,), "CANDIDATES", (1, 2)),
+    ((keyclaims,), "MARKERS_READ", (1, 2)),
+    ((items,), "POP_BATCH_ITEMS", (1, 2)),
+    ((settled,), "EXPIRE_EVERY", (1, 2)),
+    ((contention,), "EXPIRE_RECEIPTS_EVERY", (1, 2)),
+    ((contention,), "STAGE_AFTER_CONFLICTS", (1,)),
+)
+
+
+@contextlib.contextmanager
+def varied(rng: random.Random, scheduler: Scheduler) -> Iterator[dict[str, int]]:
+    """Replace some knobs for the run (noted in its trace); put them back after it."""
+    saved: list[tuple[Any, str, Any]] = []
+    chosen: dict[str, int] = {}
+    try:
+        for modules, name, values in KNOBS:
+            if rng.random() < 0.5:
+                continue
+            chosen[name] = rng.choice(values)
+            for module in modules:
+                saved.append((module, name, getattr(module, name)))
+                setattr(module, name, chosen[name])
+        if chosen:
+            scheduler.note("knobs: " + " ".join(f"{name}={value}" for name, value in chosen.items()))
+        yield chosen
+    finally:
+        for module, name, value in reversed(saved):
+            setattr(module, name, value)
