@@ -27,7 +27,7 @@ from typing import Any, Callable
 from django_fdbqueue import service
 from django_fdbqueue.exceptions import QueueAlreadyExists, QueueError, QueueNotFound
 
-from .actors_tenants import outcome
+from .actors_base import outcome
 from .history import Push
 from .workload import Actors
 

@@ -26,6 +26,7 @@ from django_fdbqueue import service
 from django_fdbqueue.exceptions import QueueNotFound
 from django_fdbqueue.service._internals import catalog, tenantkeys, tenantturns
 
+from .actors_base import outcome
 from .history import Push
 from .workload import Actors
 
@@ -33,16 +34,6 @@ TENANT_QUEUE = "tenants"
 QUEUES: dict[str, dict[str, Any]] = {TENANT_QUEUE: {"kind": "fifo", "tenants": True}}
 #: ``t0`` is the big tenant: more than half the pushes are its; six tenants, more than CHOICES.
 TENANTS = ("t0", "t0", "t0", "t0", "t0", "t0", "t1", "t2", "t3", "t4", "t5")
-
-
-def outcome(push: Push, doubt: int, error: BaseException | None) -> None:
-    """Record how a push ended (as the standard producer does)."""
-    push.doubts = doubt
-    if error is None:
-        push.outcome = "doubt" if doubt else "ok"
-    else:
-        push.outcome = "unsure" if doubt else "failed"
-    push.order_ok = push.order_ok and push.outcome == "ok"
 
 
 class Tenants:

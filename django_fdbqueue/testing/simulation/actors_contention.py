@@ -1,0 +1,151 @@
+"""The high-contention group: contenders, with their feeder and tender, all on ``hc``.
+
+Several high-contention pops meet on one end of ``hc`` each tick, so that their rounds overlap,
+and some stop or freeze at a step of the protocol: what they leave behind (requests, results,
+lead keys) is for later rounds to find. The feeder pushes bursts just before they meet; the tender
+runs fulfil rounds beside theirs.
+"""
+
+from __future__ import annotations
+
+import random
+from functools import partial
+from typing import Any
+
+from django_fdbqueue import service
+from django_fdbqueue.service._internals import contention
+
+from .actors_base import CONTENDED, TICK_SECONDS, ActorsBase, outcome
+from .history import Push
+
+
+class Contention(ActorsBase):
+    """The contenders, the feeder and the tender (see the module's docstring); ``Actors`` sets
+    their state."""
+
+    contended_end: str
+    stops: bool
+    freezes: bool
+
+    def feeder(self, name: str, rng: random.Random, operations: int) -> None:
+        """Pushes bursts to ``hc`` (``push_many``) just before the contenders meet over them."""
+        pushed = 0
+        for _ in range(max(1, operations // 2)):
+            if self.stopping.is_set():
+                return
+            self._meet(TICK_SECONDS)
+            values = [f"{name}:{pushed + k}" for k in range(rng.randint(3, 10))]
+            pushed += len(values)
+            pushes = [Push(value, CONTENDED, False, order_ok=False) for value in values]
+            for push in pushes:
+                self.history.pushed(push)
+            _got, doubt, error = self._call(
+                name,
+                f"push_many {values[0]}..{values[-1]} to {CONTENDED}",
+                partial(service.push_many, self.db, CONTENDED, [(value, rng.randint(0, 3)) for value in values]),
+                pushes=tuple(pushes),
+            )
+            for push in pushes:
+                outcome(push, doubt, error)  # order_ok stays False: not checked for order
+
+    def contender(self, name: str, rng: random.Random, operations: int) -> None:
+        """High-contention pops of one end of ``hc``, several at once, so that rounds overlap.
+
+        Each pop runs as an actor of its own (a worker thread of this process) that may be
+        stopped or frozen at any step of the protocol: requests, results and lead keys are left
+        behind for later rounds (and the pop itself, late) to find. Some pops wait (``wait=``):
+        items that come back by recovery must wake them.
+        """
+        for n in range(max(1, operations // 2)):
+            if self.stopping.is_set():
+                return
+            self._meet(TICK_SECONDS)
+            # Mid-tick: most find the queue empty and wait, to be woken together by the next burst.
+            self.scheduler.sleep(TICK_SECONDS / 2)
+            pops = [self._contended(name, f"{name}.{n}{'abcd'[k]}", rng) for k in range(rng.choice([3, 4]))]
+            if not self.exact:
+                self.scheduler.block("its pops", condition=partial(_all_done, pops))
+
+    def _contended(self, owner: str, name: str, rng: random.Random) -> Any:
+        """Start one pop of ``hc`` as an actor (run it, in a swarm), maybe to be stopped or frozen midway."""
+        timeout = rng.choice([None, 1.0, 1.0, 2.0])
+        wait = rng.choice([None, 1.0, 2.0, 2.0])  # woken together by a burst: a thundering herd
+        what = f"pop {CONTENDED} {self.contended_end} high-contention" + (f" timeout {timeout}" if timeout else "")
+        what += f" wait {wait}" if wait else ""
+        if self.exact:  # a swarm: real threads, nothing stopped
+            return self._contended_pop(owner, what, timeout, wait)
+        pop = self.scheduler.spawn(name, partial(self._contended_pop, name, what, timeout, wait))
+        self.doubts[name] = self.doubts[owner]  # its commits in doubt are its owner's
+        self._plan_stop(pop, rng, waits=wait is not None)
+        return pop
+
+    def tender(self, name: str, rng: random.Random, operations: int) -> None:
+        """A maintenance task running fulfil rounds on ``hc`` now and then, beside the pops' own
+        rounds: they serve requests and put back the results of pops that gave up or died."""
+        end = self.contended_end
+        for _ in range(operations):
+            if self.stopping.is_set():
+                return
+            self._meet(TICK_SECONDS)
+            self.scheduler.sleep(TICK_SECONDS / 2)  # when the contenders meet
+            for _ in range(rng.randint(1, 4)):
+                self.scheduler.sleep(rng.uniform(0.0, 0.03))
+                self._call(name, f"fulfil {CONTENDED} {end}", partial(contention.fulfil, self.db, CONTENDED, end))
+
+    def _plan_stop(self, pop: Any, rng: random.Random, *, waits: bool) -> None:
+        """Maybe stop or freeze ``pop`` at a step of the protocol.
+
+        From its 5th point on: a pop that got that far was staged (points 1 to 4 are its races on
+        the fast path), so it stops with a request, a lead or a result in the store. A pop that
+        does not wait for items watches only its bells: woken, it was answered or handed the
+        lead, and it stops there or freezes (often long enough for its deadline and the grace to
+        pass: its result is put back by a round, or it collects it late, among the others' rounds).
+        """
+        plan = rng.random()
+        if plan >= 0.5:
+            return
+        if waits:  # it may also be woken by an item pushed: some plans at its points instead
+            plan = rng.random() * 0.5
+        stop, freeze = plan < 0.1 or 0.3 <= plan < 0.4, not (plan < 0.1 or 0.3 <= plan < 0.4)
+        if (stop and not self.stops) or (freeze and not self.freezes):
+            return
+        if plan < 0.1:
+            pop.kill_on_wake = True
+        elif plan < 0.3:
+            pop.pause_on_wake = partial(self._till_meeting, rng.uniform(4.0, 12.0) + rng.uniform(0.0, 0.05))
+        elif plan < 0.4:
+            pop.kill_at_point = rng.randint(5, 10)
+        else:
+            pop.pause_at_point = (rng.randint(5, 10), rng.uniform(4.0, 12.0))
+
+    @staticmethod
+    def _till_meeting(at_least: float, now: float) -> float:
+        """Seconds from ``now`` until the contenders meet (mid-tick), ``at_least`` from now (and the
+        fraction of a tick it asks for): a frozen pop comes back among the others' rounds."""
+        later = now + at_least
+        return later - later % TICK_SECONDS + TICK_SECONDS / 2 + at_least % 0.05 - now
+
+    def _meet(self, tick: float) -> None:
+        """Sleep until the clock's next multiple of ``tick``: the contenders that do pop together."""
+        now = self.scheduler.clock.now
+        self.scheduler.sleep(tick - now % tick)
+
+    def _contended_pop(self, name: str, what: str, timeout: float | None, wait: float | None) -> None:
+        started = self.scheduler.clock.now
+        got, _doubt, error = self._call(
+            name,
+            what,
+            partial(
+                service.pop, self.db, CONTENDED, self.contended_end, mode="high-contention", timeout=timeout, wait=wait
+            ),
+            pops=CONTENDED,
+            receipts=True,
+        )
+        if got is not None:
+            self.history.deliver(got.value)
+        elif wait is not None and error is None:
+            self.history.gave_up_on(name, CONTENDED, started, self.scheduler.clock.now)
+
+
+def _all_done(actors: list[Any]) -> bool:
+    return all(actor.state == "done" for actor in actors)
