@@ -139,7 +139,7 @@ class Admin:
         self.pushed_at[value] = (queue, start, math.inf)
         delay = rng.choice([None, None, 0.3])
         call = partial(service.push, self.actors.db, queue, value, delay=delay, dedup_key=value if dedup else None)
-        got, doubt, error = self.actors._call(name, f"push {value} to {queue}", call)
+        got, doubt, error = self.actors._call(name, f"push {value} to {queue}", call, pushes=(push,))
         outcome(push, doubt, error)
         self.pushed_at[value] = (queue, start, self._now())
         return got, error

@@ -69,7 +69,7 @@ class Tenants:
                 delay=delay,
                 dedup_key=value if dedup else None,
             )
-            _got, doubt, error = self.actors._call(name, f"push {value} for {tenant}", call)
+            _got, doubt, error = self.actors._call(name, f"push {value} for {tenant}", call, pushes=(push,))
             outcome(push, doubt, error)
 
     def consumer(self, name: str, rng: random.Random, operations: int) -> None:
