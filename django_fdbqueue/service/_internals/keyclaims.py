@@ -34,7 +34,7 @@ from django_fdbqueue.fdbapi import choice_reads
 
 from . import items, keylimits, keys, reading, visibility
 from .catalog import Entry, read_counter
-from .keylimits import CANDIDATES, MARKERS_READ, Limits
+from .keylimits import Limits
 from .waiting import Blocked
 
 
@@ -46,14 +46,14 @@ def first_reads(tr: Any, entry: Entry, qk: keys.QueueKeys, end: str) -> tuple[Li
     markers: Any = ()
     if limits.concurrency is not None:
         r = qk.key_full.range()
-        markers = choice_reads(tr).get_range(r.start, r.stop, limit=MARKERS_READ)
+        markers = choice_reads(tr).get_range(r.start, r.stop, limit=keylimits.MARKERS_READ)
     if end != "min":
-        return limits, (reading.first_reads(tr, qk, end, CANDIDATES), markers)
+        return limits, (reading.first_reads(tr, qk, end, keylimits.CANDIDATES), markers)
     # From the min end the candidates are a snapshot read: the claim then conflicts only on the
     # item it takes, not with every claim that takes another candidate.
     now_us = items.now_micros()  # type: ignore[attr-defined]  # items' clock, which tests move
     r = qk.items.range()
-    head = choice_reads(tr).get_range(r.start, r.stop, limit=CANDIDATES)
+    head = choice_reads(tr).get_range(r.start, r.stop, limit=keylimits.CANDIDATES)
     return limits, ((now_us, visibility.due(tr, qk, now_us), head), markers)
 
 
@@ -69,7 +69,7 @@ def choose(tr: Any, entry: Entry, qk: keys.QueueKeys, end: str, limits: Limits, 
     """
     (now_us, due, head), markers = sent
     due = list(due)
-    kvs, _cut = reading.promote_and_walk(tr, entry, qk, end, CANDIDATES, sent=(now_us, due, head))
+    kvs, _cut = reading.promote_and_walk(tr, entry, qk, end, keylimits.CANDIDATES, sent=(now_us, due, head))
     if not kvs:
         return None
     # Leases that ran out just gave their slots back, after the markers were read.

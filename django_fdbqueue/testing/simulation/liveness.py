@@ -2,8 +2,8 @@
 
 :class:`Takeable` notes, queue by queue, since when each item has been one a waiter may take: on
 a queue without key limits, the head (any waiter takes it); on a queue with ``key_concurrency``,
-every visible item (ready, or hidden and due: a delay passed, a lease ran out) whose key holds
-fewer live leases than its limit. It looks again only when that may have changed: after a
+every visible item (ready, or hidden and due: a delay passed, a lease ran out) among those a
+claim looks at (``keylimits.CANDIDATES``) whose key holds fewer live leases than its limit. It looks again only when that may have changed: after a
 commit, or once the clock passes the moment the first hidden item shows.
 
 Two judges read it. :class:`Asleep`, at each step: an item that stays takeable for the bound
@@ -22,6 +22,7 @@ from typing import Any, Iterable, Iterator, Mapping
 
 from django_fdbqueue import service
 from django_fdbqueue.fdbapi import transactional
+from django_fdbqueue.service._internals import keylimits
 
 from .history import History, Wait
 from .scheduler import Scheduler
@@ -122,11 +123,12 @@ def stalled_since(scheduler: Scheduler, actor: str, since: float) -> bool:
 def takeable_under_limits(
     tr: Any, history: History, queue: str, limit: int, wall: dt.datetime
 ) -> tuple[list[str], float]:
-    """Ids of the visible items of ``queue`` whose key holds fewer than ``limit`` live leases at
-    ``wall``, in one snapshot, and when the first hidden item shows (a delay passes, a lease runs
-    out). (The queues with key limits here have no ``max_attempts``: a lease that ran out is visible.)"""
+    """Ids of the visible items of ``queue`` a limited claim looks at (its first
+    ``keylimits.CANDIDATES``) whose key holds fewer than ``limit`` live leases at ``wall``, in one
+    snapshot, and when the first hidden item shows (a delay passes, a lease runs out). (The queues
+    with key limits here have no ``max_attempts``: a lease that ran out is visible.)"""
     live: dict[str | None, int] = {}
-    visible: list[tuple[str, str | None]] = []
+    due: list[tuple[str, str | None]] = []
     shows = math.inf
     for entry in _pages(lambda cursor: service.scheduled(tr, queue, cursor=cursor, limit=_PAGE)):
         key = _key(history, entry.item.value)
@@ -135,10 +137,21 @@ def takeable_under_limits(
             if entry.state == "leased":
                 live[key] = live.get(key, 0) + 1
         else:
-            visible.append((entry.item.id, key))
-    for item in _pages(lambda cursor: service.browse(tr, queue, cursor=cursor, limit=_PAGE)):
-        visible.append((item.id, _key(history, item.value)))
-    return [item_id for item_id, key in visible if key is None or live.get(key, 0) < limit], shows
+            due.append((entry.item.id, key))
+    ready = [
+        (item.id, _key(history, item.value))
+        for item in _pages(lambda c: service.browse(tr, queue, cursor=c, limit=_PAGE))
+    ]
+    looked_at = _candidates(due, ready, keylimits.CANDIDATES)
+    return [item_id for item_id, key in looked_at if key is None or live.get(key, 0) < limit], shows
+
+
+def _candidates(due: list[Any], ready: list[Any], window: int) -> list[Any]:
+    """The items a claim surely looks at: all, when they fit its window; else the ready items
+    that stay within it wherever the due ones (moved in by the claim) land."""
+    if len(due) + len(ready) <= window:
+        return due + ready
+    return ready[: max(0, window - len(due))]
 
 
 def _key(history: History, value: Any) -> str | None:
