@@ -249,7 +249,7 @@ class Storage:
         `write_ranges` are kept for later commits to check against; `apply(conn, version)` writes
         the mutations.
         `snapshot` is the connection holding the transaction's read snapshot, if any: when it is
-        still the newest state the commit happens on it (see the module docstring); the caller
+        still the newest state the commit happens on it (the fast path, docs/explanation/embedded-engine.md); the caller
         releases it afterwards either way. Raises ConflictError or TooOldError without writing
         anything.
         """
