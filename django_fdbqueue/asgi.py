@@ -1,30 +1,15 @@
 """The ASGI application to serve a project with: Django's, with a thread count that waiters do not grow.
 
-Django's own handler gives every request a thread of its own for its synchronous parts
-(``ThreadSensitiveContext``: the sync middleware, the DRF view before and after the wait), kept
-until the request ends. A long poll that waits 20 s on the event loop would still keep that idle
-thread: 1,000 waiters, 1,000 threads. Here each request's synchronous parts run on one of a fixed
-set of single-thread *lanes* (as asgiref does without a context, with one lane), taken in turn:
-a request keeps its thread, so the database connection of its sync code stays its own thread's,
-and a parked waiter holds none. ``LANES`` bounds them per process.
+Django's own handler keeps a thread per request in progress for its synchronous parts, so 1,000
+long polls parked on the event loop would still keep 1,000 idle threads. Here each request's
+synchronous parts run on one of a fixed set of single-thread lanes (:data:`LANES` per process).
+On Django 4.2 it also cancels the view when the client disconnects, as Django 5 does; and each
+request's :class:`Handover` gives back what a waiting pop or claim took unless the answer's last
+body message was sent.
 
-On Django 4.2 it also cancels the view's task when the client disconnects, as Django 5.0's
-handler does (``asyncio.CancelledError`` in the view): a long poll then stops waiting at once,
-and the service gives back what it took.
-
-And it keeps what a waiting pop or claim took until the answer is sent: once the service has
-answered, the response is still rendered and passed back through the middleware (on the
-request's lane, which other requests may be using) and a disconnect meanwhile cancels that.
-Each request's :class:`Handover` (in its scope) holds the item's give-back from the view until
-the answer's last body message is sent, and gives it back if the request ends otherwise. What
-it cannot know is whether the client received an answer that was sent: for a pop that stays in
-doubt, which is what claims are for.
-
-    # project/asgi.py
-    import os
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
-    from django_fdbqueue.asgi import get_asgi_application
-    application = get_asgi_application()
+How to serve with it, and what a disconnect costs: the production guide, "Serve many long polls:
+ASGI" (docs/howto/production.md); how it meets the async views: the code map
+(docs/explanation/code-map.md).
 """
 
 from __future__ import annotations

@@ -3,18 +3,10 @@
 Checked and put in canonical form here, in plain Python with no Django and no store, so that the
 models (``QueueGrant``, ``TokenScope``) validate what they store with it while ``access``, which
 reads those models to answer who may do what, reasons with the same words: the imports point one
-way, ``access`` -> ``models`` -> here.
+way, ``access`` -> ``models`` -> here. Queue names follow the service's rule, mirrored here rather
+than imported (``tests/test_access_rules.py`` checks that both agree).
 
-An action is what a grant allows (``view``, ``push``, ``consume``, ``manage``, ``delete``). A
-pattern names queues like Kafka's literal and prefixed resource patterns: ``orders`` is the queue
-``orders`` only; ``orders.*`` is every queue whose name starts with ``orders.`` (not ``orders``
-itself); ``*`` alone is every queue; ``*`` anywhere else is refused, so a pattern never means more
-than it says. A scope rule, written ``action[,action]:pattern`` (``push:orders.*``), narrows what
-one API token may do: a token may do what its scope allows *and* its user may do.
-
-Names follow the service's queue-name rule (1 to 200 letters, digits, ``.``, ``_``, ``-``). The
-rule is mirrored here, not imported, because only the service's face is for other packages
-(``service.keys`` is not public); ``tests/test_access_rules.py`` checks that both agree.
+What actions, patterns and scopes mean: the permissions guide (docs/howto/permissions.md).
 """
 
 from __future__ import annotations

@@ -417,7 +417,8 @@ def _leaf_parsers(parser) -> list:
 
 
 def _contract_breaches(dotted_paths) -> list[str]:
-    """What breaks the contract of ``django_fdbqueue.cli`` (its docstring), per module, or []."""
+    """What breaks the contract of a ``django_fdbqueue.cli`` module (docs/explanation/code-map.md), per
+    module, or []."""
     import inspect
     from importlib import import_module
 

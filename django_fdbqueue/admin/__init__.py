@@ -1,20 +1,14 @@
 """Everything the app shows in Django's admin: an entry on the admin index whose pages are ours.
 
 The placeholder ``Queue`` model gives the admin its section ("FDB queues > Queues");
-who may do what to which queue is ``django_fdbqueue.access``'s answer (grants, and the model's
-permissions on every queue), asked per queue by the pages; ``QueueAdmin.get_urls`` swaps the model admin's SQL-backed views for the queue
-pages of ``queues`` (items, leases, dead letters), at the addresses the admin expects
-(``admin:fdbqueue_queue_changelist``, ``_add``, ``_change``, ``_delete``) so the index's links
-and breadcrumbs lead to them. What the pages share is in ``pages``, their forms in ``forms``.
+``QueueAdmin.get_urls`` swaps the model admin's SQL-backed views for the queue pages of
+``queues`` at the addresses the admin expects, and adds the task pages (``tasks``, with the Tasks
+framework), the token pages (``tokens``, with knox, whose own admin ``knox`` leads to them), the
+schedules page (``schedules``) and the charts (``activity``), each with its entry on the index
+(``entries``). Who may do what to which queue is ``django_fdbqueue.access``'s answer.
 
-When the Tasks framework can be imported (``django.tasks``, or the ``django-tasks`` backport),
-the task pages of ``tasks`` join them under ``tasks/``; without it the app works as before,
-with no task pages. Likewise, when django-rest-knox is in INSTALLED_APPS, the API token pages
-of ``tokens`` join them under ``tokens/``, and knox's own admin ("Knox › Auth tokens") leaves
-the index, its addresses leading to them (``knox``), so the admin has one place to manage tokens.
-The periodic schedules page of ``schedules`` is under ``schedules/``, the activity charts of
-``activity`` under ``activity/``. Each of these has its entry beside Queues on the admin index
-and in its sidebar (``entries``). The queue grants have a model admin of their own (``grants``).
+The pages and who may use them: the admin guide (docs/howto/admin.md); the modules: the code
+map (docs/explanation/code-map.md).
 """
 
 from __future__ import annotations

@@ -1,26 +1,13 @@
 """The admin's queue pages: list, create, browse, push, pop, peek, clear, delete, dead letters.
 
 They replace the changelist, add, change and delete views of the placeholder ``Queue`` model
-(see ``__init__``), so they sit at the usual admin addresses, behind the admin's login and staff
-check. Then each queue's access actions decide (``django_fdbqueue.access``; the same mapping as
-its ``ADMIN_PAGES`` and ``ADMIN_ACTIONS``):
+(see ``__init__``), behind the admin's login and staff check; then each queue's access actions
+decide what the user may see and do (``django_fdbqueue.access``; the same mapping as its
+``ADMIN_PAGES`` and ``ADMIN_ACTIONS``). The views stay thin: a form checks the input, one service
+call does the work, and the outcome is reported through Django's messages framework.
 
-- view: the list (which shows only the queues the user may view), the queue page, peek;
-- push: push; consume: pop;
-- manage: create a queue, set the attempt limit, clear, requeue or delete a dead letter;
-- delete: delete a queue.
-
-A queue the user may not see at all is a 404 (as if it did not exist); a refused action on one
-the user sees is a 403, whatever form was posted. Buttons and forms appear only for granted
-actions. Every change (create, clear, attempt limit, dead letters, delete) is audited.
-
-The queue page has three tabs (``?view=``): the ready items (default), the leased and delayed
-items (``scheduled``), and the dead letters (``dead``), each paged by cursor.
-
-The views stay thin: a form checks the input, one service call does the work, and the outcome is
-reported through Django's messages framework. Service errors become form errors or messages, a
-queue that does not exist is a 404, and a store failure (``FDBError``, or a store that cannot
-be opened) is a page that says so, with status 503, never a server error.
+Which action each page and button needs, the tabs, and what a refusal or a store failure shows:
+the admin guide (docs/howto/admin.md).
 """
 
 from __future__ import annotations

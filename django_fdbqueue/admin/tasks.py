@@ -1,23 +1,12 @@
 """The admin's task pages: task queues with their counts, results by status, one result, retry.
 
-They sit beside the queue pages under the ``Queue`` placeholder model (``__init__`` adds their
-addresses only when the Tasks framework can be imported), behind the admin's login and staff
-check. A task lives in a task queue, which is one of our queues (``backend.queue_for``): the
-user's access actions on that queue decide (``django_fdbqueue.access``):
+They sit beside the queue pages (``__init__`` adds them only when the Tasks framework can be
+imported). A task lives in a task queue, one of our queues (``backend.queue_for``), and the
+user's access actions on that queue decide: ``view`` to see it, ``consume`` to retry. The pages
+read the result records directly (``results``), not through ``TaskResult``, so a record whose task
+can no longer be imported is still shown; only the ``FDBQueueBackend`` backends of ``TASKS`` are.
 
-- view: the task queue on the overview (which lists only those), its results, one result;
-- consume: retry a FAILED task (``FDBQueueBackend.retry``; a POST carrying the CSRF token).
-
-A result whose queue cannot be told any more (its backend is gone from ``TASKS``) needs the
-action on every queue. A task queue or result the user may not see at all is a 404.
-
-Pages read the result records directly (``results``), not through ``TaskResult``: a record
-whose task can no longer be imported (renamed, deleted) must still be shown, with its errors.
-Only the backends in ``TASKS`` that are ``FDBQueueBackend`` are shown; their results share
-the store's result space, keyed by id, so a result page finds any of them by its id alone.
-
-A missing result, backend or task queue is a 404, and a store failure is the queue pages' 503
-page.
+The pages, and who may use them: the admin guide, "Retry failed tasks" (docs/howto/admin.md).
 """
 
 from __future__ import annotations

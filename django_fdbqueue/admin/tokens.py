@@ -1,23 +1,13 @@
 """The admin's API token pages: list tokens, create one for a user (shown once), revoke them.
 
-They sit under the queues (``admin.py`` adds ``tokens/`` to the ``Queue`` admin's addresses when
-knox is in INSTALLED_APPS), behind the admin's login and staff check, with knox's own model
-permissions, so a project grants them like any other:
+They sit under the queues (``__init__`` adds ``tokens/`` when knox is in INSTALLED_APPS), behind
+the admin's login and staff check, with knox's own model permissions. They replace knox's own
+admin (``knox``) because that one lists every token's digest and shows a new token in a message,
+kept in a cookie until the next page: here a new token is written into the answer to the POST
+that created it and nowhere else, and creating and revoking are audited (``access.audit``).
 
-- ``knox.view_authtoken`` (or ``change_authtoken``): the list;
-- ``knox.add_authtoken``: create a token (for a superuser only when you are one);
-- ``knox.delete_authtoken``: revoke one token, or all of a user's.
-
-A token may be narrowed at creation to a scope, written as for ``token create --scope``: one
-rule ``action[,action]:pattern`` per line (``push:orders.*``); blank, it has all of its user's
-rights. The list shows each token's scope. Creating and revoking are audited (``access.audit``).
-
-Why our pages rather than knox's own admin (which ``knox`` replaces by an entry leading
-here, so there is one place for tokens): knox's lists the digest of every token and shows a new
-token in a message, which Django's default message storage keeps in a cookie until the next page.
-Here a new token is written into the response to the POST that created it and nowhere else (no
-redirect, no message, no session, and the admin's never-cache headers), the list shows only the
-15-character prefix, and revoking asks first.
+The pages, their permissions and scopes: the admin guide, "Manage API tokens"
+(docs/howto/admin.md).
 """
 
 from __future__ import annotations

@@ -1,32 +1,15 @@
 """The waiting routes (pop and claim) as async Django views: under ASGI a long poll holds no thread.
 
-DRF has no async views, and ``adrf`` would mean a second viewset, its own copies of DRF's
-authentication, permission and throttle classes, and a schema generated from other code. So the
-route's view is the viewset's own DRF view, run in three steps:
+DRF has no async views, so the route's view is the viewset's own DRF view, run in three steps:
+on a thread, everything DRF does before the action, which under ASGI answers a :class:`Deferred`
+instead of waiting; on the event loop, the awaited ``apop_returnable`` / ``aclaim_returnable``,
+parked without a thread; then the answer, shaped by the same viewset. Under
+:class:`~django_fdbqueue.asgi.FdbQueueASGIHandler` the item's give-back goes to the request's
+:class:`~django_fdbqueue.asgi.Handover`, so a disconnect before the answer is sent gives it back.
+The wrapper keeps the DRF view's attributes, so the OpenAPI schema is the viewset's, unchanged.
 
-1. On a thread (``sync_to_async``): everything DRF does before the action (authentication,
-   throttles, permissions and the access checks, parsing, the serializers), then the action,
-   which under ASGI answers a :class:`Deferred` (what to await, how to answer) instead of
-   waiting; or any other answer (an error, a 405, OPTIONS), which is sent as it is.
-2. On the event loop: the awaited ``apop_returnable`` / ``aclaim_returnable`` of the service,
-   parked without a thread. A client that disconnects cancels it, and the service gives back
-   what it took.
-3. The answer, shaped and finalized by the same viewset (an error through its one exception
-   handler, on a thread), so the bodies, headers and audit are those of the sync routes.
-
-Between steps 2 and 3 the item leaves the service's care, yet the answer still has to be
-rendered and passed back through the middleware (on the request's lane, which it may have to
-wait for) and sent, and a disconnect meanwhile cancels all that. So under
-:class:`~django_fdbqueue.asgi.FdbQueueASGIHandler` the view hands the item's give-back to the
-request's :class:`~django_fdbqueue.asgi.Handover`: the item goes back to its queue (a lease is
-released) unless the answer's last body message is sent. (Under Django's own ASGI handler
-nothing holds it: a disconnect in that window loses a popped item, and leaves a claimed one
-leased until its lease ends.)
-
-The wrapper keeps the DRF view's attributes (``cls``, ``actions``, ``initkwargs``, ``csrf_exempt``),
-which the router's schema generation reads: the OpenAPI schema is the viewset's, unchanged.
-Under WSGI, Django runs an async view through ``async_to_sync`` on the request's thread: the
-action then waits as before, inside the wait budget (``waitbudget``), since that thread is held.
+Why not ``adrf``, and how this runs under WSGI and under Django's own ASGI handler: the code map,
+"The async views of the REST API" (docs/explanation/code-map.md).
 """
 
 from __future__ import annotations

@@ -1,22 +1,13 @@
 """The API's one exception handler: every error becomes a JSON body with "detail" and "code".
 
-Our views attach it themselves (see ``QueueViewSet.get_exception_handler``), so the mapping holds
-even when a project keeps DRF's default EXCEPTION_HANDLER; a project may also name
-``django_fdbqueue.api.exceptions.exception_handler`` there to get the same bodies everywhere.
+Our views attach it themselves (``QueueViewSet.get_exception_handler``), so the mapping holds
+whatever the project's DRF ``EXCEPTION_HANDLER`` is. The service's errors keep their code, with
+the status their kind calls for (a queue the user may not see answers as one that does not
+exist; a gone lease is a 409 with ``"lease_gone": true``); a store that times out, fails or
+cannot be opened is a 503 with Retry-After, since waiting is the client's only remedy; anything
+else is a logged 500 without a traceback.
 
-Mapping:
-  access.QueueAccessDenied -> 404 queue_not_found (the user may not see the queue: the same body
-  as a queue that does not exist) or 403 permission_denied with the refused ``action``;
-  QueueNotFound, DeadLetterNotFound and ScheduleNotFound -> 404; QueueAlreadyExists and
-  ScheduleAlreadyExists -> 409; LeaseGone (LeaseNotFound,
-  LeaseExpired: the receipt's lease is over, the item may already be someone else's) -> 409 with
-  ``"lease_gone": true`` and a ``"reason"``, so clients need not know both codes;
-  ValueTooLarge -> 413; InvalidReceipt and every other QueueError -> 400;
-  FDBError of FoundationDB's size limits (2101, 2102, 2103) -> 413;
-  any other FDBError (timeouts, retries exhausted, cluster unreachable) and a database that cannot
-  be opened -> 503 with Retry-After, since waiting is the client's only remedy;
-  a body over DATA_UPLOAD_MAX_MEMORY_SIZE -> 413; DRF's own exceptions keep their status codes;
-  anything else -> a logged 500 without a traceback.
+Every code with its status, generated from this handler: docs/reference/errors.md.
 """
 
 from __future__ import annotations
@@ -162,7 +153,7 @@ def api_error_body(exc: exceptions.APIException, data: Any) -> dict[str, Any]:
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
-    """DRF exception handler: see the module docstring for the mapping."""
+    """DRF exception handler; the mapping is listed in docs/reference/errors.md."""
     response = _handle(exc, context)
     if response is not None:
         # Like DRF's own handler: an error answer must not commit a project's ATOMIC_REQUESTS work.

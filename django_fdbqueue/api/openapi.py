@@ -1,23 +1,14 @@
 """drf-spectacular extensions: rules the serializers enforce that the generated schema left out.
 
-Found by fuzzing the API against its own schema (tests/test_api_fuzz.py): a client that trusts the
-schema must not be refused for sending what it allows. drf-spectacular cannot see these rules,
-because they live in our own field and serializer classes, so each is added here, where the class
-that enforces it is matched:
+A client that trusts the schema must not be refused for sending what it allows, yet
+drf-spectacular cannot see rules that live in our own field and serializer classes
+(``StrictFieldsMixin``, ``SecondsField``, the push's two body forms, DRF's reading of empty query
+parameters). So each is added here, where the class that enforces it is matched; the last two
+are ``QueueAutoSchema``'s, which the viewset names as its schema. policy.py imports this module;
+defining the extension classes registers them.
 
-- serializers with ``StrictFieldsMixin`` refuse unknown fields: ``additionalProperties: false``;
-  their nested lists (a batch's ``items``) refuse an empty or over-long list: ``minItems`` and
-  ``maxItems``;
-- a ``SecondsField(positive=True)`` (claim's and extend's lease) refuses 0: ``exclusiveMinimum``;
-  one made with ``deprecated=True`` (an old spelling still accepted) is ``deprecated``;
-- every query parameter is optional, and sent empty (``?cursor=``, ``?end=``) it means its
-  default, as DRF reads query strings: ``allowEmptyValue: true``;
-- a push needs a body, whichever of its two forms: the request body is ``required``
-  (drf-spectacular cannot tell for a PolymorphicProxySerializer).
-
-The last two are ``QueueAutoSchema``'s, which the viewset names as its schema.
-
-policy.py imports this module; defining the extension classes registers them.
+Each rule, and the fuzzing that found them (tests/test_api_fuzz.py): the docs' reliability page,
+"What these runs found, and what was fixed" (docs/explanation/reliability.md).
 """
 
 from __future__ import annotations

@@ -1,21 +1,16 @@
-"""The hook through which the project's references plug into the bench: ``--compare redis,sqlite``,
-FoundationDB's recipe (``--recipe PATH``), the comparison pop strategies, the Tasks goal's
-reference (django-tasks' database backend) with the tasks rows, and the goals table and chart that judge the app
-against them.
+"""The hook through which the project's references plug into the bench.
 
-The references measure a private Redis, a raw SQLite table, FoundationDB's own recipe and another
-Tasks backend: figures for the project's goals, not for a user's store, so they are not part of
-the app. They live in the
-repository's ``benchmarks`` package, beside ``django_fdbqueue/``, which the wheel leaves out. The
-bench finds them by import path (:data:`PROVIDER`): on ``sys.path`` (a run from the clone's root,
-as the test suite's), or else in a ``benchmarks`` folder beside the app's own (a clone with the app
-installed editable, as the demo project's ``manage.py`` runs it). The app imports them through
-this module only; installed from the wheel alone there are none, and asking for one is an error
-that says so. The provider module offers ``check(name)``, ``start(name, stack, progress)``,
-``load_recipe(path)``, ``recipe_target(ours, recipe)``, ``comparison_strategies()``,
-``goals_table(result)``, ``goals_data(result)``, ``check_plot_available()``,
-``write_plot(result, path)``, ``tasks_missing()``, ``tasks_db_missing()`` and
-``measure_tasks(bench, progress)``.
+The references (``--compare``, ``--recipe``, the comparison pop strategies, the tasks rows, the
+goals table and chart) are the project's, in the repository's ``benchmarks`` package, which the
+wheel leaves out. The app reaches them through this module only, by import path
+(:data:`PROVIDER`); from the wheel alone there are none, and asking for one is an error that says
+so. The provider offers ``check(name)``, ``start(name, stack, progress)``, ``load_recipe(path)``,
+``recipe_target(ours, recipe)``, ``comparison_strategies()``, ``goals_table(result)``,
+``goals_data(result)``, ``check_plot_available()``, ``write_plot(result, path)``,
+``tasks_missing()``, ``tasks_db_missing()`` and ``measure_tasks(bench, progress)``.
+
+Where it is looked for, and why the references stay out of the app: the code map, "The bench's
+references live beside the app" (docs/explanation/code-map.md).
 """
 
 from __future__ import annotations

@@ -1,45 +1,14 @@
 """The benchmark run: which rows, in what order, on which targets, and what they mean together.
 
-On each target (the app's queues, and the references asked for) the run measures:
+This module is the run itself: the targets (the app's queues, and the project's references
+reached through :mod:`~django_fdbqueue.bench.references`), the rows in the order of
+:mod:`~django_fdbqueue.bench.plan`, taken in turns row by row so that the two sides of a ratio
+are measured seconds apart, and the run's metadata. How one row is measured is in
+:mod:`~django_fdbqueue.bench.measure`; how the rows relate, in
+:mod:`~django_fdbqueue.bench.results`.
 
-* **one client**: ``push``, ``push+pop`` pairs (per strategy), and the one-client ``pop`` row of
-  the next group; for the app's queues also ``claim+ack`` pairs (at-least-once consumption);
-* **concurrent pops**: ``pop`` with each client count, as threads and as processes, per
-  strategy, on a queue filled beforehand so that it never runs dry in the timed window. Every
-  row that pops is checked for exactly-once delivery: no item id popped twice, and what was
-  popped plus what remains equals what was there;
-* **concurrent claims**: ``claim+ack`` the same way, in exact order and as spread claims
-  (``spread=64``), the worker fleet's path. Every concurrent row records the CPU an operation
-  cost the clients and, on a cluster of this machine, its servers, and how busy that kept the
-  machine's cores;
-* **queue depth**: the queue filled to a shallow depth (1,000) and to ``deep_size``
-  (``fill`` rows: items/s and peak memory, which must stay flat because items go in batches),
-  then ``peek`` and ``pop`` for the row's duration at each depth. Pops take at most half the
-  queue before it is topped up again (untimed), so they measure that depth, not an emptying
-  queue;
-* **wake-up** (the app's queues only): a process blocked in ``pop(wait=...)`` on an empty queue,
-  woken by another process's push: the latency from the push call to the popper holding the
-  item (see :mod:`~django_fdbqueue.bench.workloads`);
-* **tasks** (from a clone, when the Django Tasks framework is installed): N tasks through the
-  app's Tasks backend with 1, 4 and 16 worker threads; with every task enqueued first, 1 and 16
-  worker threads, with exact and with spread claims; and the same N through the framework's
-  ImmediateBackend and django-tasks' database backend, the references of the project's Tasks goal.
-  The project's benchmarks measure them (``benchmarks/task_rows.py``); from the wheel alone they
-  are skipped, saying so.
-
-The references, all the project's and reached through the hook in
-:mod:`~django_fdbqueue.bench.references`: FoundationDB's own priority-queue recipe on the same
-store (``--recipe PATH``), a private Redis and a raw SQLite file (``--compare``). Then it relates
-the rows (:mod:`~django_fdbqueue.bench.results`); the project's goals table reads the figures it
-has goals for off them.
-
-This module is the run itself: the targets, the rows in the order of
-:mod:`~django_fdbqueue.bench.plan`, the run's metadata. How one row is measured is in
-:mod:`~django_fdbqueue.bench.measure`.
-
-The targets take turns row by row (our row with every strategy, then the same row on each
-reference), so the two sides of a ratio are measured seconds apart, under the same background
-load: on a busy machine the ratios are what to read, not the absolute rates.
+What each row measures, and how to read the ratios, is on the docs' performance page
+(docs/explanation/performance.md, "How to read these figures").
 """
 
 from __future__ import annotations

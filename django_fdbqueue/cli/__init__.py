@@ -2,34 +2,13 @@
 
 The management command (``management/commands/fdbqueue.py``) only builds the parser and hands the
 parsed options to a handler; everything a subcommand does lives in a module of this package. To
-add subcommands, write a module and add its dotted path to :data:`SUBCOMMAND_MODULES`: that one
-line is all the wiring there is.
+add subcommands, write a module that keeps the contract (``register(subparsers)`` through
+``base.add_subcommand``, handlers ``handler(ctx, options)``, ``--json``, exit codes from
+``errors``, ``--yes`` or a prompt for what destroys) and add its dotted path to
+:data:`SUBCOMMAND_MODULES`: that one line is all the wiring there is.
 
-The contract a subcommand module keeps
-======================================
-
-* It defines ``register(subparsers) -> None``. ``subparsers`` is the argparse sub-parsers action;
-  for each subcommand, the module calls :func:`django_fdbqueue.cli.base.add_subcommand`, which
-  creates the sub-parser (with the ``--json`` option every subcommand has) and ties it to the
-  handler, then adds its own arguments to the parser it gets back. Two modules registering the
-  same name is an error at start-up, not a silent override.
-* Each handler is ``handler(ctx: Context, options: dict[str, Any]) -> None``. ``options`` holds
-  the parsed arguments by ``dest`` (plus Django's own, such as ``verbosity``). ``ctx`` carries the
-  output streams, standard input, the style, ``ctx.as_json`` and ``ctx.database()``, the app's
-  database handle. Handlers write only through ``ctx.stdout`` / ``ctx.stderr`` (see
-  ``output.emit``), so ``call_command`` can capture them, and never call ``sys.exit``.
-* With ``--json``, a successful run writes exactly one JSON document to standard output. Prompts
-  and messages go to standard error.
-* Outcomes map to exit codes (constants in ``errors``). 0 success; 1 nothing there (an empty pop
-  or peek; raise ``errors.nothing_there(...)``); 2 bad input (raise ``errors.usage_error(...)``;
-  argparse errors and every ``QueueError`` the service raises map to it on their own); 3 the store
-  failed (``FDBError``, or a database that cannot be opened: also mapped on their own). A failed
-  run leaves standard output empty and writes one line to standard error.
-* Destructive subcommands take ``--yes`` and otherwise ask with ``confirm.ask`` (after
-  ``confirm.ensure_can_ask``, which refuses when standard input is not a terminal).
-
-Modules import lazily here (at parser-building time), so a module may import anything the app
-offers without slowing down or complicating ``import django_fdbqueue``.
+The contract in full is in the code map, "A subcommand of manage.py fdbqueue"
+(docs/explanation/code-map.md); the exit codes are in docs/reference/cli.md.
 """
 
 from __future__ import annotations

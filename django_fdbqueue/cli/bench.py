@@ -1,24 +1,15 @@
 """``manage.py fdbqueue bench``: measure the queues here; from a clone of the repository, also
 compare them with FoundationDB's own recipe (``--recipe PATH``), Redis and raw SQLite.
 
-From a clone it also measures Django Tasks through the app's backend, against the framework's
-ImmediateBackend and django-tasks' database backend on SQLite (``--tasks``), when the Tasks
-framework is installed. The references, the tasks rows, the goals table and the chart are the
-project's (its ``benchmarks`` package, not in the wheel), reached through
-:mod:`django_fdbqueue.bench.references`.
-
 The measuring lives in :mod:`django_fdbqueue.bench`; this module turns the command line into a
-:class:`~django_fdbqueue.bench.plan.BenchConfig`, shows progress on standard error, and writes
-the results: the table (or, with ``--json``, the full JSON document) on standard output, and
-optionally the same document to a file (``--json-file``) and a chart (``--plot``).
+:class:`~django_fdbqueue.bench.plan.BenchConfig`, refuses what cannot run before anything is
+measured, shows progress on standard error, and writes the results: the table (or, with
+``--json``, the full JSON document) on standard output, and optionally the same document to a
+file (``--json-file``) and a chart (``--plot``).
 
-Exit codes, as for every subcommand: 2 for what cannot run as asked (an unknown strategy,
-``--compare``, ``--recipe`` or ``--plot`` without the project's benchmarks beside the app (they
-are not in the wheel), ``--compare redis`` without redis-server, ``--plot`` without matplotlib, a ``--recipe`` file without
-the recipe's code, or with code that fails to load), checked before anything is measured; 3 when a
-store fails during the run or the exactly-once check fails (the results are still printed and
-written, so the failing rows can be seen); 130 when interrupted, after the bench's queues, client
-processes and Redis server are cleaned up.
+What it measures and its exit codes are in the command's own description (``_DESCRIPTION``, which
+the CLI reference shows: docs/reference/cli.md); how to read the figures, in
+docs/explanation/performance.md.
 """
 
 from __future__ import annotations
@@ -102,7 +93,18 @@ reference of the Tasks goal (VS DB BACKEND); without it, that row is skipped wit
 
 Defaults: {defaults} (a few minutes).
 With --quick: {quick}.
-The bench's queues (named fdbqueue-bench.*) are deleted at the end."""
+
+Progress goes to standard error, the results to standard output. The bench's queues (named
+fdbqueue-bench.*; the recipe's keys under ROOT/"bench-recipe") and the task results of its tasks
+rows are deleted at the end, also when it is interrupted.
+
+Exit codes: 2 when it cannot run as asked (an unknown strategy; --compare, --recipe or --plot
+without the project's benchmarks beside the app, which the wheel leaves out; --compare redis
+without redis-server; --plot without matplotlib; a --recipe file without the recipe's code, or
+whose code fails to load), found before anything is measured; 3 when the store fails during the
+run or a row fails the exactly-once check (the results are still printed and written, so the
+failing rows can be seen); 130 when interrupted, once its queues, client processes and Redis
+server are cleaned up."""
 
 
 def _sizes(duration: float, clients: tuple[int, ...], deep_size: int, tasks: int) -> str:

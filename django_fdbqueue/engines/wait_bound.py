@@ -1,23 +1,14 @@
 """A second deadline on the ``foundationdb`` engine's blocking waits, kept by the waiting thread.
 
-TIMEOUT is FoundationDB's transaction timeout: the client library ends a transaction's reads,
-commit and ``on_error`` with error 1031 once it passes. That deadline is kept by the client's
-network thread, so it covers a slow, recovering or absent cluster, but not a client library that
-stops setting a future (a stalled network thread, a reply lost in a recovery). A consumer blocked
-that way is alive and never consumes again: claimers were once seen stuck for good in futures
-after one fdbserver of three was killed.
+TIMEOUT is kept by the client library's network thread, which covers a slow, recovering or
+absent cluster but not a library that stops setting a future: a consumer blocked that way would
+never consume again. So inside an operation of the service on a database the engine opened
+(``fdbapi.bounded_waits``), a wait on a future that outlasts :func:`bound_for` (TIMEOUT plus a
+grace as long, at least :data:`GRACE_FLOOR` seconds) cancels the future, raises 1031 as
+FoundationDB itself would, and logs the process's stacks at most once a minute.
 
-So the waiting thread keeps a deadline of its own. Inside an operation of the service on a
-database the engine opened (``fdbapi.bounded_waits``), a wait on a future that outlasts
-:func:`bound_for` (TIMEOUT plus a grace as long, at least :data:`GRACE_FLOOR` seconds) cancels the
-future and raises 1031, the error FoundationDB itself would have raised, so every face handles it
-as it handles a timeout. It logs the Python stacks of the process, at most once a minute: it means
-the client library failed to keep its own deadline, and the stacks say where.
-
-Waits outside such an operation (a project's own FoundationDB code in the same process, or a
-caller's transaction passed in) keep the binding's behaviour, and so do watches: waiting for a
-watch is waiting for someone else's write, and the service waits for them with its own bound
-(``service.extension.runtime.wait_on``).
+What was seen, which waits are left alone, and how it is tested: the docs' reliability page,
+"Faults on a real cluster" (docs/explanation/reliability.md).
 """
 
 from __future__ import annotations

@@ -1,21 +1,14 @@
 """The part of the FoundationDB Python API that both engines share.
 
-Service code imports FoundationDB names from here and nowhere else, so it runs unchanged on
-the real cluster (official binding) and on the embedded engine:
+Service code imports FoundationDB names from here and nowhere else, so it runs unchanged on the
+real cluster (official binding) and on the embedded engine: ``fdb`` (the official package, for
+its pure-Python tuple layer and ``fdb.Subspace``, so keys are byte-identical on both engines),
+``FDBError`` (one exception type per process, which ``except FDBError`` catches from either
+engine), ``KeySelector`` and ``transactional``. The binding is loaded once, with pure-Python
+stand-ins when its C library cannot be (``binding.py``).
 
-- ``fdb``: the official package, for its pure-Python tuple layer (``fdb.tuple``) and
-  ``fdb.Subspace``; keys are therefore byte-identical on both engines.
-- ``FDBError``: *one* exception type per process, with ``.code`` and ``.description``. When
-  the FoundationDB client library can be loaded it is the binding's own ``fdb.FDBError``
-  (the embedded engine raises it too); otherwise it is a pure-Python class of the same
-  shape. Either way ``except FDBError`` catches errors from both engines.
-- ``KeySelector``: the binding's class when the library loads (its ``get_range`` checks
-  ``isinstance``), otherwise a twin with the same attributes and constructors.
-- ``transactional``: a decorator that behaves like ``fdb.transactional`` on both engines.
-
-It also defuses one trap of the 7.3 binding in one place: ``Versionstamp.to_bytes()`` (used
-by ``fdb.tuple.pack_with_versionstamp``) refers to ``fdb.impl.Value``, and ``fdb.impl``
-cannot be imported without the C library (``binding.py``).
+Why each name is what it is: the code map, ``fdbapi/`` (docs/explanation/code-map.md), and the
+docs' embedded engine page (docs/explanation/embedded-engine.md).
 """
 
 from __future__ import annotations

@@ -1,30 +1,15 @@
 """Prometheus metrics for the queues, served at a URL the project mounts.
 
-Optional: it needs ``prometheus-client`` (the app's ``metrics`` extra). Without it
-the rest of the app works as before, importing this package and its ``urls`` still works, and
-the metrics URL answers 501 with a text saying what to install (after the same authentication
-and permission checks as every other request to it).
+Optional: it needs ``prometheus-client`` (the app's ``metrics`` extra); without it this package
+and its ``urls`` still import, and the endpoint answers 501 saying what to install. One job per
+module: ``collectors`` (per-queue gauges read from the store at scrape time), ``instruments``
+(per-process counters fed by ``service.observe`` and ``fdbapi.retry_counts()``),
+``exposition`` (what one scrape reads, and in which format), ``views`` (the endpoint, guarded
+like the REST API) and ``urls``. The listener is registered when ``views`` is first imported,
+not in ``AppConfig.ready``; a process that loads no URLconf may call :func:`install` itself.
 
-One job per module:
-
-* ``collectors``: per queue gauges (ready, leased, delayed and dead items, oldest item's age)
-  and the store's push/pop counters, read from the store at scrape time, a bounded number of
-  queues per scrape. The store is shared, so any one process reports them correctly.
-* ``instruments``: per process counters and histograms, fed by the service's
-  ``service.observe`` hook (operations by outcome, latency) and by ``fdbapi.retry_counts()``
-  (FoundationDB errors met and retried, by code).
-* ``exposition``: what one scrape reads (this process's registry, or every process's files in
-  multiprocess mode) and in which text format.
-* ``views``: the endpoint, guarded exactly like the REST API.
-* ``urls``: ``path("metrics/", include("django_fdbqueue.metrics.urls"))``.
-
-When the listener is registered: on the first import of ``views`` (so when the project loads a
-URLconf that mounts the endpoint), not in ``AppConfig.ready``. That keeps ``prometheus-client``
-out of every process that does not serve metrics (management commands, migrations), and in
-multiprocess mode it keeps those processes from writing metric files into the shared directory.
-A web process runs queue operations only while answering requests, which come after its URLconf
-is loaded, so nothing it does is missed. A process that does not load the URLconf (a task
-worker, a script) may call :func:`install` itself.
+Why then, and how to mount, guard and scrape the endpoint: the metrics guide
+(docs/howto/metrics.md); the code map (docs/explanation/code-map.md) has the modules.
 """
 
 from __future__ import annotations

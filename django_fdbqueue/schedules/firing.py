@@ -1,32 +1,15 @@
 """Firing schedules exactly once, however many schedulers run.
 
 One transaction reads the schedule (an ordinary read), checks that it is due, pushes its item
-(``service.push`` joined to the same transaction) or enqueues its task (the Tasks backend's
-``enqueue_record``, which joins it too: the result record and the queue item), and advances
-``next_run``, moving the due entry. So:
+(``service.push`` joined to the transaction) or enqueues its task (the Tasks backend's
+``enqueue_record``, which joins it too), and advances ``next_run``, moving the due entry. Two
+schedulers firing one schedule therefore conflict, and the retry finds it advanced; each push
+also carries the dedup key ``schedule:<name>:<occurrence_us>``. A target that cannot be fired
+uses up its occurrence and records ``"error"`` in a transaction of its own (``_TargetFailed``).
 
-* Two schedulers firing one schedule at once both read its record and both write it: the second
-  to commit conflicts (1020), retries, reads the advanced ``next_run`` and fires nothing.
-* A firing commit that ends in ``commit_unknown_result`` (1021) is retried by ``transactional``;
-  if the first attempt did commit, the retry reads the advanced record and fires nothing.
-  Each push also carries the dedup key ``schedule:<name>:<occurrence_us>``, a second marker
-  written in the same transaction, so even a retry that found the schedule due again (it cannot,
-  the record is read first) would store no second item for that occurrence.
-* ``run_now`` does not advance ``next_run``; its occurrence is the time it was called, fixed
-  before its transaction starts, so its retry after 1021 finds ``last_run`` equal to it (and its
-  push's dedup key, or its task's result record with the same id) and fires nothing again.
-
-A target that cannot be fired (its queue does not exist or is of the wrong kind, its task cannot
-be imported) does not block the schedule: the occurrence is used up, ``next_run`` advances, and
-the last result says ``"error"`` with the reason. None of the target's writes commit: a task's
-result record is written before its queue item is pushed, so the failed firing's transaction is
-abandoned (``_TargetFailed``) and a second one, which re-reads the schedule, records the error
-only if it is still due (or, for ``run_now``, not yet recorded).
-
-The id of a pushed item is made of its commit's versionstamp, so it exists only once the
-transaction committed: ``fire``/``run_now`` then write it into the last result in a second small
-transaction (only if the last result is still that firing's). A task's result id is chosen
-before the commit and is in the last result at once.
+Why each case (a conflict, a commit in doubt, ``run_now``, a failed target, a pushed item's id)
+fires exactly once: the docs' data model page, "Periodic schedules"
+(docs/explanation/data-model.md).
 """
 
 from __future__ import annotations

@@ -1,22 +1,13 @@
 """What a schedule is: its definition (checked here, before anything is stored) and its occurrences.
 
-A schedule's *definition* is what its owner chose: a name, a target, a trigger, a time zone and
-a catch-up policy. Its *state* is what firing changes: paused, next_run, last_run, last result.
-Both travel as one :class:`Schedule` record (see ``store`` for where it is kept).
+A schedule's *definition* is what its owner chose: a name, a target (push a value, or enqueue a
+task), a trigger (a cron expression, or an interval from its ``anchor``), a time zone and a
+catch-up policy. Its *state* is what firing changes: paused, next_run, last_run, last result.
+Both travel as one :class:`Schedule` record (see ``store`` for where it is kept), and
+:func:`due_occurrences` applies the catch-up policy to what is due.
 
-Targets:
-  ``{"kind": "push", "queue": NAME, "value": JSON, "priority": INT}`` pushes the value, or
-  ``{"kind": "task", "task": "dotted.path", "backend": ALIAS, "args": [...], "kwargs": {...}}``
-  enqueues a Django task through django-fdbqueue's Tasks backend.
-Triggers: a cron expression (five fields, or six with seconds last, as ``croniter`` reads them)
-evaluated in the schedule's time zone, or a plain interval in seconds counted from the
-schedule's ``anchor`` (its creation, or its last trigger change).
-Catch-up policies, for the occurrences due when a scheduler looks (see :func:`due_occurrences`):
-  ``"last"`` fires the latest due occurrence once (earlier missed ones are skipped);
-  ``"all"`` fires every due one, at most :data:`MAX_CATCH_UP` (the latest ones; older ones
-  are skipped and counted in the last result);
-  ``"none"`` fires the latest due occurrence only when it is at most :data:`GRACE_SECONDS` old,
-  so a scheduler that was down skips straight to the next future one.
+The target's form, the triggers and the catch-up policies: the schedules guide
+(docs/howto/schedules.md).
 """
 
 from __future__ import annotations

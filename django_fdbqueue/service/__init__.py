@@ -1,31 +1,14 @@
 """The queue service: named FIFO queues and double-ended priority queues, as a FoundationDB layer.
 
 This is the Python API that the faces (REST API, admin, command line, workers, Tasks backend)
-and applications call. Every function takes a database *or* an open transaction first, like the
-functions of FoundationDB's recipes: given a database it runs in its own transaction, retried on
-conflicts; given a transaction it joins it and does not commit, so a caller can push to two
-queues and write its own keys atomically::
+and applications call. Every function takes a database *or* an open transaction first: given a
+database it runs in its own transaction, retried on conflicts; given a transaction it joins it
+and leaves the commit to the caller. No function here opens a connection.
 
-    from django_fdbqueue import service
-    from django_fdbqueue.connection import get_database
-    from django_fdbqueue.fdbapi import transactional
-
-    db = get_database()
-    service.create_queue(db, "emails", kind="fifo")
-    service.enqueue(db, "emails", {"to": "ada@example.com"})
-    item = service.dequeue(db, "emails")           # Item(id=..., priority=0, value={...}, ...)
-
-    @transactional
-    def hand_over(tr, order_id):
-        service.push(tr, "billing", {"order": order_id}, priority=5)
-        service.push(tr, "shipping", {"order": order_id})
-        tr[b"my-app/" + order_id.encode()] = b"queued"   # all three, or none
-
-No function here opens a connection: the caller passes the database, which also says where the
-app's keys live (its ROOT, see ``catalog.root``). This module only re-exports; each operation
-lives in a module named for its job (``queues``, ``pushing``, ``popping``, ``consuming``,
-``inspecting``, ``deadletters``; their async twins ``apush``, ``apop``, ``aclaim``... in
-``asynchronous``). The key layout is in ``keys``; the data model is explained in
+This module only re-exports; each operation lives in a module named for its job (``queues``,
+``pushing``, ``popping``, ``consuming``, ``inspecting``, ``deadletters``, ``tenants``, and the
+async twins in ``asynchronous``), as the code map lists (docs/explanation/code-map.md). Joining
+a transaction is shown in docs/explanation/guarantees.md, the keys are explained in
 docs/explanation/data-model.md, and every public function is in docs/reference/python-api.md.
 """
 

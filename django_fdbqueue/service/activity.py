@@ -1,38 +1,13 @@
 """Activity of each queue over time: counters per minute and per hour, for the admin's charts.
 
-The data model, under each queue's own subspace (so deleting a queue removes its activity)::
+The operations count what they commit with atomic adds and never read (:func:`count`); the
+gauges, depth and oldest age, are recorded with an atomic ``max`` when sampled (:func:`sample`,
+and at most once a minute per process through :data:`SAMPLER`); :func:`series` reads the buckets
+back for the charts. Buckets past :data:`MINUTES_KEPT` and :data:`HOURS_KEPT` are cleared blindly.
 
-    root / "q" / queue_id / "v" / "m" / minute / counter  -> 8-byte little-endian int
-    root / "q" / queue_id / "v" / "h" / hour / counter    -> 8-byte little-endian int
-
-``minute`` and ``hour`` are whole minutes and hours since the Unix epoch (UTC). The counters
-(:data:`COUNTERS`) count what committed in that bucket:
-
-* ``pushed``: items pushed (ready or delayed); ``popped``: items popped (taken for good);
-* ``claimed``: items claimed under a lease; ``acked``: leases acked;
-* ``failed``: leases that ended without an ack, by a release or by running out;
-* ``dead``: items moved to the dead letters.
-
-**The hot path reads nothing.** Each operation adds to its counter with an atomic ``add`` in its
-own transaction, once in the minute bucket and once in the hour bucket: two small mutations per
-counter per transaction, which never conflict with anything. The day view could instead sum
-minute buckets, but that means keeping 1,440 minutes per counter and reading them all on each
-refresh; two adds per commit are the cheaper side. The key bytes of the current bucket are built
-once per queue, minute and process (:func:`count`), not once per operation.
-
-**Gauges are sampled when charts are read.** The depth (ready items) and the age of the oldest
-ready item cannot be kept by adds without reading in the hot path. :func:`sample` reads them
-(``catalog.info``, constant time) and records them in the current buckets with an atomic
-``max`` (``depth`` in items, ``age`` in whole seconds), so a bucket holds the highest value seen
-while somebody was looking. Every running worker and scheduler process samples all queues once a
-minute (:class:`Sampler`, :data:`SAMPLER`), and the admin's chart endpoint samples every time it
-is read, so a bucket has its gauges whenever one of those ran during it; buckets when neither
-ran have none (gaps in the chart).
-
-**Retention is bounded without reads.** When a process first writes to a queue in a new minute,
-the same transaction blindly clears that queue's minute buckets older than
-:data:`MINUTES_KEPT` minutes and hour buckets older than :data:`HOURS_KEPT` hours
-(``clear_range``: no read, no conflict): at most once per queue, minute and process.
+What each counter means, who samples the gauges and how long buckets are kept: the charts guide
+(docs/howto/charts.md). The keys, and why two adds per commit: the data model page
+(docs/explanation/data-model.md, "Activity buckets").
 """
 
 from __future__ import annotations

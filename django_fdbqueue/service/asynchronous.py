@@ -1,19 +1,13 @@
 """The async face of the service: ``apush``, ``apop``, ``aclaim``... for asyncio code and async views.
 
-Named as Django's async ORM names its methods (``aget``, ``acreate``): each is its sync twin
-with an ``a`` in front, the same parameters, defaults, return values and exceptions. They take
-the database, never a transaction: a transaction belongs to one thread, and these run their
-transactions on a bounded pool (``offload``), so an open transaction given here is refused with
-``InvalidArgument``.
+Each is its sync twin with an ``a`` in front, as Django's async ORM names its methods. They take
+the database, never a transaction: they run their transactions on a bounded pool (``offload``).
+A waiting pop or claim holds no thread while it waits (``awaiting``, ``watchhub``), and one
+cancelled while its transaction runs gives back what it took (``giveback``). A caller that still
+has to pass what it got on (an async view, to its client) takes it with :func:`apop_returnable`
+or :func:`aclaim_returnable`, with the means to give it back should that fail.
 
-A short operation holds a pool thread for its one transaction. A waiting pop or claim
-(``wait=``) holds none while it waits: it parks on its queue's shared watch (``awaiting``,
-``watchhub``). A pop or claim cancelled while its transaction runs does not lose the item: the
-item is put back at its place, or the lease released (``giveback``).
-
-A caller that still has to pass what it got on (an async view, to its client) takes it with
-:func:`apop_returnable` or :func:`aclaim_returnable`: the item, or the lease, with the means to
-give it back should the passing on fail after the service answered.
+What holds a thread and what does not: docs/reference/python-api.md, "Async operations".
 """
 
 from __future__ import annotations

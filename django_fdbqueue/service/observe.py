@@ -1,36 +1,14 @@
 """A hook that times the service's public operations and tells whoever listens.
 
 The service must not depend on any metrics library (``prometheus-client`` is an optional extra),
-yet operators want counts and latencies of pushes, pops and claims. So the service only calls
-this hook; ``django_fdbqueue.metrics`` (or anything else: logging, tracing, a test) registers a
-listener, a callable taking ``(operation, outcome, seconds)``.
+so it only calls this hook, which costs next to nothing while nobody listens: each public
+operation is decorated with :func:`observed`, and ``django_fdbqueue.metrics`` (or a log, a
+tracer, a test) registers a listener with :func:`add_listener`, called as ``listener(operation,
+outcome, seconds)``.
 
-With no listener registered, a decorated call costs one extra Python call and one truthiness
-test of a module global: no clock is read and nothing is allocated. Listeners are kept in an
-immutable tuple that is replaced (under a lock) when one is added or removed, so the hot path
-reads it without locking.
-
-``operation`` is the decorated function's name, with ``_wait`` appended when the call passed a
-non-zero ``wait=`` (a blocking pop or claim would otherwise swamp the latency of the plain ones).
-The thin aliases (``enqueue``, ``dequeue``, ``pop_min``, ``peek_max``, ...) are not decorated:
-they call ``push``, ``pop`` or ``peek``, which report, so no call is counted twice.
-
-``outcome`` is one of :data:`OUTCOMES`:
-
-* ``ok``: returned normally;
-* ``empty``: returned ``None`` where ``None`` means "nothing there" (a pop, claim or peek of an
-  empty queue), for functions decorated with ``none_is_empty=True``;
-* ``refused``: raised a :class:`~django_fdbqueue.exceptions.QueueError` (the caller's mistake or
-  a state conflict: the REST API answers 4xx);
-* ``fdb_error``: raised an ``FDBError`` (a timeout, the retry limit, a size limit, any error
-  that is not retried: the REST API answers 503, or 413 for size limits);
-* ``error``: raised any other ``Exception`` (a bug, or an unexpected failure of the store).
-  ``KeyboardInterrupt`` and other ``BaseException`` subclasses pass through unreported.
-
-``seconds`` is wall time of the whole call, including the retries of its transaction. Given an
-open transaction, a function does not commit, so its time excludes the caller's commit.
-
-A listener that raises is logged and otherwise ignored: metrics must never fail an operation.
+What the arguments mean, what the hook costs and how a listener's failure is handled: the metrics
+guide, "Count operations without Prometheus" (docs/howto/metrics.md); the operation names and
+:data:`OUTCOMES` are listed in docs/reference/names.md.
 """
 
 from __future__ import annotations

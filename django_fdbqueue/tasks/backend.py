@@ -1,25 +1,14 @@
 """``FDBQueueBackend``: Django Tasks on the queues, with results stored beside them.
 
-A task's ``queue_name`` maps to one of our priority queues, ``QUEUE_PREFIX + queue_name``
-("tasks.default" by default), created on first use by ``enqueue`` or by a worker starting on
-it. Its priority (-100 to 100, higher runs sooner) is the item's priority, and workers claim
-from the ``max`` end, so higher priorities run first and equal ones in enqueue order. Its
-``run_after`` makes the item a delayed one. The item's value is only the result's id: the
-record in ``results`` holds the task's path and arguments.
+A task's ``queue_name`` maps to one of our priority queues, ``QUEUE_PREFIX + queue_name``,
+created on first use; its priority is the item's, workers claim from the ``max`` end, and its
+``run_after`` makes the item a delayed one. The item's value is only the result's id: the record
+in ``results`` holds the task's path and arguments. ``enqueue`` writes the record and pushes the
+item in one transaction, so a retry after ``commit_unknown_result`` never enqueues a task twice;
+bad arguments are refused before anything is stored (``limits`` keeps the record within one
+value), and ``LIMIT_KEY_ARG`` gives the item its limit key.
 
-``enqueue`` writes the record and pushes the item in one transaction; a retry after
-``commit_unknown_result`` that finds the record knows its first attempt committed, so a task is
-never enqueued twice (``retry`` knows its own write the same way). Arguments that are not JSON
-raise ``InvalidTaskArguments``, both the framework's ``InvalidTaskError`` and the ``TypeError``
-its contract names; arguments that would leave the record no room for its runs raise
-``ArgumentsTooLarge`` (see ``limits``).
-
-With the ``LIMIT_KEY_ARG`` option, the keyword argument of that name gives the item its limit
-key (``service.push(..., key=)``), so a queue's ``key_concurrency`` and ``key_rate`` apply to
-tasks too; a bad value raises ``InvalidLimitKey`` at enqueue and stores nothing.
-
-Async task functions are supported (``supports_async_task``): the worker runs them to completion
-in its thread, as the framework's ``Task.call`` does.
+How tasks map onto queues, and every refusal: the tasks guide (docs/howto/tasks.md).
 """
 
 from __future__ import annotations
@@ -87,7 +76,7 @@ def _moment(micros: int | None) -> dt.datetime | None:
 
 
 class FDBQueueBackend(BaseTaskBackend):
-    """Run Django tasks through django-fdbqueue's queues (see the module docstring)."""
+    """Run Django tasks through django-fdbqueue's queues (see the tasks guide, docs/howto/tasks.md)."""
 
     supports_defer = True
     supports_priority = True

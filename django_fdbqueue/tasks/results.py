@@ -1,21 +1,11 @@
 """Task results stored in FoundationDB beside the queues, readable from any process.
 
-Keys, under the app's root subspace::
+One JSON record per result (``root/"T"/"r"/result_id``), a listing index by backend, queue,
+status and enqueue time for the admin, and retention entries for finished results, pruned a few
+(:data:`PRUNE_BATCH`) at a time by whoever finishes a task. Every change is one transaction that
+reads the record with an ordinary read, so two workers racing on one task conflict.
 
-    root / "T" / "r" / result_id                                   -> JSON record
-    root / "T" / "i" / backend / queue_name / status / enqueued_at_us / result_id -> b""   listing
-    root / "T" / "e" / expires_at_us / result_id                   -> b""   retention
-
-A record is one JSON document (what ``TaskResult`` shows, plus the task's path and options), so
-reading a result is one point read. The listing index lets the admin page list one backend's
-queue's tasks in one status, oldest first, with one range read; a status change moves the index entry
-in the same transaction as the record. Finished results get a retention entry; whoever finishes
-a task also forgets up to :data:`PRUNE_BATCH` results whose retention has passed, reading each
-record first, so a result retried meanwhile is kept.
-
-Every change is one transaction that reads the record with an ordinary read, so two workers
-racing on one task (possible under at-least-once delivery) conflict and the loser retries and
-sees what the winner wrote.
+The keys and why: the docs' data model page, "Task results" (docs/explanation/data-model.md).
 """
 
 from __future__ import annotations

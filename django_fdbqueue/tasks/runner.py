@@ -1,28 +1,15 @@
 """Running tasks: the handler a :class:`~django_fdbqueue.worker.Worker` calls for each claimed item.
 
-For one item: mark its result RUNNING (a record already finished means an earlier delivery
-ran it, so this one is acked and dropped), call the task, then store SUCCESSFUL with the return
-value or FAILED with the exception's class and traceback, which also forgets a few expired
-results. A worker does both writes in transactions it runs anyway, so a task costs three
-transactions in all (enqueue, claim, ack): it marks the result RUNNING in the claim's
-transaction (:meth:`TaskRunner.claimed` is its ``on_claim``), and stores the result in the
-one that acks the item (:meth:`TaskRunner.handle` returns it as ``AckWith``).
+For one item: mark its result RUNNING in the claim's transaction (:meth:`TaskRunner.claimed` is
+the worker's ``on_claim``; a result already finished means an earlier delivery ran it, and this
+one is dropped), call the task, then store SUCCESSFUL or FAILED in the transaction that acks the
+item (:meth:`TaskRunner.handle` returns it as ``AckWith``): three transactions a task in all. A
+task that raises is a FAILED result, not a failure of the item. An item naming another queue's
+or backend's task is dropped unrun (only a worker's claim knows the item's queue:
+``TaskRunner(item)`` does not check).
 
-A task that raises is a FAILED task, as the Tasks framework defines it, and its item is
-acknowledged (the worker counts it as failed all the same); only a failure to read or write the
-store makes the worker release the item and try again later. So a result that cannot be stored
-must not be such a failure: a return value too large for the record makes the task FAILED with
-a ``ResultTooLarge`` error instead, and errors are shortened to fit (see ``limits``).
-
-Async task functions run too: ``Task.call`` runs the coroutine to completion with
-``async_to_sync`` in the worker's thread, which has no event loop of its own.
-
-An item must name a task result of its own queue: one naming another queue's (or backend's)
-task, which anyone allowed to push to one task queue could write, is dropped unrun, with an error
-in the log. (Only a worker's claim knows the item's queue: ``TaskRunner(item)`` does not check.)
-
-Delivery is at least once. If a worker dies mid-task, its lease runs out and another worker
-runs the task again: the result then lists both worker ids, and ``attempts`` counts them.
+Failures, results too large and repeated deliveries: the tasks guide (docs/howto/tasks.md); why
+a task may not run another queue's: docs/explanation/security.md.
 """
 
 from __future__ import annotations

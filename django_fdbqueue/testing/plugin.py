@@ -1,21 +1,13 @@
 """pytest fixtures: a fresh queue store per test, on the embedded engine and on a real cluster.
 
 Installed as a pytest plugin (entry point ``fdbqueue``; disable with ``-p no:fdbqueue``), the way
-pytest-django gives a test database:
+pytest-django gives a test database: ``fdbqueue_engine`` runs a test once per engine,
+``fdbqueue_store`` points ``settings.FDBQUEUE`` at a fresh store of that engine and returns the
+app's database, and ``fdbqueue_cluster_file`` is the cluster the ``foundationdb`` runs use (the
+one ``FDBQUEUE_TEST_CLUSTER_FILE`` names, or a throwaway local cluster, see ``binaries`` and
+``cluster``).
 
-* ``fdbqueue_engine``: ``"embedded"`` or ``"foundationdb"``; a test that asks for it runs once
-  per engine (``--fdbqueue-engines`` chooses which).
-* ``fdbqueue_store``: points ``settings.FDBQUEUE`` at a fresh store of that engine (a new SQLite
-  file, or a new ``ROOT`` on the cluster, cleared afterwards) and returns the app's database.
-* ``fdbqueue_cluster_file``: the cluster the ``foundationdb`` runs use: the one
-  ``FDBQUEUE_TEST_CLUSTER_FILE`` names, or else a throwaway local cluster started on first use
-  (when FoundationDB's binaries are found, see ``binaries``) and stopped at the end of the run.
-  ``--fdbqueue-commit-latency 5ms`` (``FDBQUEUE_TEST_COMMIT_LATENCY``) gives that cluster a real
-  cluster's commit latency (see ``cluster.commit_latency_knobs``); a cluster named by its file
-  keeps its own.
-
-Without a cluster the ``foundationdb`` runs are skipped with the reason, or fail with
-``--fdbqueue-cluster=require`` (``FDBQUEUE_TEST_CLUSTER=require``): what CI should use.
+The options, and what happens without a cluster: the testing guide (docs/howto/testing.md).
 """
 
 from __future__ import annotations

@@ -1,19 +1,13 @@
 """Consume a queue reliably: a pool of threads that claim, handle, and ack or release items.
 
 Independent of the command line, so anything that needs "call this function for every item,
-with leases, retries and back-off" can reuse it: ``manage.py fdbqueue worker`` is one user.
-
-    from django_fdbqueue.connection import get_database
-    from django_fdbqueue.worker import Worker
-
-    def send(item):
-        deliver_email(**item.value)          # raise to retry later; return to acknowledge
+with leases, retries and back-off" can reuse it: ``manage.py fdbqueue worker`` is one user::
 
     Worker(get_database(), "emails", send, concurrency=4, lease=60).run()
 
-See ``runner`` for how the threads, the heartbeat and stopping work, ``signals`` for running
-under a process supervisor, ``burst`` for ``burst=True``: process what is ready, then end, and
-``ack_with`` for a handler whose writes to the store commit in its item's ack.
+``runner`` holds :class:`Worker`, ``signals`` runs it under a process supervisor, ``burst`` ends
+it once nothing is ready, ``ack_with`` commits a handler's writes with its item's ack. How to
+use it, and how it works: the workers guide (docs/howto/workers.md).
 """
 
 from __future__ import annotations

@@ -1,23 +1,13 @@
 """Writes a handler wants committed with its item's ack: one transaction instead of two.
 
-A handler that records what it did in FoundationDB (a task's result, a processed marker) would
-otherwise write in a transaction of its own and leave the ack to the worker's next one. It can
-instead return ``AckWith(step)``: the worker then runs ``step(tr)`` and the ack in one
-transaction, so the writes and the ack commit together or not at all, and it costs one
-transaction fewer.
+A handler that records what it did in the store returns ``AckWith(step)``: the worker then runs
+``step(tr)`` and the ack in one transaction, so they commit together or not at all. When the ack
+cannot happen, ``step`` still runs, alone, in a transaction of its own, so it may run twice for
+one delivery and must be idempotent. ``after(committed)`` follows the commit; ``failed=True``
+has the worker count the acknowledged item as failed.
 
-When the ack cannot happen (the lease was lost or taken back, or the store kept failing until
-the lease ran out), ``step`` still runs, alone, in a transaction of its own, as it would have
-without ``AckWith``: the handler did its work, and the item will be delivered again. ``step``
-may so run twice for one delivery (once with an ack whose answer was lost, once alone), and
-like any handler it must be idempotent: read what it is about to write, as a task's result does.
-
-``after(committed)`` (optional) is called once the step committed (True) or failed for good
-(False), for what must follow the commit: signals, logs.
-
-``failed=True`` makes the worker count the acknowledged item as failed, not processed: the
-handler's work failed, and its writes record that instead of having the item retried (a task
-that raised is a FAILED result). The step may still change it before the ack commits.
+When each of these applies, with examples: the workers guide, "Commit the handler's own writes
+with the ack" (docs/howto/workers.md).
 """
 
 from __future__ import annotations
@@ -45,7 +35,7 @@ class AckWith:
             raise TypeError(f"AckWith needs a callable step(tr), not {type(step).__name__}.")
         self.step = step
         self.after = after
-        self.failed = failed  # count the acked item as failed (see the module docstring)
+        self.failed = failed  # count the acked item as failed (see docs/howto/workers.md)
 
     def done(self, committed: bool) -> None:
         if self.after is not None:

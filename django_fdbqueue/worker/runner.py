@@ -1,50 +1,13 @@
 """The worker: threads that claim items, hand each to a handler, and acknowledge or release it.
 
-Reliable consumption in one loop per thread: ``claim`` (the item stays in the store, hidden for
-the lease), ``handler(item)``, then ``ack`` (gone for good) or, when the handler raised,
-``release`` with a delay that grows with the item's attempts. An item whose worker dies mid-way
-is never lost: its lease runs out and the next claim anywhere gets it again.
+An item whose worker dies mid-way is never lost: its lease runs out and the next claim anywhere
+gets it again. This module holds :class:`Worker` itself: its settings, checked before any thread
+starts, and its controls (start, stop, abort, wait). The threads are the slots (``slots``: claim,
+handle, settle) and the heartbeat (``heartbeat``: keeps leases alive); what they share is in
+``state``, what becomes of an item in ``settling``, burst mode in ``burst``.
 
-The pieces
-==========
-
-* **Slot threads** (``concurrency`` of them, ``slots``) each run that loop. A claim waits for
-  work in short slices (``poll_wait``, 1 s by default), so a stop is noticed within about that
-  long even on an idle queue.
-* **One heartbeat thread** (``heartbeat``) keeps every lease in use alive: a third of the way into a lease it
-  extends it by a whole lease again, so a handler may run far longer than ``lease`` while
-  another worker still cannot claim its item. If an extend finds the lease over
-  (``LeaseNotFound``/``LeaseExpired``), the item may already be with someone else: the worker
-  logs it and, when the handler returns, neither acks nor releases.
-* **Each held item has a lock** that orders the heartbeat's extend, the slot's ack or release and
-  an abort's release, so no two of them race on one receipt; a flag says it is settled, after
-  which nobody touches the receipt again (``state``, with what else the threads share).
-* **The settling policy** (``settling``) decides what becomes of an item: acked, released with
-  back-off, or handed back on abort.
-
-This module holds :class:`Worker` itself: its settings, checked before any thread starts, and
-its controls (start, stop, abort, wait).
-
-Stopping
-========
-
-``stop()`` stops the claiming; handlers already running finish and their items are acked (or
-released on error); then ``wait()``/``run()`` return. ``abort()`` (what a second SIGTERM or
-Ctrl-C does under :func:`django_fdbqueue.worker.signals.run_until_signalled`) also releases
-every held item at once, so other workers can take them, and returns without waiting for the
-handlers: their threads are daemons, and whatever they return later is discarded.
-
-Store errors (``FDBError``) never end the worker: a failed claim is logged and retried after a
-bounded, jittered back-off; a failed ack or release is retried while the lease lasts, after
-which the item simply comes back on its own. A retried ack that finds the lease over asks the
-queue whether the item is still there: gone means the failed attempt did ack it (its answer
-was lost); still there means it was not acknowledged and will run again, and it counts as lost.
-
-Burst mode (``burst=True``, see ``burst``) ends the worker once nothing is ready and nothing is
-in hand, instead of waiting for more work.
-
-The activity charts' gauges (depth, oldest age) are sampled when a worker starts and then once a
-minute per process by the heartbeat thread (``service.activity.SAMPLER``), whoever watches.
+How these fit together, how stopping works and what the worker does on store errors is in the
+workers guide, "How the worker works" (docs/howto/workers.md).
 """
 
 from __future__ import annotations
@@ -90,25 +53,18 @@ DEFAULT_LEASE = service.DEFAULT_LEASE_SECONDS
 class Worker:
     """Consume ``queue`` with ``handler``: at-least-once, with retries, back-off and dead letters.
 
-    ``handler(item)`` gets the service's Item (``item.value``, ``item.attempts``, ...). Keep it
-    idempotent: an item whose ack was lost (a crash right after the handler, a lease that ran out)
-    is handled again. A handler may return :class:`AckWith` to have its own writes commit in the
-    ack's transaction (see ``ack_with``). Start with :meth:`run` (blocks) or :meth:`start` and
+    ``handler(item)`` gets the service's Item; returning acks it, raising releases it with a
+    back-off. Keep it idempotent: an item whose ack was lost is handled again. It may return
+    :class:`AckWith` to have its own writes commit in the ack's transaction. ``on_claim(tr,
+    lease)``, if given, runs in each claim's own transaction, and the handler is then called as
+    ``handler(item, what on_claim returned)``; it must not raise for an item it cannot handle.
+    ``spread`` (2 to 100) has each claim take one of the first ``spread`` ready items at random.
+    ``burst=True``, or one :class:`Burst` shared by several workers, ends the worker once no item
+    is ready and none is in hand. Start with :meth:`run` (blocks) or :meth:`start` and
     :meth:`wait`.
 
-    ``on_claim(tr, lease)``, if given, runs in each claim's own transaction (``service.claim``'s
-    ``step``), so what it writes commits with the claim: a task marked running costs no
-    transaction of its own. The handler is then called as ``handler(item, what on_claim
-    returned)``. It must not raise for an item it cannot handle (that fails the claim, again
-    and again): it returns something that tells the handler, which fails the item.
-
-    ``spread`` (2 to 100) is for many workers of one queue: each claim takes one of the first
-    ``spread`` ready items at random (``service.claim``), so claims rarely collide, and items leave
-    in roughly, not exactly, queue order.
-
-    ``burst=True`` ends the worker once no item is ready and none is in hand (delayed items are
-    not waited for); several workers given one :class:`Burst` end together, when that holds for
-    all their queues.
+    Each option, and how the worker works, is explained in the workers guide
+    (docs/howto/workers.md).
     """
 
     def __init__(

@@ -1,8 +1,9 @@
 """The embedded engine: FoundationDB's Python API and semantics on one SQLite file.
 
 For development, tests and single-machine deployments where no FoundationDB cluster is at
-hand. Many threads and processes on one machine may share the file; see ``storage`` for the
-data layout and ``transaction`` for the conflict rules it reproduces.
+hand. Many threads and processes on one machine may share the file (``storage``), and its
+transactions reproduce FoundationDB's conflict rules (``transaction``); the docs' embedded
+engine page (docs/explanation/embedded-engine.md) explains both.
 """
 
 from __future__ import annotations

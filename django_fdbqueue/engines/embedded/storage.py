@@ -1,34 +1,15 @@
 """The embedded engine's SQLite file: ordered key-values, commit versions and conflict history.
 
-Tables (one file, WAL mode, safe for many threads and processes on one machine):
+One file in WAL mode, safe for many threads and processes on one machine, with three tables:
+``kv`` (the key-values, in memcmp order as FoundationDB's keys), ``commit_ranges`` (the write
+conflict ranges of recent commits, whose newest row's version is the store's) and ``meta`` (how far
+that history was pruned). Reads run in one SQLite read transaction, a fixed snapshot; a commit
+checks its read conflict ranges against newer commits (FoundationDB's resolver) and applies its
+mutations in one SQLite transaction, or upgrades its own read snapshot in place when nothing
+committed since (the fast path).
 
-- ``kv(key, value)``: the key-value store. ``WITHOUT ROWID`` with a BLOB primary key, so rows
-  are kept in memcmp order, the same order as FoundationDB's keys.
-- ``commit_ranges(version, committed_at, ranges)``: the write conflict ranges of recent
-  commits, one row per commit (the ranges packed into one blob), kept for a little longer than
-  the transaction age limit. Its newest row is never forgotten: its version is the store's
-  version, the last commit's, so a commit writes one row where a separate counter would cost a
-  second page.
-- ``meta(name, value)``: ``pruned_through``, the newest commit whose conflict history has been
-  forgotten: a read version older than that predates a commit we can no longer check against, so
-  it gets ``transaction_too_old``.
-
-A transaction's reads run inside one SQLite read transaction, which WAL keeps at a fixed
-snapshot across processes; the newest version it sees there is the FoundationDB read version.
-Commits take SQLite's write lock (``BEGIN IMMEDIATE``), check the committer's read conflict
-ranges against the history rows newer than its read version (FoundationDB's resolver), record
-their own row (write ranges and new version) and apply the mutations, all in one SQLite
-transaction: a commit is atomic and durable once ``COMMIT`` returns, even if the process is
-killed a moment later. The mutations go in as few statements as their order allows: one for the
-writes, one for the atomic operations (computed inside SQLite on the stored values), one for
-the clears.
-
-The fast path: when no one has committed since a transaction's read version, nothing can
-conflict with it, and SQLite can tell us so for free. The commit then upgrades the
-transaction's own read snapshot to a write transaction in place: SQLite allows that only while
-the snapshot is the newest state (otherwise it refuses at once with ``SQLITE_BUSY_SNAPSHOT``, or
-``SQLITE_BUSY`` while another process holds the write lock), and we fall back to the full path.
-One client's commits thus skip the conflict check, a connection hand-over and two statements.
+Why it is built so, and what each step guarantees: the docs' embedded engine page, "How it works"
+(docs/explanation/embedded-engine.md).
 """
 
 from __future__ import annotations
@@ -268,7 +249,7 @@ class Storage:
         `write_ranges` are kept for later commits to check against; `apply(conn, version)` writes
         the mutations.
         `snapshot` is the connection holding the transaction's read snapshot, if any: when it is
-        still the newest state the commit happens on it (see the module docstring); the caller
+        still the newest state the commit happens on it (the fast path, docs/explanation/embedded-engine.md); the caller
         releases it afterwards either way. Raises ConflictError or TooOldError without writing
         anything.
         """

@@ -1,27 +1,13 @@
 """Transactions of the embedded engine, with FoundationDB's semantics.
 
-A transaction reads one consistent snapshot (its read version) plus its own writes, buffers
-its mutations, and records *read conflict ranges* (what it read without ``snapshot``) and
-*write conflict ranges* (what it wrote). At commit the storage layer fails it with 1020
-(not_committed) if a transaction that committed after its read version wrote into one of its
-read ranges; otherwise all its mutations apply atomically at a new, larger version.
+A transaction reads one consistent snapshot plus its own writes, buffers its mutations, and
+records the read and write conflict ranges FoundationDB's client would; at commit the storage
+layer fails it with 1020 if a newer commit wrote into one of its read ranges. This module is the
+``Transaction`` API: its lifecycle, reads, writes, commit and retry. Its parts live beside it
+(``keys``, ``reads``, ``write_cache``, ``conflicts``, ``versionstamps``).
 
-Conflict ranges follow FoundationDB's client:
-
-- ``get(key)``: ``[key, key + b"\\x00")``; a key whose value the transaction itself determined
-  (set or cleared earlier) is answered locally and adds nothing.
-- ``get_range``: the whole range when the read returned all of it; when a limit (or the caller
-  stopping early) cut it short, only the part covered: forward ``[begin, last + b"\\x00")``,
-  reverse ``[last, end)``.
-- ``get_key(selector)``: from the selector's anchor to the key found.
-- writes: the key, the cleared range, the atomic op's key; a versionstamped key the span
-  between its stamp filled with the read version (zero when it has none) and with ``\\xff``.
-- ``snapshot`` reads add none; atomic operations read nothing, so they never conflict.
-
-This module is the ``Transaction`` API: its lifecycle, reads, writes, commit and retry. Its parts
-live beside it: ``keys`` (coercion and limits), ``reads`` (the read methods and the merge of
-stored rows with own writes), ``write_cache`` (own writes, and what the commit applies),
-``conflicts`` (coalescing ranges, the size limit) and ``versionstamps``.
+The conflict range each kind of read and write adds is listed on the docs' embedded engine page,
+"What it reproduces" (docs/explanation/embedded-engine.md).
 """
 
 from __future__ import annotations

@@ -1,21 +1,14 @@
 """Idempotent pushes: a ``dedup_key`` names an item, and a second push of that key adds nothing.
 
-Each key has one record, ``k/"k"/dedup_key -> (priority, vs, enqueued_at_us, kept_until_us)``,
-written with a versionstamped value in the push's own transaction, so it names the item's
-versionstamp exactly. ``kept_until_us`` is 0 while the item exists in any state (ready, hidden,
-dead, or waiting in a high-contention pop's result); when the item is consumed (popped, acked,
-collected, or its dead letter deleted) the record, if it still names that item, is kept
-:data:`DEDUP_WINDOW_SECONDS` longer and an expiry entry ``k/"t"/kept_until_us/dedup_key`` says
-when to forget it. An item that comes back into the queue after all (:func:`restored`) makes its
-record alive again.
+Each key has one record, written with a versionstamped value in the push's own transaction so it
+names the item exactly, kept while the item exists and :data:`DEDUP_WINDOW_SECONDS` after it is
+consumed; :func:`restored` makes it alive again for an item that comes back. A push reads the
+record with an ordinary read, so two pushes of one key conflict and a retry after
+``commit_unknown_result`` finds its own first attempt. Pushes that carry a key forget up to
+:data:`PRUNE_BATCH` expired records each.
 
-A push reads the record with an ordinary read: two pushes of one key conflict, and the retry
-sees the first. A push retried after ``commit_unknown_result`` finds the record of its own first
-attempt if that attempt committed, and returns the item it stored: exactly one item either way.
-
-Forgetting is done by pushes that carry a dedup key: each clears up to :data:`PRUNE_BATCH`
-records whose window has passed (reading each one, so a record re-used meanwhile is kept).
-``clear`` forgets every key of the queue.
+The record, its expiry entries and why: the docs' data model page, "Dedup keys"
+(docs/explanation/data-model.md).
 """
 
 from __future__ import annotations

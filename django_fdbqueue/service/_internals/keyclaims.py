@@ -1,29 +1,13 @@
 """A claim on a queue with per-key limits: skip the items whose key is at its limit.
 
-``keylimits`` explains the limits, their keys and why they hold. Here is how a claim uses them:
+With its first reads the claim scans the first :data:`~keylimits.CANDIDATES` items and the keys
+marked "at their limit", walks the candidates in queue order and takes the first whose key is
+under its limits, reading the candidates' counters in a second round trip only when it must.
+When every candidate is blocked it returns :class:`~waiting.Blocked`, and a waiting claim waits
+as ``waiting.next_turn`` says. ``keylimits`` holds the limits themselves.
 
-1. With its first reads (the catalog check, what is due, the head of the queue) it sends a scan
-   of the first :data:`~keylimits.CANDIDATES` items instead of one, and a snapshot range read of
-   the keys marked "full" (at most :data:`~keylimits.MARKERS_READ`). One round trip, as before.
-   From the min end the scan is a snapshot read and the claim adds a read conflict on the item
-   it takes only, so claims that take different candidates do not conflict (an item pushed ahead
-   of the candidates meanwhile, at a lower priority, may be passed over by this claim). From the
-   max end the walk is the ordinary one, conflicts included. At a reused read version (see
-   ``fdbapi.choice_reads``) every read here is an ordinary one: what finished before the claim
-   began but after that version must make it conflict, or it would be passed over.
-2. It walks the candidates in queue order, skipping keys marked full. The first item without a
-   key is taken at once. Otherwise the counters (and buckets) of the remaining candidates' keys
-   are read together (snapshot reads, as above: a second round trip), and the first candidate whose key is
-   under its limits is taken, with a read conflict on that key's counter and bucket only.
-3. When every candidate is blocked, the claim returns :class:`~waiting.Blocked`: the queue holds
-   items, but none may be claimed at this moment. ``claim`` reports None; with ``wait=`` it waits
-   as ``waiting.next_turn`` says: for a change of the wake-up key after the claim's own snapshot
-   (an ack or release of a limited key, a push), a hidden item showing (a lease running out frees
-   its slot) or the key's next rate token, and tries again.
-
-A busy key never holds back the queue: items of other keys behind it within the candidates are
-taken. Items beyond the candidates wait until the ones ahead of them leave; a queue whose first
-32 items all belong to keys at their limit has nothing to claim until one of them frees a slot.
+Which reads conflict, and why a busy key never holds back the queue: the key limits guide, "How
+it works, and what it costs" (docs/howto/key-limits.md).
 """
 
 from __future__ import annotations

@@ -1,36 +1,13 @@
 """Per-key limits: at most N leases at once, and at most R claims per second, per item key.
 
-An item pushed with ``key=`` (a customer id, an API host: at most :data:`KEY_MAX_BYTES` bytes of
-UTF-8) carries that key in its metadata, from state to state. A queue's options
-``key_concurrency`` and ``key_rate`` limit what claims may take of one key; items without a key
-are never limited. The data model, under the queue's subspace::
+An item pushed with ``key=`` carries that key from state to state; a queue's ``key_concurrency``
+and ``key_rate`` limit what claims may take of one key. This module keeps each key's lease
+counter (given back by whatever ends the lease, in the same transaction), its "at its limit"
+marker and its token bucket, and checks the limits; the claim that skips keys at their limit is
+``keyclaims``. The keys are listed in ``keys``.
 
-    "y" / "n" / key -> 8-byte counter         leases its items hold now (atomic adds)
-    "y" / "f" / key -> b""                    "at its concurrency limit": a marker
-    "y" / "b" / key -> (tokens, refilled_us)  its token bucket (only with key_rate)
-
-**Counting.** Every claim of a keyed item adds 1 to its key's counter, and everything that ends
-the lease gives it back in the same transaction: ack, release (ready, delayed or dead), and a
-lease that ran out when the next operation moves the item back (``visibility.promote``), so a
-killed consumer's slot comes back with its lease. A counter that falls to zero is cleared
-(``compare_and_clear``). Keyed items are counted whether or not the queue has limits (an atomic
-add, no read), so limits set later start from true counts.
-
-**Why the limit holds.** A limited claim reads the counter of the key it takes (its read conflict
-is on that counter) and adds 1: two claims of one key at once conflict, and one retries and
-reads the new count. An ack's atomic add conflicts with a claim that read the counter, never
-with another ack.
-
-**Cost.** A queue without limits claims exactly as before (no extra read). A limited claim sends,
-with its first reads, a scan of the first :data:`CANDIDATES` items and one range read of the
-"full" markers (:data:`MARKERS_READ` at most); the second round trip reads the counters (and
-buckets) of the candidates' keys not marked full, and only when the first eligible candidate
-has a key. When all candidates are blocked, the claim finds nothing for that moment (None,
-or with ``wait=`` it waits for a slot or a token: see ``keyclaims``).
-
-**Token bucket.** Each key holds at most ``max(1, key_rate)`` tokens, refilled at ``key_rate``
-per second by the time elapsed, counted at claim (nothing runs in the background); a claim
-takes one token.
+Why the limit holds, what a limited claim costs and how the bucket refills: the key limits guide,
+"How it works, and what it costs" (docs/howto/key-limits.md).
 """
 
 from __future__ import annotations

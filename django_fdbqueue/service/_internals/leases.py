@@ -1,23 +1,14 @@
 """Leases: at-least-once delivery with claim, then ack, release or extend.
 
-A claim takes the next ready item as a pop does, but instead of deleting it, hides it until the
-lease ends (``visibility.Hidden`` with a fresh random token) and counts the claim in the item's
-attempts. The receipt it returns names the queue, the queue's id, the item's place and the
-token; the token is checked against the hidden item's index entry, so a receipt from an earlier
-claim of the same item (whose lease ran out and was claimed again) or a forged one can never
-act on the current lease.
+A claim takes the next ready item as a pop does but hides it until the lease ends
+(``visibility.Hidden`` with a fresh random token) and counts the claim in its attempts; the
+receipt's token is checked against the hidden item's entry, so only this lease's receipt acts on
+it. Nothing runs for an expired lease: the next pop or claim moves the item back
+(``visibility.promote``), or to the dead letters. An ack or release leaves a settled marker
+(``settled``), so its retry after a commit in doubt answers as the first attempt did.
 
-Nothing has to run for an expired lease to come back: the item is hidden until its expiry, and
-the next pop or claim moves it back to its place in queue order (``visibility.promote``),
-or to the dead letters once it has had ``max_attempts`` claims.
-
-Commits in doubt (1021, 1031: ``fdbapi.commit_in_doubt``). An ack or release whose commit may
-have happened must not then report ``LeaseNotFound`` to its retry (its own first attempt removed
-the lease), whether the retry is ``_settle``'s or the caller's. So both leave a settled marker of
-the lease's token with their outcome (``settled``), and a lease not found is looked up there
-first: a repeated ack of one receipt answers as the first did for an hour or more. A claim
-retried after 1021 may leave the first attempt's lease behind; that item simply comes back when
-the lease ends: delivered at least once, never lost.
+Why, and what each operation guarantees: the docs' data model page, "Leases, delays and dead
+letters" (docs/explanation/data-model.md), and docs/explanation/guarantees.md.
 """
 
 from __future__ import annotations

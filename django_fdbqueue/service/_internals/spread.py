@@ -1,20 +1,13 @@
 """Spread claims: many claimers of one queue take different items among the first few.
 
-A claim in queue order reads the first ready item with an ordinary read, so claimers that
-overlap in time all read the same item and all but one fail at commit (1020), back off and try
-again: at a real cluster's commit latency a fleet of workers on one queue gets little more done
-than one worker (docs/explanation/performance.md). A *spread* claim (``claim(..., spread=k)``)
-reads the first ``k`` ready items with a snapshot read and takes one of them at random, with a
-read conflict on that item alone, so overlapping claimers mostly take different items and all
-commit; two that pick the same item conflict, and the loser picks again at a newer version.
+A claim in queue order reads the first ready item with an ordinary read, so overlapping claimers
+all want the same item and all but one retry. A *spread* claim (``claim(..., spread=k)``) reads
+the first ``k`` ready items with a snapshot read and takes one at random, with a read conflict on
+that item alone, giving up exact order within those ``k``. Queues with per-key limits
+(``keyclaims``) and queues split by tenant ignore it.
 
-What it gives up is exact order: an item may be claimed before up to ``k - 1`` items ahead of it
-(never before an item beyond the first ``k``). The lease contract is unchanged: each item is
-leased to one claimer at a time, hidden until acked, released or expired. At a reused read
-version (``fdbapi.choice_reads``) the first items are read with an ordinary read, so what
-finished before the claim began is still among what it chooses from. Queues with per-key limits
-(whose claims already choose among candidates, ``keyclaims``) and queues split by tenant (whose
-claims take tenants in turn) ignore it.
+How it reads at a reused read version, and what it gives up: docs/explanation/guarantees.md,
+"Ordering"; when to use it: docs/howto/workers.md; what it measured: docs/explanation/performance.md.
 """
 
 from __future__ import annotations
@@ -47,7 +40,7 @@ def applies(entry: Entry) -> bool:
 
 
 def _reads(tr: Any) -> Any:
-    """Snapshot reads, or ordinary ones at a reused read version (see the module docstring)."""
+    """Snapshot reads, or ordinary ones at a reused read version (docs/explanation/guarantees.md, "Ordering")."""
     return tr if at_reused_version(tr) else SnapshotReads(tr)
 
 

@@ -1,7 +1,8 @@
 """The activity counters' keys, and the atomic adds the operations make to them (no read).
 
-The data model and why it costs the hot path nothing are on ``service.activity`` (the public side,
-which reads the counters and samples the gauges); this is the side every operation writes.
+The public side, which reads the counters and samples the gauges, is ``service.activity``; this
+is the side every operation writes. The data model and why it costs the hot path nothing are on
+the docs' data model page (docs/explanation/data-model.md, "Activity buckets").
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Queues split by tenant: the keys of the tenants and how items enter their sub-queues.
 
-A queue created with ``tenants=True`` keeps its items where every queue keeps them (``keys``:
-ready, hidden, dead, with the same counters), so ack, release, extend, dead letters, browsing
-and the statistics work as on any queue. Each item also carries its tenant (in
-:class:`~keys.ItemMeta`), and the queue keeps two more structures under ``"e"`` (QuiCK's
-two-level design: a queue of tenants, each with its own items)::
+A queue created with ``tenants=True`` keeps its items where every queue keeps them (``keys``),
+each carrying its tenant (:class:`~keys.ItemMeta`), plus two more structures under ``"e"``
+(QuiCK's two-level design: a queue of tenants, each with its own items)::
 
     root / "q" / queue_id / "e" / "i" / tenant / priority / vs -> meta...   a tenant's ready items
     root / "q" / queue_id / "e" / "r" / turn / tenant          -> b""      the tenants, by turn
@@ -12,18 +10,8 @@ two-level design: a queue of tenants, each with its own items)::
     root / "q" / queue_id / "e" / "s" / tenant                 -> 8-byte counter  its ready items
     root / "q" / queue_id / "e" / "n"                          -> 8-byte counter  tenants with a turn
 
-A tenant's index entry is written wherever the item becomes ready (a push, a lease or delay
-running out, a release, a requeued dead letter: ``visibility.put_ready``) and cleared by the
-pop or claim that takes it (``tenantturns``). A tenant with ready items has exactly one entry
-in the ring ``"r"``, keyed by its turn; a consumer takes one of the first tenants, takes that
-tenant's first item and moves the tenant to the back (turn = the last turn + 1, read as a
-snapshot: two tenants may share a turn, the tenant's name orders them), or takes it out of the
-ring when its sub-queue is empty, all in one transaction.
-
-Conflicts. Entering the ring reads ``"t"/tenant`` (an ordinary read) and writes it when absent;
-leaving the ring clears it. So a push of a tenant conflicts only with a pop that empties that
-tenant at the same moment (and with another push of a brand-new tenant of the same name); moving
-a tenant to the back touches the ring only, which pushes never read.
+How items and tenants enter and leave the ring, and which operations conflict: the tenants guide,
+"How it works, and what it costs" (docs/howto/tenants.md). The turns themselves are ``tenantturns``.
 """
 
 from __future__ import annotations

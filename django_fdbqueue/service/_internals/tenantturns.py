@@ -1,23 +1,13 @@
 """Pops, claims and peeks of a queue split by tenant: the tenants take turns.
 
-``tenantkeys`` explains the keys. A pop or claim (one transaction, as on any queue):
+A pop or claim (one transaction, as on any queue) moves what is due into the ready items, reads
+the first :data:`CHOICES` tenants of the ring (a snapshot read) and tries one of them at random
+first, with a read conflict on that tenant's ring key only; it takes that tenant's first item
+from ``end`` and moves the tenant to the back of the ring, or out of it when it has no more.
+``tenantkeys`` holds the keys.
 
-1. moves what is due into the ready items (``visibility.promote``: their tenants enter the ring);
-2. reads the first :data:`CHOICES` tenants of the ring (a snapshot read) and tries one of them
-   at random first, adding a read conflict on that tenant's ring key only: consumers that pick
-   different tenants do not conflict, two that pick the same one do (one retries), as two plain
-   pops of one queue do. With fewer tenants than consumers they conflict like plain pops;
-3. takes the tenant's first item from ``end`` (ordinary reads of its sub-queue, so a push into
-   it conflicts, as with a plain pop), clears its index entry, and moves the tenant to the back
-   of the ring, or out of it when its sub-queue is now empty.
-
-Picking at random among the first ``CHOICES`` tenants bounds unfairness: a tenant with items
-is passed over at most by the tenants ahead of it and by ``CHOICES - 1`` turns of others per
-turn of its own, never by a whole backlog. With one consumer and ``CHOICES = 1`` the order is
-exactly round robin.
-
-An index entry whose item is gone (taken by a high-contention pop's batch, which does not know
-tenants) is cleared when met, so the ring never points at nothing for long.
+Which consumers conflict, and how far the random pick bounds unfairness: the tenants guide, "How
+it works, and what it costs" (docs/howto/tenants.md).
 """
 
 from __future__ import annotations

@@ -1,28 +1,14 @@
 """Blocking pops and claims: wait for an item through a watch, never by polling the queue.
 
-Every push (and every release or requeue that makes an item visible, and every key slot given
-back on a limited queue) adds one to the queue's wake-up key with an atomic add, which never
-conflicts. A waiter looks at the queue in a read-only transaction (:func:`look`): how many items
-are visible (ready keys, and hidden ones that are due), when the next hidden one becomes visible
-(a delay ending, a lease running out), the wake-up key's value, and, in the same snapshot,
-watches on the wake-up key and the catalog entry. Because the look and the watches see the same
-snapshot, a change that commits after the look fires a watch: it cannot slip by unnoticed. The
-watches are set in their own transaction, apart from the one that takes the item: a watch reads
-its key, and a pop that read it would conflict with every push.
+A waiter looks at the queue in a read-only transaction (:func:`look`): what is visible, when the
+next hidden item shows, the wake-up key's value, and, in the same snapshot, watches on the
+wake-up key and the catalog entry, so a change that commits after the look fires a watch. One
+rule (:func:`next_turn`) says from a look when a waiter may next succeed; the sync wait
+(:func:`until_visible`) and the async keeper (``watchhub``) both follow it. A claim that found
+every candidate's key at its limit is :class:`Blocked`.
 
-**One rule** (:func:`next_turn`) says, from a look, when a waiter may next succeed: at once, after
-some seconds, or on the next change. The sync wait (:func:`until_visible`, one waiter, one
-thread) and the async keeper (``watchhub``, all the waiters of a queue on one event loop) both
-follow it. A waiter that found nothing may succeed once an item is visible, or when the next
-hidden one shows. A claim that found items but every one's key at its limit (:class:`Blocked`)
-may succeed once the wake-up key differs from the value its own claim read (a slot given back, a
-push), when a hidden item shows (a lease running out frees a slot), or when its key's next rate
-token comes.
-
-The watch on the catalog entry, which only ``delete_queue`` (and a change of settings) writes,
-wakes a caller waiting on a queue that is deleted: it checks again and gets ``QueueNotFound``
-instead of sleeping out its wait. (A queue deleted and created again before the caller looks is
-a queue of that name: the caller goes on waiting on the new one.)
+Why the watches are set apart from the transaction that takes the item, and what wakes whom: the
+docs' data model page, "The wake-up key" (docs/explanation/data-model.md).
 """
 
 from __future__ import annotations

@@ -1,23 +1,12 @@
 """One watch per queue for all the async waiters of an event loop, and who of them to wake.
 
-The binding allows 10,000 watches per database by default, and a process may have far more
-waiting coroutines than that. So the waiters of one queue park in a :class:`Channel`, and one
-keeper task per channel looks at the queue for all of them (``waiting.look``, on the pool) and
-follows the waiting rule (``waiting.next_turn``) that the sync wait follows for one thread. It
-wakes, in arrival order, as many waiters that found nothing as there may be visible items, and
-every blocked claim whose chance came (the wake-up key changed, or its token is due); the rest
-stay parked (no thundering herd). Then it waits for the look's watches, the earliest time a
-parked waiter's turn comes, or a nudge, without a thread: the watch's ``on_ready`` callback (the
-client's network thread, or the embedded engine's watcher) hands over to the loop with
-``call_soon_threadsafe``.
+A process may have far more waiting coroutines than a database allows watches, so the waiters of
+one queue park in a :class:`Channel`, and one keeper task per channel looks at the queue for all
+of them (``waiting.look``) and follows the waiting rule (``waiting.next_turn``). It wakes as many
+as there may be items, in arrival order, and waits for the look's watches without a thread.
 
-No waiter sleeps past a change it should see. A look's watches catch every change after its
-snapshot, and the look hands out what it saw to those parked by then. It counts one item more
-than it may hand out, so a look that saw more than it handed out knows it (``short``), and each
-woken waiter's attempt that ends, whatever its outcome, makes it look again. A waiter that parks
-while a look is on, or whose own attempt began before the last look ended, may have missed items
-that look saw: it nudges the keeper, which looks again. A deleted queue wakes everyone with
-``QueueNotFound``.
+How the keeper makes sure no waiter sleeps past a change it should see: the docs' data model
+page, "The wake-up key" (docs/explanation/data-model.md).
 """
 
 from __future__ import annotations
