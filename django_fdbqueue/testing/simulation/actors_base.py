@@ -133,6 +133,21 @@ class ActorsBase:
         outcome(push, doubt, error)
         return push
 
+    def _push_many(self, name: str, queue: str, items: list[tuple[str, int]]) -> None:
+        """Push ``(value, priority)`` pairs in one ``push_many``, and record what came of each
+        (not checked for order: a burst's values share their versionstamp's transaction)."""
+        pushes = [Push(value, queue, False, order_ok=False) for value, _priority in items]
+        for push in pushes:
+            self.history.pushed(push)
+        _got, doubt, error = self._call(
+            name,
+            f"push_many {items[0][0]}..{items[-1][0]} to {queue}",
+            partial(service.push_many, self.db, queue, items),
+            pushes=tuple(pushes),
+        )
+        for push in pushes:
+            outcome(push, doubt, error)
+
     def _settle(self, name: str, rng: random.Random, lease: Any) -> None:
         """Ack, release, extend then ack, or walk away (the lease runs out)."""
         choice = rng.random()

@@ -15,8 +15,7 @@ from typing import Any
 from django_fdbqueue import service
 from django_fdbqueue.service._internals import contention
 
-from .actors_base import CONTENDED, TICK_SECONDS, ActorsBase, outcome
-from .history import Push
+from .actors_base import CONTENDED, TICK_SECONDS, ActorsBase
 
 
 class Contention(ActorsBase):
@@ -36,17 +35,7 @@ class Contention(ActorsBase):
             self._meet(TICK_SECONDS)
             values = [f"{name}:{pushed + k}" for k in range(rng.randint(3, 10))]
             pushed += len(values)
-            pushes = [Push(value, CONTENDED, False, order_ok=False) for value in values]
-            for push in pushes:
-                self.history.pushed(push)
-            _got, doubt, error = self._call(
-                name,
-                f"push_many {values[0]}..{values[-1]} to {CONTENDED}",
-                partial(service.push_many, self.db, CONTENDED, [(value, rng.randint(0, 3)) for value in values]),
-                pushes=tuple(pushes),
-            )
-            for push in pushes:
-                outcome(push, doubt, error)  # order_ok stays False: not checked for order
+            self._push_many(name, CONTENDED, [(value, rng.randint(0, 3)) for value in values])
 
     def contender(self, name: str, rng: random.Random, operations: int) -> None:
         """High-contention pops of one end of ``hc``, several at once, so that rounds overlap.

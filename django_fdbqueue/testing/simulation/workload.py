@@ -53,6 +53,7 @@ class Shape:
     schedulers: int = 2  # two schedulers race to fire one declared schedule
     task_workers: int = 1  # run the tasks one enqueuer enqueues (none without workers)
     coroutines: int = 3  # each async waiter's event loop runs this many waits side by side
+    pause: float = 0.0  # a producer pauses up to this long (virtual seconds) between its pushes
 
     def varied(self, rng: random.Random) -> "Shape":
         """Swarm testing: each group left out, kept or (where more of one kind meet) doubled, as
@@ -60,15 +61,16 @@ class Shape:
         what two kinds alone run into."""
         counts = {}
         for f in dataclasses.fields(self):
-            if f.name not in ("operations", "coroutines"):
+            if f.name not in ("operations", "coroutines", "pause"):
                 n = getattr(self, f.name)
-                counts[f.name] = rng.choices([0, n, 2 * n if f.name in _DOUBLED else n], weights=[3, 5, 2])[0]
-        return dataclasses.replace(self, coroutines=rng.randint(1, 2 * self.coroutines), **counts)
+                counts[f.name] = rng.choices([0, n, 2 * n if f.name in _DOUBLED else n], weights=[5, 4, 1])[0]
+        coroutines = rng.randint(1, 2 * self.coroutines)
+        return dataclasses.replace(self, coroutines=coroutines, pause=rng.choice([0.0, 0.2, 1.0]), **counts)
 
     @classmethod
     def none(cls, operations: int = 12) -> "Shape":
         """No standard actor at all: for a run of a project's own actors only."""
-        counts = {f.name: 0 for f in dataclasses.fields(cls) if f.name not in ("operations", "coroutines")}
+        counts = {f.name: 0 for f in dataclasses.fields(cls) if f.name not in ("operations", "coroutines", "pause")}
         return cls(operations=operations, **counts)
 
 
@@ -99,7 +101,7 @@ class Actors(Contention, Waiting):
         self.exact = exact
         #: Set to end a swarm: each actor stops before its next operation.
         self.stopping = threading.Event()
-        self.coroutines = Shape.coroutines
+        self.coroutines, self.pause = Shape.coroutines, Shape.pause
         self._run_async = run_async or partial(run_async_simulated, scheduler)
         self._simulated_loops = run_async is None  # event loops of the simulation's (LoopTurns)
         #: Contender pops may be stopped, and frozen, midway (the run's faults ``kill``, ``stall``).
@@ -122,7 +124,7 @@ class Actors(Contention, Waiting):
             ("contender", shape.contenders, self.contender),
             ("tender", shape.tenders, self.tender),
         ]
-        self.coroutines = shape.coroutines
+        self.coroutines, self.pause = shape.coroutines, shape.pause
         for kind, count, body in kinds:
             for n in range(count):
                 name = f"{kind}{n}"
@@ -131,10 +133,22 @@ class Actors(Contention, Waiting):
                 self.scheduler.spawn(name, partial(body, name, rng, shape.operations), skew_us=skew_us())
 
     def producer(self, name: str, rng: random.Random, operations: int) -> None:
+        """Pushes one by one, and now and then a burst (``push_many``), ``pause`` apart at most."""
         for n in range(operations):
             if self.stopping.is_set():
                 return
-            self._push(name, rng, rng.choice(SHARED), n)
+            if rng.random() < 0.2:
+                self._burst(name, rng, rng.choice(["fifo", "prio"]), n)
+            else:
+                self._push(name, rng, rng.choice(SHARED), n)
+            if self.pause:
+                self.scheduler.sleep(rng.uniform(0, self.pause))
+
+    def _burst(self, name: str, rng: random.Random, queue: str, n: int) -> None:
+        priority = QUEUES[queue]["kind"] == "priority"
+        self._push_many(
+            name, queue, [(f"{name}:{n}.{k}", rng.randint(0, 3) if priority else 0) for k in range(rng.randint(2, 6))]
+        )
 
     def popper(self, name: str, rng: random.Random, operations: int) -> None:
         for _ in range(operations):
