@@ -109,6 +109,20 @@ class Options:
         """The shape the run of ``seed`` has: ``shape``, varied by the seed when ``swarm``."""
         return self.shape.varied(random.Random(f"{seed}/swarm")) if self.swarm else self.shape
 
+    def faults_of(self, seed: int) -> Faults:
+        """The faults the run of ``seed`` has: ``faults``, those of commits scaled by the seed
+        (a half to three times) when ``swarm``, so a fault's rare consequences come up too."""
+        if not self.swarm:
+            return self.faults
+        scale = random.Random(f"{seed}/faults").choice([0.5, 1.0, 1.0, 3.0])
+        f = self.faults
+        return dataclasses.replace(
+            f,
+            not_committed=min(1.0, f.not_committed * scale),
+            unknown_applied=min(1.0, f.unknown_applied * scale),
+            unknown_not_applied=min(1.0, f.unknown_not_applied * scale),
+        )
+
 
 @dataclass
 class Result:
@@ -175,7 +189,7 @@ def _run(
 ) -> Result:
     rng = random.Random(seed)
     clock = VirtualClock()
-    faults = options.faults
+    faults = options.faults_of(seed)
     db = EmbeddedDatabase(
         path,
         timeout=options.timeout,
@@ -239,7 +253,7 @@ def _cast(
     parts: services.Services,
 ) -> None:
     """The standard actors, the project's own, and which of them will be stopped midway."""
-    faults = options.faults
+    faults = options.faults_of(actors.seed)
 
     def skew() -> int:
         return int(rng.uniform(-1, 1) * faults.skew_ms * 1000)
@@ -248,7 +262,7 @@ def _cast(
     shape = options.shape_of(actors.seed)
     if options.swarm:
         counts = (f"{f.name}={getattr(shape, f.name)}" for f in dataclasses.fields(shape) if f.name != "operations")
-        actors.scheduler.note(f"swarm: {' '.join(counts)}")
+        actors.scheduler.note(f"swarm: {' '.join(counts)}; faults {faults.text()}")
     actors.spawn_all(shape, skew)
     parts.spawn(skew)
     for name, body in custom.items():

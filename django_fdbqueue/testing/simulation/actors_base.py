@@ -112,7 +112,7 @@ class ActorsBase:
         value = f"{name}:{n}"
         dedup = self.exact or rng.random() < 0.5
         delay = rng.choice([None, None, None, 0.05, 0.3])
-        key = rng.choice(["a", "b", "c"]) if queue == "keyed" else None
+        key = rng.choice(["a", "b", "c", None]) if queue == "keyed" else None  # keyless: never limited
         push = Push(value, queue, dedup, key, order_ok=delay is None)
         self.history.pushed(push)
         got, doubt, error = self._call(
