@@ -26,9 +26,9 @@ from django_fdbqueue.testing.simulation.campaign import run_seeds, shrink
 
 #: Fresh seeds each run (CI's slice), in two processes; FDBQUEUE_SIM_SEEDS changes how many, and
 #: FDBQUEUE_SIM_FIRST_SEED fixes the first (to replay a slice).
-FRESH_SEEDS = int(os.environ.get("FDBQUEUE_SIM_SEEDS", "120"))
+FRESH_SEEDS = int(os.environ.get("FDBQUEUE_SIM_SEEDS", "240"))
 #: Seeds that once found a defect (of the service, or of the simulator's own judging).
-REGRESSION_SEEDS = [3, 4, 1062, 2000]
+REGRESSION_SEEDS = [3, 4, 1062, 2000, 5001, 7002]
 SMALL = Options(shape=Shape(operations=6))
 
 

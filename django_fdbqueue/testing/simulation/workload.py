@@ -58,23 +58,44 @@ class Shape:
     def varied(self, rng: random.Random) -> "Shape":
         """Swarm testing: each group left out, kept or (where more of one kind meet) doubled, as
         ``rng`` picks, so seeds differ in which actors meet; a mix of everything at once hides
-        what two kinds alone run into."""
-        counts = {}
-        for f in dataclasses.fields(self):
-            if f.name not in ("operations", "coroutines", "pause"):
-                n = getattr(self, f.name)
-                counts[f.name] = rng.choices([0, n, 2 * n if f.name in _DOUBLED else n], weights=[5, 4, 1])[0]
+        what two kinds alone run into. A third of the seeds run one group alone (focused)."""
+        names = [f.name for f in dataclasses.fields(self) if f.name not in _NOT_COUNTS]
+        if rng.random() < 1 / 3:  # focused: one group alone with what it needs
+            focus = set(rng.choice(_FOCUSES))
+            counts = {name: getattr(self, name) if name in focus else 0 for name in names}
+        else:
+            counts = {}
+            for name in names:
+                n = getattr(self, name)
+                counts[name] = rng.choices([0, n, 2 * n if name in _DOUBLED else n], weights=[5, 4, 1])[0]
         coroutines = rng.randint(1, 2 * self.coroutines)
         return dataclasses.replace(self, coroutines=coroutines, pause=rng.choice([0.0, 0.2, 1.0]), **counts)
 
     @classmethod
     def none(cls, operations: int = 12) -> "Shape":
         """No standard actor at all: for a run of a project's own actors only."""
-        counts = {f.name: 0 for f in dataclasses.fields(cls) if f.name not in ("operations", "coroutines", "pause")}
+        counts = {f.name: 0 for f in dataclasses.fields(cls) if f.name not in _NOT_COUNTS}
         return cls(operations=operations, **counts)
 
 
+_NOT_COUNTS = ("operations", "coroutines", "pause")
 _DOUBLED = {"producers", "poppers", "claimers", "keyed_claimers", "waiters", "awaiters", "contenders"}
+#: The groups a focused seed runs alone (with the producers they consume from).
+_FOCUSES = (
+    ("producers", "poppers"),
+    ("producers", "claimers"),
+    ("producers", "keyed_claimers"),
+    ("producers", "waiters"),
+    ("producers", "awaiters"),
+    ("producers", "waiters", "awaiters"),
+    ("keepers",),
+    ("feeders", "contenders"),
+    ("feeders", "contenders", "tenders"),
+    ("tenant_producers", "tenant_consumers"),
+    ("admins", "admin_users"),
+    ("schedulers",),
+    ("task_workers",),
+)
 
 
 class Actors(Contention, Waiting):
