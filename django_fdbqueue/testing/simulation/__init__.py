@@ -72,6 +72,7 @@ class Faults:
     stall: float = 0.005  # a point where the actor stalls 0.5 to 7 s: 1007, 1031, expired leases
     kill: float = 0.2  # share of actors stopped at a random point of their run
     skew_ms: float = 50.0  # each actor's wall clock is off by up to this much
+    latency: float = 0.1  # share of commits held 1 to 100 ms after their reads: others commit meanwhile
 
     @classmethod
     def parse(cls, text: str) -> "Faults":
@@ -79,7 +80,7 @@ class Faults:
         if text in ("", "default"):
             return cls()
         if text == "none":
-            return cls(0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+            return cls(**{f.name: 0.0 for f in dataclasses.fields(cls)})
         values: dict[str, float] = {}
         names = {f.name for f in dataclasses.fields(cls)}
         for part in text.split(","):
@@ -215,6 +216,7 @@ def _run(
                 workload = [a for a in scheduler.actors if a.name in doubts]
                 stored = _end(db, scheduler, history, oracle, options, workload, parts)
         parts.judge()
+        actors.count_cancelled_pops()
         classes = history.judge(stored)
         history.check_order(FIFO_QUEUES)
     finally:
@@ -331,6 +333,8 @@ def _instrument(db: Any, scheduler: Scheduler, rng: random.Random, faults: Fault
             scheduler.stalled_until[actor.name] = scheduler.clock.now + seconds
             scheduler.note(f"{actor.name} stalls {seconds:.2f} s")
             scheduler.sleep(seconds)
+        elif label == "commit" and actor is not None and faults.latency and rng.random() < faults.latency:
+            scheduler.sleep(rng.uniform(0.001, 0.1))  # not a stall: the waits it slows are judged
         point(label)
 
     db.faults.draw = noted_draw

@@ -27,6 +27,7 @@ class Waiting(ActorsBase):
     """The sync and async waiters (see the module's docstring); ``Actors`` sets their state."""
 
     coroutines: int  # how many waits each async waiter's event loop runs side by side
+    cancelled_pops: list[tuple[str, str, int]]  # (event loop, queue, its doubts when the pop began)
     _run_async: Callable[[Callable[[], Any]], Any]
     _simulated_loops: bool
 
@@ -159,7 +160,17 @@ class Waiting(ActorsBase):
         The loop's coroutines share its jobs' faults, so which pop met it is not known: each one
         that overlapped counts (the verdict is the more lenient for it, never wrong).
         """
-        if not claims:
+        if claims:
+            return
+        if _task.cancelled():  # its pool job goes on (and its give-back after it): count at the end
+            self.cancelled_pops.append((name, queue, before))
+        else:
+            self.history.lossy(queue, self.doubts[name].count - before)
+
+    def count_cancelled_pops(self) -> None:
+        """Once every job has ended: a cancelled pop may have lost an item for each commit in
+        doubt its loop's jobs met from its start on (its own job ran past the cancel)."""
+        for name, queue, before in self.cancelled_pops:
             self.history.lossy(queue, self.doubts[name].count - before)
 
     def _pool_stalled(self, since: float) -> bool:

@@ -123,6 +123,7 @@ class Actors(Contention, Waiting):
         #: Set to end a swarm: each actor stops before its next operation.
         self.stopping = threading.Event()
         self.coroutines, self.pause = Shape.coroutines, Shape.pause
+        self.cancelled_pops = []
         self._run_async = run_async or partial(run_async_simulated, scheduler)
         self._simulated_loops = run_async is None  # event loops of the simulation's (LoopTurns)
         #: Contender pops may be stopped, and frozen, midway (the run's faults ``kill``, ``stall``).
