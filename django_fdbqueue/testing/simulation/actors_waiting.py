@@ -192,12 +192,14 @@ class Waiting(ActorsBase):
             return
         if not claims:
             self.history.deliver(got.value)
+            if rng is not None:  # a client handles it before it polls again; its peers wait on
+                await asyncio.sleep(rng.choice([0.0, 0.0, 0.05, 0.3, 1.0]))
             return
         value = got.item.value
         self.history.leased(value)
         choice = 1.0 if rng is None else rng.random()  # no rng: acked at once
         if rng is not None:
-            await asyncio.sleep(rng.choice([0.0, 0.0, 0.05, 0.3]))  # handling it, holding its key's slot
+            await asyncio.sleep(rng.choice([0.0, 0.0, 0.05, 0.3, 1.0]))  # handling it, holding its key's slot
         if choice < 0.15:
             self.scheduler.note(f"{name} walks away from {value}")  # the lease runs out
             return

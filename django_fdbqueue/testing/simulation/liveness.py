@@ -1,15 +1,14 @@
 """Liveness as the run goes: no waiter is still asleep a bounded virtual time beside an item it may take.
 
 :class:`Takeable` notes, queue by queue, since when each item has been one a waiter may take: on
-a queue without key limits, the head (any waiter takes it); on a queue with ``key_concurrency``,
-every visible item (ready, or hidden and due: a delay passed, a lease ran out) among those a
-claim looks at (``keylimits.CANDIDATES``) whose key holds fewer live leases than its limit. It looks again only when that may have changed: after a
+a queue without key limits, every visible item (a pop or claim takes one of them); on a queue
+with ``key_concurrency``, every visible item among those a limited claim looks at whose key holds
+fewer live leases than its limit. It looks again only when that may have changed: after a
 commit, or once the clock passes the moment the first hidden item shows.
 
-Two judges read it. :class:`Asleep`, at each step: an item that stays takeable for the bound
-while a wait (:class:`~.history.Wait`) is under way means the waiter slept through its chance.
-:func:`gave_up_beside`, when a wait has ended empty: it gave up while an item was there. A waiter
-woken in time takes it (or another does), and it is no longer takeable. What a fault slowed is
+Two judges read it: :class:`Asleep`, at each step (an item takeable for the bound while a wait,
+:class:`~.history.Wait`, is under way: the waiter slept through its chance), and the oracle's
+check of waits that ended empty (one gave up while an item was there). What a fault slowed is
 not judged: a wait whose actor, or one of the jobs it started (an event loop's pool jobs and
 undos), was stalled by the simulation in that time.
 """
@@ -73,13 +72,8 @@ class Takeable:
 
     def _look(self, queue: str, wall: float) -> tuple[list[str], float]:
         """The takeable items' ids, and when the first hidden item shows (infinity: none is hidden)."""
-        limit = self.key_limits.get(queue)
-        if limit is not None:
-            at = dt.datetime.fromtimestamp(wall, dt.timezone.utc)
-            return takeable_under_limits(self.db, self.history, queue, limit, at)
-        head = service.peek(self.db, queue)
-        hidden = service.scheduled(self.db, queue, limit=1).items
-        return ([] if head is None else [head.id]), (hidden[0].visible_at.timestamp() if hidden else math.inf)
+        at = dt.datetime.fromtimestamp(wall, dt.timezone.utc)
+        return takeable_items(self.db, self.history, queue, self.key_limits.get(queue), at)
 
 
 class Asleep:
@@ -120,13 +114,17 @@ def stalled_since(scheduler: Scheduler, actor: str, since: float) -> bool:
 
 
 @transactional
-def takeable_under_limits(
-    tr: Any, history: History, queue: str, limit: int, wall: dt.datetime
+def takeable_items(
+    tr: Any, history: History, queue: str, limit: int | None, wall: dt.datetime
 ) -> tuple[list[str], float]:
-    """Ids of the visible items of ``queue`` a limited claim looks at (its first
-    ``keylimits.CANDIDATES``) whose key holds fewer than ``limit`` live leases at ``wall``, in one
-    snapshot, and when the first hidden item shows (a delay passes, a lease runs out). (The queues
-    with key limits here have no ``max_attempts``: a lease that ran out is visible.)"""
+    """Ids of the items of ``queue`` a waiter may take at ``wall``, in one snapshot, and when the
+    first hidden item shows (a delay passes, a lease runs out).
+
+    Without key limits (``limit`` None): every ready item and every delayed one now due (a pop or
+    claim takes one of them, whichever it is). With them: those a limited claim looks at (its
+    first ``keylimits.CANDIDATES``) whose key holds fewer than ``limit`` live leases; the queues
+    with key limits here have no ``max_attempts``, so a lease that ran out is visible too.
+    """
     live: dict[str | None, int] = {}
     due: list[tuple[str, str | None]] = []
     shows = math.inf
@@ -136,12 +134,14 @@ def takeable_under_limits(
             shows = min(shows, entry.visible_at.timestamp())
             if entry.state == "leased":
                 live[key] = live.get(key, 0) + 1
-        else:
+        elif limit is not None or entry.state == "delayed":  # a spent lease may be a dead letter
             due.append((entry.item.id, key))
     ready = [
         (item.id, _key(history, item.value))
         for item in _pages(lambda c: service.browse(tr, queue, cursor=c, limit=_PAGE))
     ]
+    if limit is None:
+        return [item_id for item_id, _key_ in due + ready], shows
     looked_at = _candidates(due, ready, keylimits.CANDIDATES)
     return [item_id for item_id, key in looked_at if key is None or live.get(key, 0) < limit], shows
 
