@@ -30,6 +30,8 @@ from .scheduler import Scheduler
 #: the check of waits that gave up. A wake-up takes a watch's delay (up to 0.05 s) and a few turns
 #: of the actors involved, among all the others (0.12 s at most in the 40 seeds measured).
 ASLEEP_SECONDS = 0.5
+#: An event loop's job running this long is an attempt at work (retrying after conflicts, say).
+LONG_JOB_SECONDS = 0.1
 _PAGE = 500
 
 
@@ -85,19 +87,44 @@ class Asleep:
         self.history = takeable.history
         self.bound = bound
         self.judged: set[int] = set()  # waits already reported
+        self.busy_at: dict[int, float] = {}  # wait: when it was last seen attempting, not asleep
+        self.job_seen: dict[str, float] = {}  # an event loop's job: when it was first seen running
 
     def step(self) -> None:
         now = self.scheduler.clock.now
-        for number, wait in dict(self.history.waits).items():
-            if number not in self.judged:
+        waits = dict(self.history.waits)
+        for number in set(self.busy_at) - set(waits):
+            del self.busy_at[number]
+        if not waits:
+            return
+        working = self._working(now)
+        for number, wait in waits.items():
+            if number in self.judged:
+                continue
+            if wait.actor in working:
+                self.busy_at[number] = now
+            else:
                 self._judge(number, wait, now)
+
+    def _working(self, now: float) -> set[str]:
+        """The waiters at work rather than asleep: an event loop while a job of its own has run a
+        while (an attempt losing conflicts under contention, say: a look or a quick attempt of
+        another of its waits does not count), a thread anywhere but a watch's wait."""
+        live = self.scheduler.live()
+        for job in live:
+            if job.owner is not None:
+                self.job_seen.setdefault(job.name, now)
+        loops = {a.owner for a in self.scheduler.actors if a.owner is not None}
+        working = {a.owner for a in live if a.owner is not None and now - self.job_seen[a.name] >= LONG_JOB_SECONDS}
+        working.update(a.name for a in live if a.name not in loops and a.owner is None and a.label != "watch")
+        return working
 
     def _judge(self, number: int, wait: Wait, now: float) -> None:
         earliest = self.takeable.earliest(wait.queue)
         if earliest is None:
             return
         item, since = earliest
-        start = max(since, wait.began)
+        start = max(since, wait.began, self.busy_at.get(number, -math.inf))
         if now - start < self.bound or stalled_since(self.scheduler, wait.actor, start):
             return
         self.judged.add(number)
