@@ -58,16 +58,20 @@ class Shape:
     def varied(self, rng: random.Random) -> "Shape":
         """Swarm testing: each group left out, kept or (where more of one kind meet) doubled, as
         ``rng`` picks, so seeds differ in which actors meet; a mix of everything at once hides
-        what two kinds alone run into. A third of the seeds run one group alone (focused)."""
+        what two kinds alone run into. Half the seeds keep every group; a quarter run one group
+        alone (focused)."""
         names = [f.name for f in dataclasses.fields(self) if f.name not in _NOT_COUNTS]
-        if rng.random() < 1 / 3:  # focused: one group alone with what it needs
+        mix = rng.random()
+        if mix < 0.5:  # every group, as given
+            counts = {name: getattr(self, name) for name in names}
+        elif mix < 0.75:  # focused: one group alone with what it needs
             focus = set(rng.choice(_FOCUSES))
             counts = {name: getattr(self, name) if name in focus else 0 for name in names}
         else:
             counts = {}
             for name in names:
                 n = getattr(self, name)
-                counts[name] = rng.choices([0, n, 2 * n if name in _DOUBLED else n], weights=[5, 4, 1])[0]
+                counts[name] = rng.choices([0, n, 2 * n if name in _DOUBLED else n], weights=[3, 5, 2])[0]
         coroutines = rng.randint(1, 2 * self.coroutines)
         return dataclasses.replace(self, coroutines=coroutines, pause=rng.choice([0.0, 0.2, 1.0]), **counts)
 
