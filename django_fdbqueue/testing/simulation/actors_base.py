@@ -30,6 +30,8 @@ QUEUES: dict[str, dict[str, Any]] = {
     "hc": {"kind": "priority"},  # the contenders' own: only high-contention pops take from it
     "letters": {"kind": "fifo", "max_attempts": 1},  # the keeper's own: a release makes a dead letter
 }
+#: How early (virtual seconds) a lease may be gone: the skew between two actors' clocks, and more.
+EARLY_SECONDS = 0.2
 #: Contenders start their pops on multiples of this (virtual seconds), so they meet.
 TICK_SECONDS = 1.0
 SHARED = ("fifo", "prio", "keyed")  # the queues producers and claimers pick from
@@ -156,15 +158,34 @@ class ActorsBase:
         value = lease.item.value
         if choice < 0.3:
             delay = rng.choice([0, 0.2])
-            self._call(name, f"release {value}", partial(service.release, self.db, lease.receipt, delay=delay))
+            _got, _doubt, error = self._call(
+                name, f"release {value}", partial(service.release, self.db, lease.receipt, delay=delay)
+            )
+            self._gone_early(name, lease, error)
             return
         if choice < 0.4:
-            self._call(name, f"extend {value}", partial(service.extend, self.db, lease.receipt, 5.0))
+            _got, _doubt, error = self._call(
+                name, f"extend {value}", partial(service.extend, self.db, lease.receipt, 5.0)
+            )
+            self._gone_early(name, lease, error)
         _got, _doubt, error = self._call(name, f"ack {value}", partial(service.ack, self.db, lease.receipt), acks=value)
+        self._gone_early(name, lease, error)
         if error is None:
             self.history.deliver(lease.item.value)
         elif not isinstance(error, (LeaseGone, FDBError)):
             raise error
+
+    def _gone_early(self, name: str, lease: Any, error: BaseException | None) -> None:
+        """An item is leased to one consumer at a time: a lease settled here (of a queue no actor
+        purges) is not gone while its time runs, but for the skew between clocks. Two claims of one
+        item that both committed leave the first holder's lease gone early."""
+        if not isinstance(error, LeaseGone):
+            return
+        left = lease.lease_expires_at.timestamp() - self.scheduler.clock.wall()
+        if left > EARLY_SECONDS:
+            self.history.violate(
+                "lease", f"{name}'s lease of {lease.item.value} was gone ({error.reason}) {left:.3f} s before its end"
+            )
 
 
 def outcome(push: Push, doubt: int, error: BaseException | None) -> None:

@@ -205,16 +205,16 @@ class Waiting(ActorsBase):
             return
         if choice < 0.3:
             delay = 0.2 if choice < 0.2 else 0.0
-            await self._asettle(name, f"release {value}", service.arelease(self.db, got.receipt, delay=delay))
+            await self._asettle(name, f"release {value}", service.arelease(self.db, got.receipt, delay=delay), got)
             return
         if choice < 0.4 and not await self._asettle(
-            name, f"extend {value}", service.aextend(self.db, got.receipt, 5.0)
+            name, f"extend {value}", service.aextend(self.db, got.receipt, 5.0), got
         ):
             return
-        if await self._asettle(name, f"ack {value}", service.aack(self.db, got.receipt), acks=value):
+        if await self._asettle(name, f"ack {value}", service.aack(self.db, got.receipt), got, acks=value):
             self.history.deliver(value)
 
-    async def _asettle(self, name: str, what: str, call: Any, acks: str | None = None) -> bool:
+    async def _asettle(self, name: str, what: str, call: Any, lease: Any, acks: str | None = None) -> bool:
         """Await an ack, release or extend: True if it went through.
 
         ``acks``: the value it acknowledges; raising after a commit in doubt, or stopped while it
@@ -226,6 +226,7 @@ class Waiting(ActorsBase):
             await asyncio.shield(call)
         except (FDBError, QueueError) as error:
             self.scheduler.note(f"{name} {what} -> {shown(None, error)}")
+            self._gone_early(name, lease, error)
             seen = self.doubts[name].count - before + (1 if commit_in_doubt(error) else 0)
             if acks is not None and may_have_settled(error, seen):
                 self.history.maybe(acks)
