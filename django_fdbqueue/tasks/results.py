@@ -13,6 +13,9 @@ in the same transaction as the record. Finished results get a retention entry; w
 a task also forgets up to :data:`PRUNE_BATCH` results whose retention has passed, reading each
 record first, so a result retried meanwhile is kept.
 
+A workflow's member also names its workflow and node (``workflow``): its finish releases the
+nodes that wait on it, in the same transaction (see ``workflows``).
+
 Every change is one transaction that reads the record with an ordinary read, so two workers
 racing on one task (possible under at-least-once delivery) conflict and the loser retries and
 sees what the winner wrote.
@@ -94,9 +97,14 @@ class Record:
     errors: list[dict[str, str]] = field(default_factory=list)
     return_value: Any = None
     expires_us: int | None = None
+    # [workflow id, node index] for a workflow's member (see ``workflows``); None for a lone task.
+    workflow: list[Any] | None = None
 
     def dumps(self) -> bytes:
-        return json.dumps(self.__dict__, separators=(",", ":"), allow_nan=False).encode()
+        data = self.__dict__
+        if data["workflow"] is None:  # a lone task's record stays as it was before workflows
+            data = {name: value for name, value in data.items() if name != "workflow"}
+        return json.dumps(data, separators=(",", ":"), allow_nan=False).encode()
 
     @classmethod
     def loads(cls, raw: bytes) -> "Record":
