@@ -125,7 +125,12 @@ def chord(members: Group | Iterable[Part], callback: Part) -> Chord:
 
 
 def _kind(value: Any) -> str:
-    return f"a {type(value).__name__}" if not isinstance(value, Task) else f"the Task {value.module_path}"
+    """What a refused value is, for the message."""
+    if isinstance(value, Task):
+        return f"the Task {value.module_path}"
+    if callable(value) and hasattr(value, "__qualname__"):
+        return f"the function {value.__qualname__} (is it decorated with @task?)"
+    return f"a {type(value).__name__}"
 
 
 def _enqueue(part: Part, on_failure: str, name: str) -> WorkflowResult:
