@@ -16,7 +16,6 @@ from django.utils import timezone
 
 from django_fdbqueue import service
 from django_fdbqueue.fdbapi import ErrorCode, FDBError
-from django_fdbqueue.tasks import results
 from django_fdbqueue.tasks import runner as task_runner
 from django_fdbqueue.tasks.compat import InvalidTaskError, TaskResultStatus
 from django_fdbqueue.tasks.exceptions import WorkflowCancelled, WorkflowDoesNotExist, WorkflowFailed
@@ -388,7 +387,9 @@ def _nothing_stored(db) -> None:
 def test_bad_steps_and_graphs_are_refused_with_clear_messages(fdbqueue_db, backend):
     from django_fdbqueue.tasks.exceptions import ArgumentsTooLarge, InvalidWorkflow
 
-    with pytest.raises(InvalidWorkflow, match=r"call\(\) takes a task .*not the function len \(is it decorated with @task\?\)"):
+    with pytest.raises(
+        InvalidWorkflow, match=r"call\(\) takes a task .*not the function len \(is it decorated with @task\?\)"
+    ):
         call(len, 1)
     with pytest.raises(TypeError, match=r"tests.task_functions.add: Task arguments must be JSON"):
         call(tf.add, object(), 1)
@@ -441,7 +442,9 @@ def test_every_step_uses_one_fdbqueue_backend(fdbqueue_db, settings):
         "dummy": {"BACKEND": _dummy_backend_path()},
         "other": {"BACKEND": "django_fdbqueue.tasks.FDBQueueBackend", "QUEUES": ["default"]},
     }
-    with pytest.raises(InvalidWorkflow, match=r"uses TASKS\['dummy'\], a DummyBackend: workflows run on FDBQueueBackend"):
+    with pytest.raises(
+        InvalidWorkflow, match=r"uses TASKS\['dummy'\], a DummyBackend: workflows run on FDBQueueBackend"
+    ):
         chain(call(tf.add.using(backend="dummy"), 1, 2)).enqueue()
     with pytest.raises(InvalidWorkflow, match=r"Step 1 .*TASKS\['other'\].*TASKS\['default'\]: every step"):
         group(call(tf.add, 1, 2), call(tf.add.using(backend="other"), 1, 2)).enqueue()

@@ -162,7 +162,9 @@ def _nodes(tr: Any, workflow_id: str, begin: int, limit: int) -> list[NodeInfo]:
 def _info(header: keys.Header, index: int, node: keys.StoredNode, state: Any, raw: Any) -> NodeInfo:
     record = results.Record.loads(bytes(raw)) if raw.present() else None
     mark = bytes(state) if state.present() else None
-    info = NodeInfo(index, node.result_id, None if record is None else record.task_path, "FORGOTTEN", 0, node.predecessors)
+    info = NodeInfo(
+        index, node.result_id, None if record is None else record.task_path, "FORGOTTEN", 0, node.predecessors
+    )
     if record is None:
         return info
     info.attempts = len(record.worker_ids)
