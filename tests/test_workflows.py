@@ -15,7 +15,7 @@ import pytest
 from django.utils import timezone
 
 from django_fdbqueue import service
-from django_fdbqueue.fdbapi import ErrorCode, FDBError
+from django_fdbqueue.fdbapi import ErrorCode, FDBError, transactional
 from django_fdbqueue.tasks import runner as task_runner
 from django_fdbqueue.tasks.compat import InvalidTaskError, TaskResultStatus
 from django_fdbqueue.tasks.exceptions import WorkflowCancelled, WorkflowDoesNotExist, WorkflowFailed
@@ -45,12 +45,12 @@ def backend(fdbqueue_db):
     return backend_named("default")
 
 
-def run_burst(backend, concurrency: int = 2) -> TaskWorkers:
+def run_burst(backend, concurrency: int = 2, deadline: float = DEADLINE, spread: int | None = None) -> TaskWorkers:
     """Run the task queues' workers until nothing is ready and nothing runs."""
-    group_ = TaskWorkers(backend, burst=True, concurrency=concurrency)
+    group_ = TaskWorkers(backend, burst=True, concurrency=concurrency, spread=spread)
     group_.start()
     try:
-        assert group_.wait(DEADLINE), "the burst did not end"
+        assert group_.wait(deadline), "the burst did not end"
     finally:
         group_.abort()
         group_.wait(DEADLINE)
@@ -253,7 +253,7 @@ def test_a_pushed_member_of_a_stopped_workflow_is_dropped_at_claim(fdbqueue_db, 
     handle = group(call(wt.touch, str(log), "a"), call(wt.touch, str(log), "b")).enqueue()
     header = headers.get(fdbqueue_db, handle.id)
 
-    @__import__("django_fdbqueue.fdbapi", fromlist=["transactional"]).transactional
+    @transactional
     def stop(tr):
         headers.finish(tr, headers.read(tr, handle.id), "CANCELLED", {"cancelled": True})
 
@@ -355,7 +355,7 @@ def test_members_finishing_together_release_the_callback_once(fdbqueue_db, backe
     assert service.size(fdbqueue_db, QUEUE) == 1  # the callback, once
     space = Keys(handle.id)
 
-    @__import__("django_fdbqueue.fdbapi", fromlist=["transactional"]).transactional
+    @transactional
     def counters(tr):
         shards = [count_of(tr[space.shard(size, shard)]) for shard in range(8)]
         return shards, count_of(tr[space.shards_done(size)])
@@ -545,3 +545,35 @@ def test_a_lost_answer_while_enqueueing_stores_and_starts_once(fdbqueue_db, back
     handle.refresh()
     assert handle.status == "SUCCESSFUL" and handle.result(3).return_value == [0, 2, 4]
     assert handle.result(3).attempts == 1
+
+
+# --- size ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(600)
+def test_a_chord_of_10000_members_enqueues_in_batches_and_completes(fdbqueue_db, backend, monkeypatch, engine_name):
+    """Stored in batches well under FoundationDB's limits, started in one transaction, the
+    callback's 10,000 results read a page per transaction."""
+    from django_fdbqueue.tasks.workflows import storing
+
+    sizes, real_store = [], storing._store
+
+    def measured(db, workflow_id, entries):
+        sizes.append(sum(entry.cost for entry in entries))
+        return real_store(db, workflow_id, entries)
+
+    monkeypatch.setattr(storing, "_store", measured)
+    members = 10_000
+    started = time.monotonic()
+    handle = chord([call(wt.double, n) for n in range(members)], call(wt.total)).enqueue()
+    enqueued = time.monotonic() - started
+    assert handle.status == "RUNNING" and handle.size == members + 1
+    assert len(sizes) >= members // storing.BATCH_NODES and max(sizes) <= storing.BATCH_BYTES
+    assert service.size(fdbqueue_db, QUEUE) == members
+    # Threads for a cluster's round trips, claims spread so they rarely meet.
+    workers = run_burst(backend, concurrency=4 if engine_name == "embedded" else 8, deadline=240, spread=16)
+    handle.refresh()
+    assert handle.status == "SUCCESSFUL" and handle.succeeded == members + 1
+    callback = handle.result(members)
+    assert callback.return_value == members * (members - 1) and callback.attempts == 1
+    print(f"enqueued in {enqueued:.1f}s, finished in {time.monotonic() - started:.1f}s; {workers.stats.as_dict()}")

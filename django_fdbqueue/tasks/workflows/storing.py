@@ -1,8 +1,8 @@
 """Enqueueing a workflow: its nodes stored in batches, then one transaction that starts it.
 
 1. The header is written, status STORING (or found STORING: a call resumed after an error).
-2. The nodes, a batch per transaction (at most BATCH_NODES nodes and about BATCH_BYTES): each
-   node's READY task record (naming its workflow and node), its push data, its predecessors in
+2. The nodes, a batch per transaction (at most BATCH_NODES parts and about BATCH_BYTES; a node
+   of many edges is split into parts of EDGES_PER_PART): each node's READY task record (naming its workflow and node), its push data, its predecessors in
    order, and its place among each predecessor's successors (with its shard). Each batch reads
    the header, so a workflow cancelled meanwhile stops being stored.
 3. One transaction sets the status RUNNING and pushes the roots' items: nothing runs before
@@ -34,6 +34,8 @@ from .reading import WorkflowResult, get_workflow
 
 BATCH_NODES = 500
 BATCH_BYTES = 500_000
+#: Edges written with their node; more go in parts of their own.
+EDGES_PER_PART = 2_000
 
 
 class Built(Protocol):
@@ -51,15 +53,18 @@ class Built(Protocol):
 
 @dataclass
 class Entry:
-    """One node's writes: its record, its push data, and its edges' keys and values."""
+    """Writes of one node, or of a part of its edges: its record and push data (in its first
+    part), and the keys and values of its edges (a node of 10,000 predecessors has 20,000)."""
 
-    record: results.Record
-    node: StoredNode
+    index: int
+    record: results.Record | None
+    node: StoredNode | None
     edges: list[tuple[bytes, bytes]]
 
     @property
     def cost(self) -> int:
-        return len(self.record.dumps()) + 300 + sum(len(k) + len(v) for k, v in self.edges)
+        own = 0 if self.record is None else len(self.record.dumps()) + 300
+        return own + sum(len(k) + len(v) for k, v in self.edges)
 
 
 def enqueue_workflow(workflow: Built) -> WorkflowResult:
@@ -83,9 +88,11 @@ def enqueue_workflow(workflow: Built) -> WorkflowResult:
         name=workflow.name,
     )
     if _begin(db, header):
-        for start, stop in batches(entries):
-            _store(db, workflow.id, entries[start:stop])
-        _launch(db, workflow.id, [entries[index].node for index in roots], backend.max_attempts)
+        parts = [part for entry in entries for part in split(entry)]
+        for start, stop in batches(parts):
+            _store(db, workflow.id, parts[start:stop])
+        starts = [node for index in roots if (node := entries[index].node) is not None]
+        _launch(db, workflow.id, starts, backend.max_attempts)
     for step, record in zip(workflow.steps, workflow.records):
         task_enqueued.send(type(backend), task_result=backend.to_result(step.task, record))
     return get_workflow(workflow.id, backend.alias)
@@ -113,13 +120,22 @@ def plan(workflow: Built, backend: FDBQueueBackend) -> list[Entry]:
                     (space.predecessor(index, position), pack_pair(predecessor, workflow.records[predecessor].id))
                 )
                 edges.append((space.successor(predecessor, index), pack_shard(shard, sizes[shard], shards)))
-        entries.append(Entry(record, node, edges))
+        entries.append(Entry(index, record, node, edges))
     sinks = [index for index, count in enumerate(workflow.successor_counts) if count == 0]
     shards, sizes = shard_plan(len(sinks))
     for position, sink in enumerate(sinks):  # the end (node ``size``) waits on every sink
         shard = position % shards
         entries[sink].edges.append((space.successor(sink, size), pack_shard(shard, sizes[shard], shards)))
     return entries
+
+
+def split(entry: Entry) -> list[Entry]:
+    """The node's writes in parts of at most EDGES_PER_PART edges (the first with its record)."""
+    edges = entry.edges
+    parts = [Entry(entry.index, entry.record, entry.node, edges[:EDGES_PER_PART])]
+    for start in range(EDGES_PER_PART, len(edges), EDGES_PER_PART):
+        parts.append(Entry(entry.index, None, None, edges[start : start + EDGES_PER_PART]))
+    return parts
 
 
 def batches(entries: list[Entry]) -> list[tuple[int, int]]:
@@ -152,9 +168,9 @@ def _store(tr: Any, workflow_id: str, entries: list[Entry]) -> None:
         raise InvalidWorkflow(f"Workflow {workflow_id} stopped being stored: it is {status} (cancelled meanwhile?).")
     space = Keys(workflow_id)
     for entry in entries:
-        index = entry.record.workflow[1] if entry.record.workflow else 0
-        results.write(tr, entry.record, None)
-        tr[space.node(index)] = entry.node.dumps()
+        if entry.record is not None and entry.node is not None:
+            results.write(tr, entry.record, None)
+            tr[space.node(entry.index)] = entry.node.dumps()
         for key, value in entry.edges:
             tr[key] = value
 
