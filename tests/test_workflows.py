@@ -456,6 +456,70 @@ def test_every_step_uses_one_fdbqueue_backend(fdbqueue_db, settings):
     assert get_workflow(handle.id, "other").status == "RUNNING"
 
 
+def test_a_part_refused_halfway_adds_none_of_its_steps(fdbqueue_db, backend, settings):
+    from django_fdbqueue.tasks.exceptions import InvalidWorkflow
+
+    settings.TASKS = {**settings.TASKS, "other": {"BACKEND": "django_fdbqueue.tasks.FDBQueueBackend"}}
+    wf = Workflow()
+    first = wf.add(call(wt.double, 1))
+    with pytest.raises(InvalidWorkflow, match="Step 3 .*every step of a workflow uses one backend"):
+        wf.add(group(call(wt.double, 2), call(wt.double, 3), call(wt.double.using(backend="other"), 4)), after=[first])
+    assert len(wf) == 1 and wf.successor_counts == [0]
+    last = wf.add(call(wt.collect), after=[first])
+    assert last.index == 1
+    handle = wf.enqueue()
+    run_burst(backend)
+    assert handle.result(last).return_value == [2]
+
+
+def test_too_many_nodes_started_together_are_refused(fdbqueue_db, backend, monkeypatch):
+    from django_fdbqueue.tasks.exceptions import InvalidWorkflow
+    from django_fdbqueue.tasks.workflows import canvas, storing
+
+    monkeypatch.setattr(canvas, "MAX_FAN_OUT", 3)
+    monkeypatch.setattr(storing, "MAX_FAN_OUT", 3)
+    monkeypatch.setattr(canvas, "MAX_NODES", 6)
+    with pytest.raises(InvalidWorkflow, match="starts at most 3 steps at once; 4 of this one's wait on nothing"):
+        group(*(call(wt.double, n) for n in range(4))).enqueue()
+    wf = Workflow()
+    top = wf.add(call(wt.double, 0))
+    for n in range(3):
+        wf.add(call(wt.double, n), after=[top])
+    with pytest.raises(InvalidWorkflow, match="Node 0 would have over 3 steps waiting on it"):
+        wf.add(call(wt.double, 4), after=[top])
+    wf.add(call(wt.double, 5))
+    wf.add(call(wt.double, 6))
+    with pytest.raises(InvalidWorkflow, match="at most 6 steps"):
+        wf.add(call(wt.double, 7))
+    _nothing_stored(fdbqueue_db)
+
+
+def test_a_workflow_enqueues_from_async_code(fdbqueue_db, backend):
+    import asyncio
+
+    handle = asyncio.run(chain(call(wt.double, 1), call(wt.collect)).aenqueue(name="async"))
+    assert handle.status == "RUNNING" and handle.name == "async"
+
+
+def test_a_finished_workflow_is_forgotten_after_the_retention(fdbqueue_db, backend, monkeypatch):
+    from django_fdbqueue.tasks.workflows import headers
+
+    old = chain(call(wt.double, 1)).enqueue()
+    run_burst(backend)
+    old.refresh()
+    expires = get_workflow(old.id)
+    header = headers.get(fdbqueue_db, old.id)
+    assert old.status == "SUCCESSFUL" and header.expires_us is not None and expires.finished_at is not None
+    monkeypatch.setattr(headers, "now_micros", lambda: header.expires_us + 1)  # time passes
+    chain(call(wt.double, 2)).enqueue()
+    run_burst(backend)  # the next workflow to finish forgets the old one
+    with pytest.raises(WorkflowDoesNotExist):
+        get_workflow(old.id)
+    assert old.id not in [w.id for w in list_workflows("SUCCESSFUL").items]
+    begin, end = Keys(old.id).everything()
+    assert list(fdbqueue_db.create_transaction().get_range(begin, end, limit=1)) == []
+
+
 # --- reading ------------------------------------------------------------------------------------------
 
 

@@ -33,17 +33,27 @@ MAX_NAME = 200
 MAX_DELAY_US = 366 * 86_400 * 1_000_000
 
 
+class Enqueueable:
+    """What a step, chain, group or chord can do alone: be enqueued as a workflow of its own."""
+
+    def enqueue(self, *, on_failure: str = FAIL, name: str = "") -> WorkflowResult:
+        """Enqueue this as a workflow of its own (see :class:`Workflow` for ``on_failure``)."""
+        workflow = Workflow(on_failure=on_failure, name=name)
+        workflow.add(self)  # type: ignore[call-overload]  # every subclass is a Part
+        return workflow.enqueue()
+
+    async def aenqueue(self, *, on_failure: str = FAIL, name: str = "") -> WorkflowResult:
+        """``enqueue`` for async code (run on a thread, as the framework's ``aenqueue``)."""
+        return await sync_to_async(self.enqueue, thread_sensitive=False)(on_failure=on_failure, name=name)
+
+
 @dataclass(frozen=True)
-class Step:
+class Step(Enqueueable):
     """One task to run, with its arguments (made by :func:`call`)."""
 
     task: Task[Any, Any]
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
-
-    def enqueue(self, *, on_failure: str = FAIL, name: str = "") -> WorkflowResult:
-        """Enqueue this as a workflow of its own (see :class:`Workflow`)."""
-        return _enqueue(self, on_failure, name)
 
 
 def call(task: Task[Any, Any], /, *args: Any, **kwargs: Any) -> Step:
@@ -58,37 +68,25 @@ def call(task: Task[Any, Any], /, *args: Any, **kwargs: Any) -> Step:
 
 
 @dataclass(frozen=True)
-class Chain:
+class Chain(Enqueueable):
     """Parts run one after another; each starts once the previous one has finished."""
 
     parts: tuple["Part", ...]
 
-    def enqueue(self, *, on_failure: str = FAIL, name: str = "") -> WorkflowResult:
-        """Enqueue this as a workflow of its own (see :class:`Workflow`)."""
-        return _enqueue(self, on_failure, name)
-
 
 @dataclass(frozen=True)
-class Group:
+class Group(Enqueueable):
     """Parts run side by side; what follows a group waits for all of them."""
 
     parts: tuple["Part", ...]
 
-    def enqueue(self, *, on_failure: str = FAIL, name: str = "") -> WorkflowResult:
-        """Enqueue this as a workflow of its own (see :class:`Workflow`)."""
-        return _enqueue(self, on_failure, name)
-
 
 @dataclass(frozen=True)
-class Chord:
+class Chord(Enqueueable):
     """A group, then a callback that runs once, after all of its members."""
 
     members: Group
     callback: "Part"
-
-    def enqueue(self, *, on_failure: str = FAIL, name: str = "") -> WorkflowResult:
-        """Enqueue this as a workflow of its own (see :class:`Workflow`)."""
-        return _enqueue(self, on_failure, name)
 
 
 Part = Step | Chain | Group | Chord
@@ -131,12 +129,6 @@ def _kind(value: Any) -> str:
     if callable(value) and hasattr(value, "__qualname__"):
         return f"the function {value.__qualname__} (is it decorated with @task?)"
     return f"a {type(value).__name__}"
-
-
-def _enqueue(part: Part, on_failure: str, name: str) -> WorkflowResult:
-    workflow = Workflow(on_failure=on_failure, name=name)
-    workflow.add(part)
-    return workflow.enqueue()
 
 
 @dataclass(frozen=True)
@@ -187,8 +179,22 @@ class Workflow:
             raise InvalidWorkflow(f"Workflow {self.id} is enqueued already: build a new one to add steps.")
         if isinstance(after, Node):
             after = [after]
-        ends = self.attach(part, self.checked_after(after))
+        mark, backend = len(self.records), self.backend
+        try:
+            ends = self.attach(part, self.checked_after(after))
+        except BaseException:
+            self.undo(mark, backend)  # a part refused halfway leaves none of its steps behind
+            raise
         return ends[0] if isinstance(part, Step) else ends
+
+    def undo(self, mark: int, backend: FDBQueueBackend | None) -> None:
+        """Forget the steps added from node ``mark`` on."""
+        for before in self.predecessors[mark:]:
+            for index in before:
+                self.successor_counts[index] -= 1
+        for added in (self.steps, self.records, self.predecessors, self.successor_counts):
+            del added[mark:]
+        self.backend = backend
 
     def checked_after(self, after: Iterable[Node]) -> list[Node]:
         nodes = list(after) if isinstance(after, Iterable) else [after]
