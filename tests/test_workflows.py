@@ -266,6 +266,25 @@ def test_a_pushed_member_of_a_stopped_workflow_is_dropped_at_claim(fdbqueue_db, 
     assert cancel_workflow(handle.id).swept  # finishes the marking
 
 
+def test_an_item_pushed_by_hand_does_not_run_a_member_early(fdbqueue_db, backend, tmp_path, caplog):
+    """Anyone allowed to push to a task queue could name a waiting member: it is dropped unrun,
+    and the member runs once its predecessors have finished, once."""
+    log, go = tmp_path / "order", tmp_path / "go"
+    handle = chain(call(wt.wait_for, str(go)), call(wt.touch, str(log), "second")).enqueue()
+    service.push(fdbqueue_db, QUEUE, {"result_id": handle.result(1).id}, priority=10)  # ahead of the first
+    workers = TaskWorkers(backend, concurrency=1)
+    workers.start()
+    try:
+        wait_until(lambda: "waits on nodes not finished yet" in caplog.text, "the stray item to be dropped")
+        assert lines(log) == [] and handle.result(1).status == TaskResultStatus.READY
+        go.touch()
+        wait_until(lambda: get_workflow(handle.id).is_finished, "the workflow")
+    finally:
+        workers.abort()
+        workers.wait(DEADLINE)
+    assert lines(log) == ["second"] and handle.result(1).attempts == 1
+
+
 # --- faults -----------------------------------------------------------------------------------------
 
 
@@ -518,6 +537,26 @@ def test_a_finished_workflow_is_forgotten_after_the_retention(fdbqueue_db, backe
     assert old.id not in [w.id for w in list_workflows("SUCCESSFUL").items]
     begin, end = Keys(old.id).everything()
     assert list(fdbqueue_db.create_transaction().get_range(begin, end, limit=1)) == []
+
+
+def test_a_stopped_workflow_is_kept_until_its_members_are_marked(fdbqueue_db, backend, monkeypatch):
+    """A sweep cut short (its worker died) leaves READY records: the workflow stays listed, one
+    more retention at a time, until cancel_workflow marks them; then it is forgotten."""
+    from django_fdbqueue.tasks.workflows import headers, stopping
+
+    monkeypatch.setattr(stopping, "sweep", lambda db, workflow_id: None)  # the sweeper dies
+    stopped = chain(call(wt.explode, "x"), call(wt.double, 1)).enqueue()
+    run_burst(backend)
+    header = headers.get(fdbqueue_db, stopped.id)
+    assert header.status == "FAILED" and not header.swept
+    monkeypatch.setattr(headers, "now_micros", lambda: header.expires_us + 1)
+    chain(call(wt.double, 2)).enqueue()
+    run_burst(backend)
+    kept = headers.get(fdbqueue_db, stopped.id)
+    assert kept is not None and kept.expires_us > header.expires_us
+    assert stopped.result(1).status == TaskResultStatus.READY  # not marked: that is why it is kept
+    monkeypatch.undo()
+    assert cancel_workflow(stopped.id).swept and stopped.result(1).status == TaskResultStatus.FAILED
 
 
 # --- reading ------------------------------------------------------------------------------------------

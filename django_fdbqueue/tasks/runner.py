@@ -23,7 +23,8 @@ in the log. (Only a worker's claim knows the item's queue: ``TaskRunner(item)`` 
 
 A workflow's member (see ``workflows``) is an ordinary task whose record names its node: the
 transaction that stores its result also releases the members waiting on it, and the claim's
-transaction drops it, marked FAILED, if its workflow was cancelled or failed meanwhile.
+transaction drops it, marked FAILED, if its workflow was cancelled or failed meanwhile (or, unrun
+and unmarked, if it is not released yet: an item pushed by hand).
 
 Delivery is at least once. If a worker dies mid-task, its lease runs out and another worker
 runs the task again: the result then lists both worker ids, and ``attempts`` counts them.
@@ -84,8 +85,8 @@ def _mark_running(tr: Any, result_id: str, worker_id: str, now_us: int) -> tuple
     record = results.read(tr, result_id)
     if record is None or record.finished:
         return None
-    if record.workflow is not None and release.stopped(tr, record):
-        return None  # its workflow was cancelled or failed: marked FAILED, never run
+    if record.workflow is not None and not release.admitted(tr, record):
+        return None  # its workflow stopped (marked FAILED), or it is not released yet: not run
     if (
         record.status == results.RUNNING
         and record.last_attempted_us == now_us

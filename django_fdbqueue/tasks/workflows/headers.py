@@ -74,7 +74,9 @@ def finish(
 def prune(tr: Any, now_us: int) -> int:
     """Forget up to PRUNE_BATCH finished workflows whose retention has passed: one range clear each.
 
-    Their members' records are the task results' own: ``results.prune`` forgets them.
+    Their members' records are the task results' own: ``results.prune`` forgets them. A stopped
+    workflow whose members are not all marked yet (``swept``) is kept one more retention, and
+    listed, until ``cancel_workflow`` marks them.
     """
     begin, end = keys.expiry_range(now_us)
     rows = list(tr.snapshot.get_range(begin, end, limit=PRUNE_BATCH))
@@ -87,8 +89,13 @@ def prune(tr: Any, now_us: int) -> int:
         if not raw.present():
             continue
         header = Header.loads(bytes(raw))
-        if header.expires_us == expires_us:
-            del tr[keys.listing_key(header)]
-            tr.clear_range(*keys.Keys(header.id).everything())
-            removed += 1
+        if header.expires_us != expires_us:
+            continue
+        if not header.swept:  # members not marked yet (their READY records would stay forever)
+            retention = expires_us - (header.finished_us or expires_us)
+            write(tr, Header(**{**header.__dict__, "expires_us": now_us + max(retention, 1)}), None)
+            continue
+        del tr[keys.listing_key(header)]
+        tr.clear_range(*keys.Keys(header.id).everything())
+        removed += 1
     return removed

@@ -23,6 +23,7 @@ finish that completes it gives the workflow its final status (FAILED if any memb
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from .. import results
@@ -36,6 +37,7 @@ from .keys import (
     RELEASED,
     RUNNING,
     SETTLED,
+    STORING,
     SUCCESSFUL,
     Header,
     Keys,
@@ -44,6 +46,8 @@ from .keys import (
     counter,
     unpack_shard,
 )
+
+logger = logging.getLogger("django_fdbqueue.worker.tasks")
 
 
 def settle(tr: Any, record: results.Record) -> None:
@@ -118,21 +122,34 @@ def _end(tr: Any, space: Keys, header: Header) -> None:
     headers.finish(tr, header, FAILED if failed else SUCCESSFUL, {"failed": failed} if failed else None, swept=True)
 
 
-def stopped(tr: Any, record: results.Record) -> bool:
-    """In a claim's transaction: True if this member must not run, its record then marked FAILED.
+def admitted(tr: Any, record: results.Record) -> bool:
+    """In a claim's transaction: whether this member may run now (False: drop its item unrun).
 
-    Its workflow was cancelled, or failed under ``on_failure="fail"``, after its item was pushed.
-    A member that settled once (it ran, and is now retried by hand) runs: it releases nothing.
+    Not if its workflow was cancelled, or failed under ``on_failure="fail"``, after its item was
+    pushed: its record is then marked FAILED. Nor if it was never released (an item pushed by
+    hand, naming a member whose predecessors have not all finished): the item is dropped and the
+    member runs when it is released. A member that settled once (it ran, and is now retried by
+    hand) runs: it releases nothing.
     """
     if record.workflow is None:
-        return False
+        return True
     workflow_id, index = record.workflow
     space = Keys(workflow_id)
-    raw_header, state = tr[space.header], tr[space.state(index)]
+    raw_header, state, raw_node = tr[space.header], tr[space.state(index)], tr[space.node(index)]
     if not raw_header.present() or (state.present() and bytes(state) == SETTLED):
-        return False
+        return True
     header = Header.loads(bytes(raw_header))
-    if header.status not in (FAILED, CANCELLED):
+    if header.status in (FAILED, CANCELLED):
+        stopping.mark_not_run(tr, header, record, index)
         return False
-    stopping.mark_not_run(tr, header, record, index)
+    root = raw_node.present() and StoredNode.loads(bytes(raw_node)).predecessors == 0
+    if header.status == STORING or not (state.present() or root):
+        logger.warning(
+            "Task %s is node %s of workflow %s, which waits on nodes not finished yet: dropping an item "
+            "that names it (it runs once they finish).",
+            record.id,
+            index,
+            workflow_id,
+        )
+        return False
     return True
