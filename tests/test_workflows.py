@@ -212,6 +212,14 @@ def test_on_failure_continue_runs_the_callback_with_the_error_in_place(fdbqueue_
     assert handle.reason == {"failed": 1}
 
 
+def test_on_failure_continue_counts_a_failure_in_the_last_finish_too(fdbqueue_db, backend):
+    """The finish that ends the workflow reads the failures counted so far, its own included."""
+    handle = chain(call(wt.double, 1), call(wt.explode, "last")).enqueue(on_failure="continue")
+    run_burst(backend)
+    handle.refresh()
+    assert (handle.status, handle.succeeded, handle.failed, handle.reason) == ("FAILED", 1, 1, {"failed": 1})
+
+
 # --- cancelling -------------------------------------------------------------------------------------
 
 
@@ -419,8 +427,10 @@ def test_bad_steps_and_graphs_are_refused_with_clear_messages(fdbqueue_db, backe
         chord([], call(wt.collect))
     with pytest.raises(InvalidWorkflow, match=r"part 1 is the Task tests.task_functions.add, not a step \(wrap"):
         chain(call(tf.add, 1, 2), tf.add)
+    empty = Workflow()
     with pytest.raises(InvalidWorkflow, match="A workflow needs at least one step"):
-        Workflow().enqueue()
+        empty.enqueue()
+    empty.add(call(tf.add, 1, 2))  # refused as it was: it may still be completed
     with pytest.raises(InvalidWorkflow, match="on_failure must be 'fail' or 'continue'"):
         Workflow(on_failure="ignore")
     with pytest.raises(ArgumentsTooLarge, match=r"Step 0 \(tests.task_functions.add\): Task arguments are too large"):
@@ -601,6 +611,7 @@ def test_the_graph_shows_each_node_s_state_and_attempts(fdbqueue_db, backend):
 
 
 def test_an_interrupted_enqueue_runs_nothing_and_resumes(fdbqueue_db, backend, monkeypatch):
+    from django_fdbqueue.tasks.exceptions import InvalidWorkflow
     from django_fdbqueue.tasks.workflows import storing
 
     monkeypatch.setattr(storing, "BATCH_NODES", 2)  # three transactions of nodes
@@ -617,6 +628,8 @@ def test_an_interrupted_enqueue_runs_nothing_and_resumes(fdbqueue_db, backend, m
     wf.add(chord([call(wt.double, n) for n in range(4)], call(wt.collect)))
     with pytest.raises(RuntimeError):
         wf.enqueue()
+    with pytest.raises(InvalidWorkflow, match="its enqueue began"):  # what is stored must not change
+        wf.add(call(wt.double, 9))
     assert get_workflow(wf.id).status == "STORING"
     assert [w.id for w in list_workflows("STORING").items] == [wf.id]
     assert not service.queue_exists(fdbqueue_db, QUEUE)  # nothing runs before every node is stored

@@ -26,7 +26,7 @@ from ..compat import InvalidTaskError, Task, task_backends
 from ..exceptions import InvalidTaskArguments, InvalidWorkflow
 from .keys import CONTINUE, FAIL, MAX_FAN_OUT, MAX_NODES, POLICIES
 from .reading import WorkflowResult
-from .storing import enqueue_workflow
+from .storing import check, enqueue_workflow
 
 MAX_NAME = 200
 #: A member's run_after may be at most this far ahead (a queue item's delay limit).
@@ -162,6 +162,7 @@ class Workflow:
         self.predecessors: list[list[int]] = []
         self.successor_counts: list[int] = []
         self.enqueued = False
+        self.frozen = False  # an enqueue began: what may be stored already must not change
 
     def __len__(self) -> int:
         return len(self.records)
@@ -175,8 +176,11 @@ class Workflow:
     def add(self, part: Part, after: Iterable[Node] = ()) -> Node | list[Node]:
         """Add a step (its ``Node``) or a chain, group or chord (the nodes that end it), to run
         once every node of ``after`` (nodes of this workflow) has finished."""
-        if self.enqueued:
-            raise InvalidWorkflow(f"Workflow {self.id} is enqueued already: build a new one to add steps.")
+        if self.frozen:
+            raise InvalidWorkflow(
+                f"Workflow {self.id} is enqueued already, or its enqueue began (call enqueue() again to "
+                "finish it): build a new one to add steps."
+            )
         if isinstance(after, Node):
             after = [after]
         mark, backend = len(self.records), self.backend
@@ -272,6 +276,8 @@ class Workflow:
         after an error (it resumes); refused once it succeeded."""
         if self.enqueued:
             raise InvalidWorkflow(f"Workflow {self.id} is enqueued already: build a new one to run it again.")
+        check(self)  # refused as it is: steps may still be added
+        self.frozen = True
         handle = enqueue_workflow(self)
         self.enqueued = True
         return handle

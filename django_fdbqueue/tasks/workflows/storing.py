@@ -67,8 +67,8 @@ class Entry:
         return own + sum(len(k) + len(v) for k, v in self.edges)
 
 
-def enqueue_workflow(workflow: Built) -> WorkflowResult:
-    """Store and start a built workflow (see the module docstring); its WorkflowResult."""
+def check(workflow: Built) -> tuple[FDBQueueBackend, list[int]]:
+    """The workflow's backend and roots, or InvalidWorkflow if it cannot be enqueued as it is."""
     backend = workflow.backend
     if backend is None or not workflow.records:
         raise InvalidWorkflow("A workflow needs at least one step.")
@@ -77,6 +77,12 @@ def enqueue_workflow(workflow: Built) -> WorkflowResult:
         raise InvalidWorkflow(
             f"A workflow starts at most {MAX_FAN_OUT:,} steps at once; {len(roots):,} of this one's wait on nothing."
         )
+    return backend, roots
+
+
+def enqueue_workflow(workflow: Built) -> WorkflowResult:
+    """Store and start a built workflow (see the module docstring); its WorkflowResult."""
+    backend, roots = check(workflow)
     entries = plan(workflow, backend)
     db = get_database()
     header = Header(
