@@ -394,6 +394,47 @@ def test_members_finishing_together_release_the_callback_once(fdbqueue_db, backe
     assert handle.status == "SUCCESSFUL"
 
 
+@pytest.mark.django_db  # TaskRunner closes Django's old connections, in this thread here
+def test_members_of_different_shards_never_conflict(fdbqueue_db, backend):
+    """9 members: 3 shards of 3 (positions 0, 3, 6 in shard 0...). Two finishes in one shard
+    conflict; two in different shards both commit, however they overlap."""
+    handle = chord([call(wt.double, n) for n in range(9)], call(wt.total)).enqueue()
+    runner = task_runner.TaskRunner(backend, "test-worker")
+    writes = {}
+    for _ in range(9):
+        lease, settle = _claim_and_run(fdbqueue_db, runner)
+        writes[_node_of(handle, lease)] = settle
+
+    def together(first: int, second: int) -> list[int | None]:
+        """Both finishes read before either commits; each one's error code (None: committed)."""
+        trs = [fdbqueue_db.create_transaction() for _ in range(2)]
+        for tr, node in zip(trs, (first, second)):
+            writes[node].step(tr)
+        codes = []
+        for tr in trs:
+            try:
+                tr.commit().wait()
+                codes.append(None)
+            except FDBError as error:
+                codes.append(error.code)
+        return codes
+
+    assert together(0, 1) == [None, None]  # shards 0 and 1
+    assert together(3, 6) == [None, ErrorCode.NOT_COMMITTED]  # both in shard 0
+    assert together(2, 4) == [None, None]  # shards 2 and 1
+    for node in (6, 5, 7, 8):  # the rest, one at a time (6 again: its conflicting commit applied nothing)
+        tr = fdbqueue_db.create_transaction()
+        writes[node].step(tr)
+        tr.commit().wait()
+    assert service.size(fdbqueue_db, QUEUE) == 1  # the callback's item (the members' are still leased)
+    assert handle.result(9).status == TaskResultStatus.READY
+
+
+def _node_of(handle, lease) -> int:
+    result_id = lease.item.value["result_id"]
+    return next(info.index for info in handle.nodes() if info.result_id == result_id)
+
+
 # --- validation: refused before anything is stored --------------------------------------------------
 
 
