@@ -101,3 +101,34 @@ def test_writes_that_fail_leave_the_item_unacknowledged(fdbqueue_db, queue, work
 def test_a_step_must_be_callable():
     with pytest.raises(TypeError, match="callable step"):
         AckWith("not a function")
+
+
+@pytest.mark.parametrize("conflicts", [2, ack_with_module.CONFLICT_RETRIES + 1])
+def test_a_conflict_is_retried_in_place_a_few_times(fdbqueue_db, queue, conflicts):
+    """Steps that meet on purpose (a workflow's members counting toward one callback) conflict
+    as part of their work: the ack retries a conflict itself, then leaves it to the worker."""
+    from django_fdbqueue.fdbapi import ErrorCode, FDBError
+
+    service.push(fdbqueue_db, queue, "job")
+    lease = service.claim(fdbqueue_db, queue, lease=60)
+    runs = []
+
+    def step(tr):
+        runs.append(1)
+        tr[_marker("job")] = b"done"
+        if len(runs) <= conflicts:
+            # Another transaction writes a key this one read: its commit conflicts (1020).
+            tr[_marker("read")].present()
+            fdbqueue_db[_marker("read")] = str(len(runs)).encode()
+
+    if conflicts > ack_with_module.CONFLICT_RETRIES:
+        with pytest.raises(FDBError) as caught:
+            ack_with_module.ack_with(fdbqueue_db, lease.receipt, queue, AckWith(step))
+        assert caught.value.code == ErrorCode.NOT_COMMITTED
+        assert len(runs) == ack_with_module.CONFLICT_RETRIES + 1
+        assert service.get_item(fdbqueue_db, queue, lease.item.id) is not None  # not acked
+        return
+    ack_with_module.ack_with(fdbqueue_db, lease.receipt, queue, AckWith(step))
+    assert len(runs) == conflicts + 1
+    assert fdbqueue_db[_marker("job")] == b"done"
+    assert service.get_item(fdbqueue_db, queue, lease.item.id) is None  # acked

@@ -42,7 +42,7 @@ from .compat import (
     normalize_json,
     task_enqueued,
 )
-from .exceptions import InvalidLimitKey, InvalidTaskArguments
+from .exceptions import InvalidLimitKey, InvalidTaskArguments, WorkflowCancelled, WorkflowFailed
 
 DEFAULT_OPTIONS: dict[str, Any] = {
     # Our queue for the task queue "emails" is QUEUE_PREFIX + "emails".
@@ -65,6 +65,8 @@ DEFAULT_OPTIONS: dict[str, Any] = {
     "CLAIM_SPREAD": None,
 }
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+# The errors of a workflow's member that never ran: such a member is not retried on its own.
+_NOT_RUN = {f"{cls.__module__}.{cls.__qualname__}" for cls in (WorkflowCancelled, WorkflowFailed)}
 
 
 def _micros(moment: dt.datetime) -> int:
@@ -153,13 +155,24 @@ class FDBQueueBackend(BaseTaskBackend):
         self.queue_for(task.queue_name)
 
     def enqueue(self, task: Task[Any, Any], args: Any, kwargs: Any) -> TaskResult[Any]:
+        record = self.new_record(task, args, kwargs)
+        key = self.limit_key(record.kwargs)
+        run_after = _moment(record.run_after_us)
+        enqueue_record(get_database(), record, self.queue_for(task.queue_name), self.max_attempts, run_after, key)
+        result = self.to_result(task, record)
+        task_enqueued.send(type(self), task_result=result)
+        return result
+
+    def new_record(self, task: Task[Any, Any], args: Any, kwargs: Any, result_id: str | None = None) -> results.Record:
+        """The READY record of a task about to be enqueued, checked (task, JSON arguments, size,
+        limit key), not stored: ``enqueue`` stores it with its item, a workflow with its graph."""
         self.validate_task(task)
-        args, kwargs = _json_arguments(args, kwargs)
+        args, kwargs = json_arguments(args, kwargs)
         run_after = task.run_after
         if run_after is not None and timezone.is_naive(run_after):
             run_after = timezone.make_aware(run_after)  # USE_TZ = False: the project's time zone
         record = results.Record(
-            id=results.new_id(),
+            id=result_id or results.new_id(),
             task_path=task.module_path,
             backend=self.alias,
             queue_name=task.queue_name,
@@ -171,11 +184,8 @@ class FDBQueueBackend(BaseTaskBackend):
             enqueued_us=now_micros(),
         )
         limits.check_new(record)
-        key = self.limit_key(kwargs)
-        enqueue_record(get_database(), record, self.queue_for(task.queue_name), self.max_attempts, run_after, key)
-        result = self.to_result(task, record)
-        task_enqueued.send(type(self), task_result=result)
-        return result
+        self.limit_key(kwargs)
+        return record
 
     def get_result(self, result_id: str) -> TaskResult[Any]:
         record = results.get(get_database(), result_id) if isinstance(result_id, str) else None
@@ -263,7 +273,7 @@ def _shown(value: Any) -> str:
     return f"a value of type {type(value).__name__}"
 
 
-def _json_arguments(args: Any, kwargs: Any) -> tuple[list[Any], dict[str, Any]]:
+def json_arguments(args: Any, kwargs: Any) -> tuple[list[Any], dict[str, Any]]:
     """The arguments as stored, or InvalidTaskArguments: they must survive a trip through JSON."""
     try:
         args, kwargs = normalize_json(list(args)), normalize_json(dict(kwargs))
@@ -307,6 +317,11 @@ def _retry(tr: Any, result_id: str, backend: FDBQueueBackend, enqueued_us: int) 
         return record
     if record.status != results.FAILED:
         raise InvalidTaskError(f"Only a failed task can be retried; this one is {record.status}.")
+    if record.workflow is not None and record.errors and record.errors[-1]["exception_class_path"] in _NOT_RUN:
+        raise InvalidTaskError(
+            f"This task never ran: it is a member of workflow {record.workflow[0]}, which was cancelled or "
+            "failed before the task started. Enqueue a new workflow (or the task alone) to run it."
+        )
     if backend.queues and record.queue_name not in backend.queues:
         raise InvalidTaskError(
             f"Queue {record.queue_name!r} is no longer one of TASKS[{backend.alias!r}]['QUEUES']: no worker would run it."

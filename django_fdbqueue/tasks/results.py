@@ -6,6 +6,8 @@ status and enqueue time for the admin, and retention entries for finished result
 reads the record with an ordinary read, so two workers racing on one task conflict.
 
 The keys and why: the docs' data model page, "Task results" (docs/explanation/data-model.md).
+A workflow's member also names its workflow and node (``workflow``): its finish releases the
+nodes that wait on it, in the same transaction (see ``workflows``).
 """
 
 from __future__ import annotations
@@ -84,9 +86,14 @@ class Record:
     errors: list[dict[str, str]] = field(default_factory=list)
     return_value: Any = None
     expires_us: int | None = None
+    # [workflow id, node index] for a workflow's member (see ``workflows``); None for a lone task.
+    workflow: list[Any] | None = None
 
     def dumps(self) -> bytes:
-        return json.dumps(self.__dict__, separators=(",", ":"), allow_nan=False).encode()
+        data = self.__dict__
+        if data["workflow"] is None:  # a lone task's record stays as it was before workflows
+            data = {name: value for name, value in data.items() if name != "workflow"}
+        return json.dumps(data, separators=(",", ":"), allow_nan=False).encode()
 
     @classmethod
     def loads(cls, raw: bytes) -> "Record":

@@ -10,6 +10,9 @@ or backend's task is dropped unrun (only a worker's claim knows the item's queue
 
 Failures, results too large and repeated deliveries: the tasks guide (docs/howto/tasks.md); why
 a task may not run another queue's: docs/explanation/security.md.
+A workflow's member is an ordinary task whose record names its node: the transaction that stores
+its result also releases what waits on it, and the claim drops it if its workflow stopped
+(``workflows``; docs/explanation/workflows.md).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from django_fdbqueue.worker.burst import Burst
 
 from . import limits, results
 from .backend import FDBQueueBackend, ensure_queue
+from .workflows import release, stopping
 from .compat import (
     TaskContext,
     get_exception_traceback,
@@ -66,6 +70,8 @@ def _mark_running(tr: Any, result_id: str, worker_id: str, now_us: int) -> tuple
     record = results.read(tr, result_id)
     if record is None or record.finished:
         return None
+    if record.workflow is not None and not release.admitted(tr, record):
+        return None  # its workflow stopped (marked FAILED), or it is not released yet: not run
     if (
         record.status == results.RUNNING
         and record.last_attempted_us == now_us
@@ -101,6 +107,7 @@ def _finish(
     done = limits.fitted(done)
     results.write(tr, done, record)
     results.prune(tr, done.finished_us)
+    release.settle(tr, done)  # a workflow's member: release what waited on it, in this transaction
     return done, too_large
 
 
@@ -246,6 +253,7 @@ class TaskRunner:
             if committed and stored:
                 done, too_large = stored[0]
                 self._announce(done, outcome, record, result, too_large or failure)
+                self._sweep(done)
 
         writes = AckWith(step, after, failed=outcome["status"] == results.FAILED)  # the worker counts it
         return writes
@@ -264,6 +272,15 @@ class TaskRunner:
         if result is not None:
             finished = self.backend.to_result(result.task, done)
             _send_finished(type(self.backend), finished, failure if done.status == results.FAILED else None)
+
+    def _sweep(self, done: results.Record) -> None:
+        """A member's failure that stopped its workflow: mark the members that will never run."""
+        if done.workflow is None or done.status != results.FAILED:
+            return
+        try:
+            stopping.sweep_after_failure(get_database(), done)
+        except Exception:  # noqa: BLE001 - the result is stored; cancel_workflow finishes the marking
+            logger.exception("Could not mark the members of workflow %s that will not run.", done.workflow[0])
 
     def _run(self, record: results.Record) -> tuple[dict[str, Any], Any, BaseException | None]:
         """Call the task: (the outcome to store, its TaskResult or None, the exception it raised)."""

@@ -16,11 +16,14 @@ import logging
 from typing import Any, Callable
 
 from django_fdbqueue import service
-from django_fdbqueue.fdbapi import transactional
+from django_fdbqueue.fdbapi import ErrorCode, FDBError, transactional
 
 __all__ = ["AckWith", "ack_with", "commit_alone", "run_alone"]
 
 logger = logging.getLogger("django_fdbqueue.worker")
+
+#: Conflicts an ack with writes retries itself before leaving the error to the worker.
+CONFLICT_RETRIES = 5
 
 
 class AckWith:
@@ -43,16 +46,26 @@ class AckWith:
 
 
 def ack_with(db: Any, receipt: str, queue: str, settle: AckWith) -> None:
-    """One attempt at ``settle.step`` and the ack in one transaction.
+    """``settle.step`` and the ack in one transaction.
 
-    No retry loop here: the worker's own (``Worker._settle``) retries store errors while the
+    A conflict (1020, which applied nothing) is retried here, up to CONFLICT_RETRIES times with
+    the transaction's own short back-off: steps that meet on purpose (a workflow's members
+    counting toward one callback) conflict as part of their work, which is not a store error.
+    Every other error is the worker's to retry (``Settler._settle``): it retries while the
     lease lasts and, after a lost answer (1021), tells an applied ack from one that was not by
     whether the item is still queued; the step shares the ack's fate either way.
     """
     tr = db.create_transaction()
-    settle.step(tr)
-    service.ack(tr, receipt, name=queue)
-    tr.commit().wait()
+    for attempt in range(CONFLICT_RETRIES + 1):
+        try:
+            settle.step(tr)
+            service.ack(tr, receipt, name=queue)
+            tr.commit().wait()
+            return
+        except FDBError as error:
+            if error.code != ErrorCode.NOT_COMMITTED or attempt == CONFLICT_RETRIES:
+                raise
+            tr.on_error(error).wait()  # backs off, and resets the transaction
 
 
 def commit_alone(db: Any, settle: AckWith) -> None:

@@ -40,7 +40,10 @@ class WriteCache:
         self.keys: list[bytes] = []
         self.entries: dict[bytes, tuple[str, Any]] = {}
         self.clears: list[tuple[bytes, bytes]] = []
-        self.unreadable_ranges: list[tuple[bytes, bytes]] = []
+        # Where versionstamped keys may land: disjoint ranges, sorted, as starts and ends, so a
+        # read asks with a bisection (a transaction of 10,000 pushes asks after each of them).
+        self._landing_starts: list[bytes] = []
+        self._landing_ends: list[bytes] = []
         self.unreadable_keys: set[bytes] = set()
         # ("clear", begin, end) and ("stamped_key", body, offset, value), in call order.
         self.range_mutations: list[tuple[Any, ...]] = []
@@ -81,7 +84,17 @@ class WriteCache:
     def stamped_key(self, body: bytes, offset: int, value: bytes, landing: tuple[bytes, bytes]) -> None:
         self.range_mutations.append(("stamped_key", body, offset, value))
         self.size += len(body) + len(value)
-        self.unreadable_ranges.append(landing)
+        self._add_landing(*landing)
+
+    def _add_landing(self, begin: bytes, end: bytes) -> None:
+        """Add [begin, end) to the landing ranges, merged with those it overlaps or touches."""
+        if begin >= end:
+            return
+        starts, ends = self._landing_starts, self._landing_ends
+        lo, hi = bisect.bisect_left(ends, begin), bisect.bisect_right(starts, end)
+        if lo < hi:
+            begin, end = min(begin, starts[lo]), max(end, ends[hi - 1])
+        starts[lo:hi], ends[lo:hi] = [begin], [end]
 
     def atomic(self, key: bytes, op: Callable[[bytes | None, bytes], bytes | None], param: bytes) -> None:
         kind, payload = self.lookup(key)
@@ -106,16 +119,20 @@ class WriteCache:
 
     def unreadable(self, key: bytes) -> bool:
         """Is `key`'s value unknowable until the commit (a versionstamp may be part of it)?"""
-        return key in self.unreadable_keys or any(b <= key < e for b, e in self.unreadable_ranges)
+        if key in self.unreadable_keys:
+            return True
+        index = bisect.bisect_right(self._landing_starts, key) - 1
+        return index >= 0 and key < self._landing_ends[index]
 
     def unreadable_boundary(self, begin: bytes, end: bytes, reverse: bool) -> bytes | None:
         """Where a scan of [begin, end) first meets an unreadable range (None: it never does)."""
-        hits = [(b, e) for b, e in self.unreadable_ranges if b < end and e > begin]
-        if not hits:
+        lo = bisect.bisect_right(self._landing_ends, begin)  # the first range ending after begin
+        hi = bisect.bisect_left(self._landing_starts, end)  # the first range starting at end or later
+        if lo >= hi:
             return None
         if reverse:
-            return max(min(e, end) for _b, e in hits)
-        return min(max(b, begin) for b, _e in hits)
+            return min(self._landing_ends[hi - 1], end)
+        return max(self._landing_starts[lo], begin)
 
     def cleared(self, key: bytes) -> bool:
         return any(b <= key < e for b, e in self.clears)

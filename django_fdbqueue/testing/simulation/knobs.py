@@ -28,9 +28,10 @@ from .scheduler import Scheduler
 
 #: (modules that read it, its name, small values to pick from); each knob keeps its own value
 #: in half the seeds. A knob imported by name into a second module is replaced in both.
-KNOBS: tuple[tuple[tuple[Any, ...], str, tuple[int, ...]], ...] = (
+KNOBS: tuple[tuple[tuple[Any, ...], str, tuple[float, ...]], ...] = (
     ((watchhub,), "WAKE_BATCH", (1, 2, 3)),
     ((recovery,), "RECOVER_BATCH", (1, 2)),
+    ((rounds,), "GRACE_SECONDS", (0.05, 0.5)),  # results recovered soon after their owner's deadline
     ((rounds,), "ROUND_REQUESTS", (1, 2, 3)),
     ((dedup,), "PRUNE_BATCH", (1,)),
     ((keylimits,), "CANDIDATES", (1, 2)),
@@ -43,10 +44,10 @@ KNOBS: tuple[tuple[tuple[Any, ...], str, tuple[int, ...]], ...] = (
 
 
 @contextlib.contextmanager
-def varied(rng: random.Random, scheduler: Scheduler) -> Iterator[dict[str, int]]:
+def varied(rng: random.Random, scheduler: Scheduler) -> Iterator[dict[str, float]]:
     """Replace some knobs for the run (noted in its trace); put them back after it."""
     saved: list[tuple[Any, str, Any]] = []
-    chosen: dict[str, int] = {}
+    chosen: dict[str, float] = {}
     try:
         for modules, name, values in KNOBS:
             if rng.random() < 0.5:
