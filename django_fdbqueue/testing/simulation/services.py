@@ -45,7 +45,7 @@ class Services:
         self.admin = Admin(actors, shape.admins)
         self.schedules = Schedules(actors)
         self.tasks: Any = None
-        if shape.task_workers and _tasks_available():
+        if (shape.task_workers or shape.workflows) and _tasks_available():
             from .actors_tasks import Tasks
 
             self.tasks = Tasks(actors)
