@@ -12,6 +12,9 @@ backend promises (delivery at least once, the result recorded by the first run t
   returned, and every enqueue that returned has its record;
 * **its result is recorded once**: no write ever replaces a finished record (checked on every
   write of a result record, committed or not: the code that would do it is the defect).
+
+The same workers run the workflows of ``actors_workflows`` (its enqueuer spawned here); their
+members' records are judged there.
 """
 
 from __future__ import annotations
