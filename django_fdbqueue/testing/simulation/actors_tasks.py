@@ -12,6 +12,9 @@ backend promises (delivery at least once, the result recorded by the first run t
   returned, and every enqueue that returned has its record;
 * **its result is recorded once**: no write ever replaces a finished record (checked on every
   write of a result record, committed or not: the code that would do it is the defect).
+
+The same workers run the workflows of ``actors_workflows`` (its enqueuer spawned here); their
+members' records are judged there.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from django_fdbqueue.worker.settling import Settler
 from django_fdbqueue.worker.slots import ClaimOptions, Slot
 from django_fdbqueue.worker.state import Held, Target, WorkerState
 
+from .actors_workflows import Workflows
 from .scheduler import Scheduler
 from .workload import Actors
 
@@ -105,6 +109,7 @@ class Tasks:
         self.runs: collections.Counter[str] = collections.Counter()
         self.tokens: dict[str, set[str]] = collections.defaultdict(set)
         self.enqueued: list[str] = []  # result ids of enqueues that returned
+        self.workflows = Workflows(self)  # workflows of these tasks, run by the same workers
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[None]:
@@ -114,19 +119,21 @@ class Tasks:
         ids = random.Random(f"{self.actors.seed}/result-ids")
         replaced = [
             (results, "new_id", lambda: "".join(ids.choices(ID_CHARACTERS, k=results.ID_LENGTH))),
-            (results, "write", self._watched(results.write)),
             (tasks_backend, "get_database", lambda: self.actors.db),
             (tasks_runner, "close_old_connections", lambda: None),  # no Django connection here
+            *self.workflows.replaced(self._watched(results.write)),
         ]
         saved = [(owner, attr, getattr(owner, attr)) for owner, attr, _ in replaced]
         for owner, attr, value in replaced:
             setattr(owner, attr, value)
         settings[ALIAS] = _BACKEND
         _RUN = self
+        self.workflows.start()
         try:
             yield
         finally:
             _RUN = None
+            self.workflows.stop()
             for owner, attr, value in saved:
                 setattr(owner, attr, value)
             settings.pop(ALIAS, None)
@@ -145,6 +152,7 @@ class Tasks:
         if shape.task_workers:
             spawn("task-enqueuer", 1, self.enqueuer)
         spawn("task-worker", shape.task_workers, self.worker)
+        spawn("wf-enqueuer", shape.workflows, self.workflows.enqueuer)
 
     def enqueuer(self, name: str, rng: random.Random, operations: int) -> None:
         task = __getattr__("sim_task")
@@ -193,12 +201,13 @@ class Tasks:
             else:
                 ack_with(db, lease.receipt, TASK_QUEUE, writes)
         oracle._recount(TASK_QUEUE)
+        self.workflows.final()
         found = {record.id: record for status in results.STATUSES for record in self._records(status)}
         for result_id in self.enqueued:
             if result_id not in found:
                 history.violate("task-result", f"task {result_id} was enqueued but has no result record")
         for record in found.values():
-            if _killed_inside(record):
+            if _killed_inside(record) or record.workflow is not None:  # members: judged by ``workflows``
                 continue
             if record.status != results.SUCCESSFUL or record.return_value not in self.tokens[record.id]:
                 history.violate(

@@ -23,6 +23,8 @@ from django_fdbqueue.service._internals import (
     settled,
     watchhub,
 )
+from django_fdbqueue.tasks.workflows import keys as workflow_keys
+from django_fdbqueue.tasks.workflows import stopping as workflow_stopping
 
 from .scheduler import Scheduler
 
@@ -40,6 +42,8 @@ KNOBS: tuple[tuple[tuple[Any, ...], str, tuple[float, ...]], ...] = (
     ((settled,), "EXPIRE_EVERY", (1, 2)),
     ((contention,), "EXPIRE_RECEIPTS_EVERY", (1, 2)),
     ((contention,), "STAGE_AFTER_CONFLICTS", (1,)),
+    ((workflow_keys,), "SHARDS", (1, 2)),  # a chord's fan-in: one counter, or shards of shards
+    ((workflow_stopping,), "SWEEP_NODES", (1, 2)),  # a stopped workflow swept over many pages
 )
 
 

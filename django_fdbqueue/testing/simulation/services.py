@@ -3,7 +3,8 @@
 Beside the standard actors (``workload``), each part brings its queues, its actors (counted in
 the run's :class:`Shape`, so ``Shape.none()`` still means none) and its oracles: the tenants'
 fairness (``actors_tenants``), purges and deletions (``actors_admin``), schedules firing exactly
-once (``actors_schedules``), tasks run to a result recorded once (``actors_tasks``), and what
+once (``actors_schedules``), tasks run to a result recorded once (``actors_tasks``), workflows
+of those tasks released once and in order (``actors_workflows``), and what
 must be gone at the end (``leftovers``).
 """
 
@@ -45,7 +46,7 @@ class Services:
         self.admin = Admin(actors, shape.admins)
         self.schedules = Schedules(actors)
         self.tasks: Any = None
-        if shape.task_workers and _tasks_available():
+        if (shape.task_workers or shape.workflows) and _tasks_available():
             from .actors_tasks import Tasks
 
             self.tasks = Tasks(actors)

@@ -52,6 +52,7 @@ class Shape:
     admin_users: int = 1  # push, pop and claim on the admins' queues meanwhile
     schedulers: int = 2  # two schedulers race to fire one declared schedule
     task_workers: int = 1  # run the tasks one enqueuer enqueues (none without workers)
+    workflows: int = 1  # enqueuers of small workflows of tasks (run by the task workers, or the drain)
     coroutines: int = 3  # each async waiter's event loop runs this many waits side by side
     pause: float = 0.0  # a producer pauses up to this long (virtual seconds) between its pushes
 
@@ -99,6 +100,7 @@ _FOCUSES = (
     ("admins", "admin_users"),
     ("schedulers",),
     ("task_workers",),
+    ("task_workers", "workflows"),
 )
 
 

@@ -112,10 +112,12 @@ class _TraceHandler(logging.Handler):
 
 
 def _traced_logs(patches: _Patches, scheduler: Scheduler) -> None:
-    logger = logging.getLogger("django_fdbqueue")
     handler = _TraceHandler(scheduler)
-    patches.put(logger, "handlers", [handler])
-    patches.put(logger, "propagate", False)
+    # The framework's logger too: it logs each failed task (a workflow member that raises).
+    for name in ("django_fdbqueue", "django_tasks"):
+        logger = logging.getLogger(name)
+        patches.put(logger, "handlers", [handler])
+        patches.put(logger, "propagate", False)
 
 
 def _virtual_time(patches: _Patches, scheduler: Scheduler, rng: random.Random) -> None:
