@@ -20,6 +20,7 @@ def test_list_shows_the_running_workflows(running):
     result = ok("workflows", "list")
     assert running.id in result.out and "three" in result.out and "RUNNING" in result.out
     assert ok("workflows", "list", "--status", "cancelled").out.strip() == "No CANCELLED workflows."
+    assert ok("workflows", "list", "--ids").out.split() == [running.id]
 
 
 def test_list_json_pages_with_a_cursor(running):
@@ -45,8 +46,9 @@ def test_cancel_with_yes_cancels(running):
     result = ok("workflows", "cancel", running.id, "--yes")
     assert "cancelled" in result.out
     assert get_workflow(running.id).status == "CANCELLED"
-    again = ok("workflows", "cancel", running.id, "--yes", "--json").json()
-    assert again["status"] == "CANCELLED"
+    again = ok("workflows", "cancel", running.id, "--yes")
+    assert "had already finished (CANCELLED)" in again.out
+    assert ok("workflows", "cancel", running.id, "--yes", "--json").json()["status"] == "CANCELLED"
 
 
 def test_cancel_asks_first_and_a_no_changes_nothing(running):

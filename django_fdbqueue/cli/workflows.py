@@ -17,7 +17,7 @@ from . import confirm
 from .arguments import DEFAULT_PAGE_SIZE, add_yes, positive_int
 from .base import ActionParser, Context, add_action, add_subcommand
 from .errors import usage_error
-from .output import emit, fields, page_text, table
+from .output import compact_json, emit, fields, page_text, table
 
 __all__ = ["register", "handle_list", "handle_show", "handle_cancel"]
 
@@ -47,6 +47,7 @@ def register(subparsers: Any) -> None:
         type=str.upper,
         help=f"STORING, RUNNING, SUCCESSFUL, FAILED or CANCELLED. Default: {DEFAULT_STATUS}.",
     )
+    listing.add_argument("--ids", action="store_true", help="Print only the ids, one per line (for scripts).")
     _paging(listing, "workflows")
     show = add_action(actions, parser, "show", handle_show, help="Show a workflow and a page of its nodes.")
     show.add_argument("workflow_id", metavar="ID", help="The workflow's id.")
@@ -107,7 +108,9 @@ def handle_list(ctx: Context, options: dict[str, Any]) -> None:
     headers = ("ID", "NAME", "STATUS", "NODES", "OK", "FAILED", "CANCELLED", "CREATED AT")
     text = table(headers, rows, right={3, 4, 5, 6}) if rows else f"No {options['status']} workflows."
     data = {"workflows": [as_data(w) for w in page.items], "next_cursor": page.next}
-    emit(ctx, data, lambda: page_text(text, page.next))
+    if options["ids"] and not ctx.as_json:
+        text = "\n".join(w.id for w in page.items)
+    emit(ctx, data, lambda: text if options["ids"] else page_text(text, page.next))
 
 
 def _node_cursor(cursor: str | None) -> int | None:
@@ -134,7 +137,10 @@ def handle_show(ctx: Context, options: dict[str, Any]) -> None:
     data = {**as_data(workflow), "nodes": [node_data(n) for n in nodes], "next_cursor": next_cursor}
 
     def text() -> str:
-        header = fields((label.upper().replace("_", " "), value) for label, value in as_data(workflow).items())
+        shown = as_data(workflow)
+        shown["reason"] = compact_json(shown["reason"]) if shown["reason"] else None
+        labels = {"size": "NODES", "on_failure": "ON FAILURE", "created_at": "CREATED AT", "finished_at": "FINISHED AT"}
+        header = fields((labels.get(key, key.upper()), value) for key, value in shown.items())
         rows = [(n.index, n.task_path or "(forgotten)", n.state, n.attempts, n.predecessor_count) for n in nodes]
         nodes_table = table(("NODE", "TASK", "STATE", "ATTEMPTS", "WAITS ON"), rows, right={0, 3, 4})
         return header + "\n\n" + page_text(nodes_table if rows else "No nodes.", next_cursor)
@@ -149,14 +155,15 @@ def handle_cancel(ctx: Context, options: dict[str, Any]) -> None:
     workflow_id, backend = options["workflow_id"], options["backend"]
     action = f"cancel workflow {workflow_id!r}"
     ctx.database()
+    if not options["yes"]:
+        confirm.ensure_can_ask(ctx, action)
     with _workflow_errors():
-        if not options["yes"]:
-            confirm.ensure_can_ask(ctx, action)
-            found = get_workflow(workflow_id, backend=backend)  # an unknown id fails before the question
+        found = get_workflow(workflow_id, backend=backend)  # an unknown id fails before the question
+        if not options["yes"] and not found.is_finished:
             confirm.ask(ctx, f"Cancel workflow {workflow_id} ({found.status}, {found.size} nodes)?", action)
         workflow = cancel_workflow(workflow_id, backend=backend)
-    if workflow.status == "CANCELLED":
-        text = f"Workflow {workflow.id} is cancelled: {workflow.cancelled} members will not run."
+    if found.is_finished:
+        text = f"Workflow {workflow.id} had already finished ({found.status}); nothing was changed."
     else:
-        text = f"Workflow {workflow.id} had already finished ({workflow.status}); nothing was changed."
+        text = f"Workflow {workflow.id} is cancelled: {workflow.cancelled} members will not run."
     emit(ctx, as_data(workflow), text, success=True)
