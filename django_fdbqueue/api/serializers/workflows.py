@@ -61,8 +61,9 @@ class WorkflowSerializer(serializers.Serializer[Any]):
     id = serializers.CharField()
     backend = serializers.CharField(help_text="The TASKS alias it was enqueued on.")
     name = serializers.CharField(allow_blank=True)
-    status = serializers.ChoiceField(choices=STATUSES)
-    on_failure = serializers.ChoiceField(choices=("fail", "continue"))
+    # CharFields, not ChoiceFields: other components have a "status" of other values (one enum each).
+    status = serializers.CharField(help_text=f"One of {', '.join(STATUSES)}.")
+    on_failure = serializers.CharField(help_text='"fail" or "continue".')
     size = serializers.IntegerField(help_text="How many nodes (members).")
     succeeded = serializers.IntegerField()
     failed = serializers.IntegerField()
@@ -78,7 +79,7 @@ class WorkflowNodeSerializer(serializers.Serializer[Any]):
     index = serializers.IntegerField()
     result_id = serializers.CharField(help_text="The member's task result id.")
     task_path = serializers.CharField(allow_null=True, help_text="Null once the result is forgotten.")
-    state = serializers.ChoiceField(choices=NODE_STATES)
+    state = serializers.CharField(help_text=f"One of {', '.join(NODE_STATES)}.")
     attempts = serializers.IntegerField()
     predecessors = serializers.IntegerField(help_text="How many nodes it waits on.")
 
