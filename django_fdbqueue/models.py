@@ -54,6 +54,15 @@ class TasksEntry(Queue):
         verbose_name = verbose_name_plural = "tasks"
 
 
+class WorkflowsEntry(Queue):
+    """The admin's "Workflows" entry: the workflow pages."""
+
+    class Meta:
+        proxy = True
+        default_permissions = ()
+        verbose_name = verbose_name_plural = "workflows"
+
+
 class SchedulesEntry(Queue):
     """The admin's "Schedules" entry: the periodic schedules page."""
 

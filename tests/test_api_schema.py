@@ -44,6 +44,10 @@ EXPECTED = {
     ("/api/schedules/{name}/pause/", "post"): {"200", "400", "404"},
     ("/api/schedules/{name}/resume/", "post"): {"200", "400", "404"},
     ("/api/schedules/{name}/run-now/", "post"): {"200", "400", "404"},
+    # Workflows (api/workflows.py).
+    ("/api/workflows/", "get"): {"200", "400"},
+    ("/api/workflows/{id}/", "get"): {"200", "400", "404"},
+    ("/api/workflows/{id}/cancel/", "post"): {"200", "400", "404"},
 }
 QUERY = {
     ("/api/queues/", "get"): {"cursor", "limit", "prefix"},
@@ -53,6 +57,9 @@ QUERY = {
     ("/api/queues/{name}/scheduled/", "get"): {"cursor", "limit"},
     ("/api/queues/{name}/dead-letters/", "get"): {"cursor", "limit"},
     ("/api/queues/{name}/key-limits/", "get"): {"top"},
+    ("/api/workflows/", "get"): {"status", "backend", "cursor", "limit"},
+    ("/api/workflows/{id}/", "get"): {"backend", "after", "limit"},
+    ("/api/workflows/{id}/cancel/", "post"): {"backend"},
 }
 
 
@@ -96,7 +103,9 @@ def test_schema_endpoint_serves_the_same_valid_schema(client):
     assert response.status_code == 200
     served = response.json()
     validate(served)
-    assert {p for p in served["paths"] if p.startswith(("/api/queues", "/api/schedules"))} == {p for p, _ in EXPECTED}
+    assert {p for p in served["paths"] if p.startswith(("/api/queues", "/api/schedules", "/api/workflows"))} == {
+        p for p, _ in EXPECTED
+    }
 
 
 def test_operations_match_the_routes(schema):
@@ -143,7 +152,7 @@ def test_query_parameters(schema, path, method):
     assert in_path == set(re.findall(r"\{(\w+)\}", path))
     for p in parameters:
         if p["in"] == "path":
-            assert p["name"] in {"name", "item_id"} and p["schema"]["type"] == "string"
+            assert p["name"] in {"name", "item_id", "id"} and p["schema"]["type"] == "string"
             assert p["schema"]["pattern"]
 
 

@@ -93,6 +93,8 @@ def assert_no_leak(response, *secrets: str) -> None:
 SAMPLE_KWARGS = {
     "name": "q",
     "item_id": "AAAAAAAAAAAAAAAAAAAAAAAA",
+    "id": "0" * 32,
+    "workflow_id": "0" * 32,
     "result_id": "0" * 32,
     "backend": "default",
     "queue_name": "default",

@@ -57,13 +57,18 @@ REST_ROUTES: dict[tuple[str, str], str] = {
     ("schedule", "pause"): "manage",
     ("schedule", "resume"): "manage",
     ("schedule", "run_now"): "manage",
+    # A workflow's members may use several task queues: its routes need the action on each of them.
+    ("workflow", "list"): "view",
+    ("workflow", "retrieve"): "view",
+    ("workflow", "cancel"): "consume",
 }
 
 #: Router basenames whose routes are checked against every queue, not one named in the path.
 EVERY_QUEUE_ROUTES: frozenset[str] = frozenset()
-#: REST routes whose queue is a schedule's target, known once the schedule is read: their views
-#: check the action themselves (``api.access.require_on_target``), as the admin's pages do.
-TARGET_ROUTES: frozenset[str] = frozenset({"schedule"})
+#: REST routes whose queue is a schedule's target (or a workflow's members' queues), known once
+#: it is read: their views check the action themselves (``api.access.require_on_target``,
+#: ``api.access.require_on_queues``), as the admin's pages do.
+TARGET_ROUTES: frozenset[str] = frozenset({"schedule", "workflow"})
 
 #: Admin pages -> the action they need on their queue (the queue list shows viewable queues only).
 ADMIN_PAGES: dict[str, str] = {
@@ -76,6 +81,8 @@ ADMIN_PAGES: dict[str, str] = {
     "tasks": "view",
     "task_detail": "view",
     "schedules": "view",
+    "workflows": "view",
+    "workflow_detail": "view",
     "queue_create": "manage",
 }
 
@@ -95,5 +102,6 @@ ADMIN_ACTIONS: dict[str, str] = {
     "delete_dead_letter": "manage",
     "schedule_change": "manage",
     "task_requeue": "consume",
+    "workflow_cancel": "consume",
     "delete": "delete",
 }

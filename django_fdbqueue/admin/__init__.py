@@ -3,7 +3,7 @@
 The placeholder ``Queue`` model gives the admin its section ("FDB queues > Queues");
 ``QueueAdmin.get_urls`` swaps the model admin's SQL-backed views for the queue pages of
 ``queues`` at the addresses the admin expects, and adds the task pages (``tasks``, with the Tasks
-framework), the token pages (``tokens``, with knox, whose own admin ``knox`` leads to them), the
+framework, and the workflow pages, ``workflows``), the token pages (``tokens``, with knox, whose own admin ``knox`` leads to them), the
 schedules page (``schedules``) and the charts (``activity``), each with its entry on the index
 (``entries``). Who may do what to which queue is ``django_fdbqueue.access``'s answer.
 
@@ -102,9 +102,23 @@ class QueueAdmin(_QueueModelAdmin):
             return []
         from .tasks import TaskAdminViews
 
+        from .workflows import WorkflowAdminViews
+
         views = TaskAdminViews(self)
+        flows = WorkflowAdminViews(self)
         wrap = self.admin_site.admin_view
         return [
+            path("workflows/", wrap(flows.workflows), name=f"{prefix}_workflows"),
+            path(
+                "workflows/<str:backend>/<str:workflow_id>/",
+                wrap(flows.workflow_detail),
+                name=f"{prefix}_workflow_detail",
+            ),
+            path(
+                "workflows/<str:backend>/<str:workflow_id>/cancel/",
+                wrap(flows.workflow_cancel),
+                name=f"{prefix}_workflow_cancel",
+            ),
             path("tasks/", wrap(views.tasks), name=f"{prefix}_tasks"),
             path("tasks/queue/<str:backend>/<str:queue_name>/", wrap(views.task_list), name=f"{prefix}_task_list"),
             path("tasks/<str:result_id>/", wrap(views.task_detail), name=f"{prefix}_task_detail"),

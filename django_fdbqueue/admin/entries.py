@@ -1,11 +1,11 @@
-"""The app's entries beside Queues on the admin index and in its sidebar: Tasks, Schedules,
+"""The app's entries beside Queues on the admin index and in its sidebar: Tasks, Workflows, Schedules,
 Activity and API tokens, where staff look for them (not only as buttons on the queue list).
 
 Django lists a registered model's admin there, so each entry is a proxy of the placeholder
 (``models``) whose admin leads to the page and reads or writes nothing. An entry is shown to the
 users the page itself lets in, by the page's own rule: ``view`` on some queue (a grant or the
-queue model's permission, ``QueueAdmin.has_view_permission``) for tasks, schedules and activity;
-knox's view (or change) permission for the tokens.
+queue model's permission, ``QueueAdmin.has_view_permission``) for tasks, workflows, schedules
+and activity; knox's view (or change) permission for the tokens.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from django.contrib import admin
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import URLPattern, path, re_path, reverse
 
-from django_fdbqueue.models import ActivityEntry, Queue, SchedulesEntry, TasksEntry, TokensEntry
+from django_fdbqueue.models import ActivityEntry, Queue, SchedulesEntry, TasksEntry, TokensEntry, WorkflowsEntry
 
 from .pages import tasks_framework_available
 
@@ -79,6 +79,7 @@ def register_entries(site: admin.AdminSite) -> None:
     }
     if tasks_framework_available():
         entries[TasksEntry] = _entry("tasks", may_view_queues)
+        entries[WorkflowsEntry] = _entry("workflows", may_view_queues)
     if apps.is_installed("knox"):
         from .tokens import TokenAdminViews
 

@@ -28,7 +28,9 @@ __all__ = [
     "EveryQueueView",
     "QueueAccess",
     "audit_change",
+    "may_on_queues",
     "may_on_target",
+    "require_on_queues",
     "require_on_target",
     "route_action",
     "visible_page",
@@ -130,6 +132,29 @@ def require_on_target(request: Request, action: str, queue: str | None, *, creat
     else:
         visible = creating or access.may_see(user, queue, token=token)
     raise access.QueueAccessDenied(action, queue or "*", visible=visible)
+
+
+def may_on_queues(request: Request, action: str, queues: set[str]) -> bool:
+    """May the request's user do ``action`` on every one of ``queues`` (a workflow's members'
+    task queues)? An empty set asks for the action on every queue."""
+    if _open_to_anonymous(request):
+        return True
+    user, token = request.user, request.auth
+    if not queues:
+        return access.can_every(user, action, token=token)
+    return all(access.can(user, action, queue, token=token) for queue in queues)
+
+
+def require_on_queues(request: Request, action: str, queues: set[str], what: str) -> None:
+    """Require ``action`` on every one of ``queues``. Refused: ``QueueAccessDenied`` naming one
+    queue lacking it, ``visible`` when the user may view them all (403), else not (the view
+    answers as for an unknown ``what``: 404)."""
+    if may_on_queues(request, action, queues):
+        return
+    events.emit(events.REFUSED, action)
+    user, token = request.user, request.auth
+    lacking = sorted(q for q in queues if not access.can(user, action, q, token=token)) or ["*"]
+    raise access.QueueAccessDenied(action, lacking[0], visible=may_on_queues(request, "view", queues))
 
 
 def visible_page(request: Request, db: Any, prefix: str, cursor: str | None, limit: int) -> Page[Any]:

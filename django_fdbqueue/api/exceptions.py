@@ -230,3 +230,10 @@ def _where(context: dict[str, Any]) -> str:
     if request is None:
         return "the queue API"
     return f"{request.method} {request.get_full_path()}"
+
+
+class WorkflowNotFound(exceptions.NotFound):
+    """No workflow of that id in that backend, or one whose task queues the user may not view."""
+
+    default_detail = "No such workflow."
+    default_code = "workflow_not_found"

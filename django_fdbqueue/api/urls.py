@@ -4,7 +4,8 @@ Routes (relative to the mount point): queues/, queues/{name}/, the item actions
 queues/{name}/push/, pop/, peek/, items/, clear/, the lease actions claim/, ack/, release/,
 extend/, the listings scheduled/ and dead-letters/, and one dead letter's
 dead-letters/{item_id}/ (DELETE) and dead-letters/{item_id}/requeue/; schedules/ and schedules/{name}/ with pause/,
-resume/ and run-now/ (``api.schedules``); plus DRF's browsable API
+resume/ and run-now/ (``api.schedules``); workflows/, workflows/{id}/ and workflows/{id}/cancel/
+(``api.workflows``); plus DRF's browsable API
 root. All are actions of the two viewsets, so the router builds every pattern.
 """
 
@@ -18,6 +19,7 @@ from . import permissions
 from .exceptions import exception_handler
 from .schedules import ScheduleViewSet
 from .views import QueueViewSet
+from .workflows import WorkflowViewSet
 
 app_name = "fdbqueue-api"
 
@@ -54,5 +56,6 @@ class QueueRouter(DefaultRouter):
 router = QueueRouter()
 router.register("queues", QueueViewSet, basename="queue")
 router.register("schedules", ScheduleViewSet, basename="schedule")
+router.register("workflows", WorkflowViewSet, basename="workflow")
 
 urlpatterns = router.urls

@@ -30,6 +30,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "django_fdbqueue.cli.bench",
     "django_fdbqueue.cli.tokens",
     "django_fdbqueue.cli.schedules",
+    "django_fdbqueue.cli.workflows",
     "django_fdbqueue.cli.simulate",
 )
 

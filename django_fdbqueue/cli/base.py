@@ -19,7 +19,7 @@ from django_fdbqueue.fdbapi import FDBError
 
 from .errors import EXIT_USAGE, StoreUnavailable
 
-__all__ = ["Context", "Handler", "UsageParser", "add_subcommand"]
+__all__ = ["ActionParser", "Context", "Handler", "UsageParser", "add_action", "add_subcommand"]
 
 
 @dataclass
@@ -90,6 +90,36 @@ def add_subcommand(
         "--json",
         dest="as_json",
         action="store_true",
+        help="Write the result as one JSON document on standard output instead of a table.",
+    )
+    parser.set_defaults(handler=handler)
+    return parser
+
+
+class ActionParser(UsageParser):
+    """The parser of one ``token`` or ``workflows`` action: a usage error behaves as its parent's would.
+
+    ``add_subcommands`` tells the top-level subcommands whether they run from a shell only after
+    they are built; an action parser asks its parent parser when it needs to know.
+    """
+
+    parent: Any = None
+
+    def error(self, message: str) -> Any:
+        self.called_from_command_line = getattr(self.parent, "called_from_command_line", None)
+        return super().error(message)
+
+
+def add_action(actions: Any, parent: Any, name: str, handler: Any, *, help: str) -> Any:
+    """An action of a subcommand with actions (``token create``, ``workflows list``), with ``--json``."""
+    parser = actions.add_parser(name, help=help, description=help, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.parent = parent
+    # SUPPRESS: `token --json list` and `token list --json` both work, neither undoes the other.
+    parser.add_argument(
+        "--json",
+        dest="as_json",
+        action="store_true",
+        default=argparse.SUPPRESS,
         help="Write the result as one JSON document on standard output instead of a table.",
     )
     parser.set_defaults(handler=handler)

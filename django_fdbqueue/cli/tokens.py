@@ -24,25 +24,11 @@ from django_fdbqueue.tokens import service as tokens
 
 from . import confirm
 from .arguments import add_yes
-from .base import Context, UsageParser, add_subcommand
+from .base import ActionParser, Context, add_action, add_subcommand
 from .errors import EXIT_STORE, usage_error
 from .output import emit, iso_utc, table
 
 __all__ = ["register", "handle_create", "handle_list", "handle_revoke", "token_data"]
-
-
-class _ActionParser(UsageParser):
-    """The parser of one ``token`` action: a usage error behaves as its parent's would.
-
-    ``add_subcommands`` tells the top-level subcommands whether they run from a shell only after
-    they are built; an action parser asks its ``token`` parser when it needs to know.
-    """
-
-    parent: Any = None
-
-    def error(self, message: str) -> Any:
-        self.called_from_command_line = getattr(self.parent, "called_from_command_line", None)
-        return super().error(message)
 
 
 def expires_days(text: str) -> float:
@@ -54,21 +40,6 @@ def expires_days(text: str) -> float:
     if not math.isfinite(number) or number <= 0:
         raise argparse.ArgumentTypeError(f"expected more than 0 days, got {text}")
     return number
-
-
-def _action(actions: Any, parent: Any, name: str, handler: Any, *, help: str) -> Any:
-    parser = actions.add_parser(name, help=help, description=help, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.parent = parent
-    # SUPPRESS: `token --json list` and `token list --json` both work, neither undoes the other.
-    parser.add_argument(
-        "--json",
-        dest="as_json",
-        action="store_true",
-        default=argparse.SUPPRESS,
-        help="Write the result as one JSON document on standard output instead of a table.",
-    )
-    parser.set_defaults(handler=handler)
-    return parser
 
 
 def register(subparsers: Any) -> None:
@@ -84,10 +55,10 @@ def register(subparsers: Any) -> None:
         ),
     )
     actions = parser.add_subparsers(
-        title="actions", dest="token_action", metavar="ACTION", required=True, parser_class=_ActionParser
+        title="actions", dest="token_action", metavar="ACTION", required=True, parser_class=ActionParser
     )
 
-    create = _action(actions, parser, "create", handle_create, help="Create a token for a user and print it, once.")
+    create = add_action(actions, parser, "create", handle_create, help="Create a token for a user and print it, once.")
     create.add_argument("username", metavar="USERNAME", help="The user the token acts as.")
     lifetime = create.add_mutually_exclusive_group()
     lifetime.add_argument(
@@ -111,10 +82,10 @@ def register(subparsers: Any) -> None:
         ),
     )
 
-    listing = _action(actions, parser, "list", handle_list, help="List tokens (prefix, user, dates), newest first.")
+    listing = add_action(actions, parser, "list", handle_list, help="List tokens (prefix, user, dates), newest first.")
     listing.add_argument("username", metavar="USERNAME", nargs="?", help="Only this user's tokens.")
 
-    revoke = _action(
+    revoke = add_action(
         actions, parser, "revoke", handle_revoke, help="Revoke one token by its prefix, or all of a user's."
     )
     which = revoke.add_mutually_exclusive_group(required=True)

@@ -2,7 +2,8 @@
 
 Optional: it needs ``prometheus-client`` (the app's ``metrics`` extra); without it this package
 and its ``urls`` still import, and the endpoint answers 501 saying what to install. One job per
-module: ``collectors`` (per-queue gauges read from the store at scrape time), ``instruments``
+module: ``collectors`` (per-queue gauges read from the store at scrape time), ``workflows``
+(workflows by status, read the same way), ``instruments``
 (per-process counters fed by ``service.observe`` and ``fdbapi.retry_counts()``),
 ``exposition`` (what one scrape reads, and in which format), ``views`` (the endpoint, guarded
 like the REST API) and ``urls``. The listener is registered when ``views`` is first imported,

@@ -23,6 +23,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 
 from . import instruments
 from .collectors import DEFAULT_MAX_QUEUES, QueueCollector
+from .workflows import WorkflowCollector
 
 __all__ = ["MULTIPROC_ENV", "multiprocess_dir", "process_registry", "render"]
 
@@ -58,4 +59,5 @@ def render(accept: str = "", *, max_queues: int = DEFAULT_MAX_QUEUES) -> tuple[b
     """The body and content type of one scrape, in the format the ``Accept`` header prefers."""
     instruments.sync_retries()
     encoder, content_type = choose_encoder(accept)
-    return encoder(_Scrape(process_registry(), QueueCollector(max_queues=max_queues))), content_type
+    scrape = _Scrape(process_registry(), QueueCollector(max_queues=max_queues), WorkflowCollector())
+    return encoder(scrape), content_type

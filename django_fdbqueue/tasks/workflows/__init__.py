@@ -38,7 +38,17 @@ from .keys import (
     SUCCESSFUL,
 )
 from .predecessors import PredecessorResult, predecessor_results
-from .reading import NODE_STATES, NodeInfo, WorkflowPage, WorkflowResult, get_workflow, list_workflows, workflow_counts
+from .reading import (
+    NODE_STATES,
+    NodeInfo,
+    WorkflowPage,
+    WorkflowResult,
+    as_data,
+    get_workflow,
+    list_workflows,
+    node_data,
+    workflow_counts,
+)
 from .stopping import cancel_workflow
 
 __all__ = [
@@ -64,6 +74,7 @@ __all__ = [
     "Workflow",
     "WorkflowPage",
     "WorkflowResult",
+    "as_data",
     "call",
     "cancel_workflow",
     "chain",
@@ -71,6 +82,7 @@ __all__ = [
     "get_workflow",
     "group",
     "list_workflows",
+    "node_data",
     "predecessor_results",
     "workflow_counts",
 ]

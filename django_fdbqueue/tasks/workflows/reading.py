@@ -91,6 +91,16 @@ class WorkflowResult:
         begin = 0 if after is None else after + 1
         return _nodes(get_database(), self.id, begin, limit)
 
+    def queues(self) -> set[str]:
+        """Our queues (``QUEUE_PREFIX + queue_name``) its members' items go to: the queues whose
+        grants decide who may see or stop it (the REST API, the admin). Reads every node, a page
+        per transaction."""
+        found: set[str] = set()
+        begin: int | None = 0
+        while begin is not None:
+            begin = _queues_page(get_database(), self.id, begin, found)
+        return found
+
     def predecessors(self, node: Any, after: int | None = None, limit: int = MAX_PAGE) -> list[int]:
         """The indices a node waits on, in the order given (a page: positions after ``after``)."""
         index = getattr(node, "index", node)
@@ -181,6 +191,15 @@ def _info(header: keys.Header, index: int, node: keys.StoredNode, state: Any, ra
 
 
 @transactional
+def _queues_page(tr: Any, workflow_id: str, begin: int, found: set[str]) -> int | None:
+    """Add the queues of nodes from ``begin`` to ``found``; the next node to read, or None."""
+    space = Keys(workflow_id)
+    rows = list(tr.get_range(*space.nodes(begin), limit=MAX_PAGE))
+    found.update(keys.StoredNode.loads(bytes(kv.value)).queue for kv in rows)
+    return None if len(rows) < MAX_PAGE else int(space.unpack(bytes(rows[-1].key))[1]) + 1
+
+
+@transactional
 def _predecessors(tr: Any, workflow_id: str, index: int, after: int | None, limit: int) -> list[int]:
     space = Keys(workflow_id)
     return [int(keys.unpack_pair(kv.value)[0]) for kv in tr.get_range(*space.predecessors(index, after), limit=limit)]
@@ -231,3 +250,37 @@ def workflow_counts(backend: str = DEFAULT_ALIAS, limit: int = 1_000) -> dict[st
 def _counts(tr: Any, backend: str, limit: int) -> dict[str, int]:
     ranges = {status: tr.get_range(*keys.listing_range(backend, status, None), limit=limit) for status in STATUSES}
     return {status: sum(1 for _ in rows) for status, rows in ranges.items()}
+
+
+def _iso(moment: dt.datetime | None) -> str | None:
+    return None if moment is None else moment.astimezone(dt.timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def as_data(workflow: WorkflowResult) -> dict[str, Any]:
+    """A workflow's header as JSON-ready data, times in ISO 8601: what ``--json`` and the REST API show."""
+    return {
+        "id": workflow.id,
+        "backend": workflow.backend,
+        "name": workflow.name,
+        "status": workflow.status,
+        "on_failure": workflow.on_failure,
+        "size": workflow.size,
+        "succeeded": workflow.succeeded,
+        "failed": workflow.failed,
+        "cancelled": workflow.cancelled,
+        "created_at": _iso(workflow.created_at),
+        "finished_at": _iso(workflow.finished_at),
+        "reason": workflow.reason,
+    }
+
+
+def node_data(node: NodeInfo) -> dict[str, Any]:
+    """A node as JSON-ready data (``predecessors``: how many it waits on)."""
+    return {
+        "index": node.index,
+        "result_id": node.result_id,
+        "task_path": node.task_path,
+        "state": node.state,
+        "attempts": node.attempts,
+        "predecessors": node.predecessor_count,
+    }
