@@ -70,8 +70,13 @@ def interleave(
     concurrent_write: Callable[[Any], Any],
     marker: bytes,
 ) -> Any:
-    """tr1 reads, tr2 writes and commits, tr1 writes `marker` and commits: tr1's outcome."""
+    """tr1 reads, tr2 writes and commits, tr1 writes `marker` and commits: tr1's outcome.
+
+    tr1 takes its read version first: on a cluster a read that is never waited for gets it in
+    the background, maybe after tr2's commit, and then sees tr2's write instead of conflicting.
+    """
     tr1 = db.create_transaction()
+    tr1.get_read_version().wait()
     read(tr1)
     tr2 = db.create_transaction()
     concurrent_write(tr2)
