@@ -9,12 +9,11 @@ backend alias is exit code 2, like an unknown queue. Like every subcommand, whoe
 
 from __future__ import annotations
 
-import argparse
 from contextlib import contextmanager
 from typing import Any, Iterator
 
 from . import confirm
-from .arguments import DEFAULT_PAGE_SIZE, add_yes, positive_int
+from .arguments import add_paging, add_yes
 from .base import ActionParser, Context, add_action, add_subcommand
 from .errors import usage_error
 from .output import compact_json, emit, fields, page_text, table
@@ -48,10 +47,10 @@ def register(subparsers: Any) -> None:
         help=f"STORING, RUNNING, SUCCESSFUL, FAILED or CANCELLED. Default: {DEFAULT_STATUS}.",
     )
     listing.add_argument("--ids", action="store_true", help="Print only the ids, one per line (for scripts).")
-    _paging(listing, "workflows")
+    add_paging(listing, "workflows")
     show = add_action(actions, parser, "show", handle_show, help="Show a workflow and a page of its nodes.")
     show.add_argument("workflow_id", metavar="ID", help="The workflow's id.")
-    _paging(show, "nodes")
+    add_paging(show, "nodes")
     cancel = add_action(
         actions, parser, "cancel", handle_cancel, help="Cancel a workflow: members not started never run."
     )
@@ -64,16 +63,6 @@ def register(subparsers: Any) -> None:
             default=DEFAULT_ALIAS,
             help=f"The TASKS alias the workflow was enqueued on. Default: {DEFAULT_ALIAS}.",
         )
-
-
-def _paging(parser: argparse.ArgumentParser, what: str) -> None:
-    parser.add_argument(
-        "--limit",
-        type=positive_int,
-        default=DEFAULT_PAGE_SIZE,
-        help=f"How many {what} per page, 1 to 1000. Default: {DEFAULT_PAGE_SIZE}.",
-    )
-    parser.add_argument("--cursor", help="Where to continue: the cursor printed with the previous page.")
 
 
 def _no_action(ctx: Context, options: dict[str, Any]) -> None:  # pragma: no cover - argparse requires one
