@@ -5,7 +5,7 @@ Thin over ``django_fdbqueue.tasks.workflows``. A workflow is its members' task q
 on every one of them cancels it (as retrying a task in the admin needs ``consume`` on its queue).
 One the user may not view answers as a missing one does (404 ``workflow_not_found``); one the
 user may view but not cancel is a 403 naming the action. The list shows only the workflows the
-user may view; its cursor is then sealed (``access.listing``), naming none of the others.
+user may view; its cursor is sealed (``access.listing``), like every cursor of the API.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from rest_framework.response import Response
 from rest_framework.utils.urls import replace_query_param
 
 from django_fdbqueue.access import QueueAccessDenied, listing
+from django_fdbqueue.exceptions import InvalidCursor
 
 from .access import may_on_queues, require_on_queues
 from .exceptions import WorkflowNotFound
@@ -104,7 +105,7 @@ class WorkflowViewSet(AppViewSet):
 
     @_schema(
         "List workflows in one status",
-        {200: WorkflowPageSerializer},
+        {200: OpenApiResponse(WorkflowPageSerializer, description="A page of workflows, oldest first.")},
         (400,),
         parameters=[WorkflowListQuerySerializer],
     )
@@ -114,10 +115,16 @@ class WorkflowViewSet(AppViewSet):
         query = self._query(WorkflowListQuerySerializer, request)
         sees_all = may_on_queues(request, "view", set())
         cursor = listing.unseal(query["cursor"])
-        with _found(""):
+        if query["cursor"] is not None and cursor == query["cursor"]:  # every page's cursor is sealed
+            raise InvalidCursor()
+        from django_fdbqueue.tasks.exceptions import InvalidWorkflow
+
+        try:
             page = list_workflows(query["status"], backend=query["backend"], after=cursor, limit=query["limit"])
+        except InvalidWorkflow as error:  # the query was checked above: only the opaque cursor is left
+            raise InvalidCursor(str(error.args[0] if error.args else error)) from None
         shown = page.items if sees_all else [w for w in page.items if may_on_queues(request, "view", w.queues())]
-        next_cursor = page.next if sees_all or page.next is None else listing.seal(page.next)
+        next_cursor = None if page.next is None else listing.seal(page.next)
         next_url = None
         if next_cursor is not None:
             next_url = replace_query_param(request.build_absolute_uri(), "cursor", next_cursor)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_serializer
 from rest_framework import serializers
 
 from .fields import CursorField, QueryIntegerField
@@ -91,5 +92,7 @@ class WorkflowDetailSerializer(WorkflowSerializer):
     next = serializers.URLField(allow_null=True, help_text="The next page of nodes, or null on the last one.")
 
 
+# A page object, not a list, even on the list action.
+@extend_schema_serializer(many=False)
 class WorkflowPageSerializer(PageSerializer):
     results = WorkflowSerializer(many=True)
