@@ -98,6 +98,7 @@ def test_every_kind_of_actor_and_fault_shows_up():
         "apop ",
         "aclaim ",
         "cancelled",
+        "woken waiter cancelled",
         " in doubt)",
         "stalls",
         "dead letters",

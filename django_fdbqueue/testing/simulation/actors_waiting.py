@@ -69,7 +69,7 @@ class Waiting(ActorsBase):
     def awaiter(self, name: str, rng: random.Random, operations: int) -> None:
         """An event loop whose coroutines pop and claim with ``wait=``; some are cancelled."""
         in_flight: dict[int, str] = {}  # apops awaited now: each task's queue
-        turns = LoopTurns()
+        turns = LoopTurns(self.scheduler.note)
         main = partial(self._awaiting, name, rng, operations, in_flight, turns)
         try:
             if self._simulated_loops:
@@ -139,12 +139,14 @@ class Waiting(ActorsBase):
         number = self.history.wait_began(Wait(name, queue, self.scheduler.clock.now, what))
         task.add_done_callback(lambda _done: self.history.wait_ended(number))
         if rng.random() < 0.3:
-            # At any time of its wait; or (a third each) while its first transaction runs, when
+            # At any time of its wait; or (a quarter each) while its first transaction runs, when
             # what it took must be given back; or at a turn of the loop, between any two of its
-            # steps (woken, and not yet attempting, say).
-            way = rng.choice(["time", "first", "turn"])
+            # steps; or just after its channel woke it (before or while it attempts).
+            way = rng.choice(["time", "first", "turn", "woken"])
             if way == "turn":
                 turns.cancel_at(task, rng.randint(1, 24))
+            elif way == "woken":
+                turns.cancel_when_woken(task, rng.randint(0, 3))
             else:
                 later = rng.uniform(0.0, 2.5) if way == "time" else rng.uniform(0.0, 0.01)
                 asyncio.get_running_loop().call_later(later, task.cancel)
@@ -260,14 +262,26 @@ class Waiting(ActorsBase):
 
 
 class LoopTurns:
-    """Cancels tasks at a chosen turn of their event loop: between any two of their steps."""
+    """Cancels tasks at a chosen turn of their event loop: between any two of their steps.
 
-    def __init__(self) -> None:
+    A cancel planned "when woken" waits for the turn at which the task's channel has woken it
+    (its turn handed to it, not yet used): the moment a woken waiter that goes away must pass its
+    turn on. A task woken for the first time in that many turns is cancelled then.
+    """
+
+    def __init__(self, note: Callable[[str], None]) -> None:
+        self.note = note  # the trace's: the tests check that woken waiters do get cancelled
         self.planned: dict["asyncio.Task[Any]", int] = {}
+        self.when_woken: dict["asyncio.Task[Any]", int] = {}
 
     def cancel_at(self, task: "asyncio.Task[Any]", turns: int) -> None:
         self.planned[task] = turns
         task.add_done_callback(lambda done: self.planned.pop(done, None))
+
+    def cancel_when_woken(self, task: "asyncio.Task[Any]", turns: int) -> None:
+        """Cancel ``task`` ``turns`` turns after its channel wakes it (0: before it runs again)."""
+        self.when_woken[task] = turns
+        task.add_done_callback(lambda done: self.when_woken.pop(done, None))
 
     def tick(self) -> None:
         for task in list(self.planned):
@@ -275,3 +289,23 @@ class LoopTurns:
             if self.planned[task] <= 0:
                 del self.planned[task]
                 task.cancel()
+        for task, turns in list(self.when_woken.items()):
+            if _just_woken(task):
+                del self.when_woken[task]
+                self.note(f"woken waiter cancelled in {turns} turns")
+                self.cancel_at(task, turns) if turns else task.cancel()
+
+
+def _just_woken(task: "asyncio.Task[Any]") -> bool:
+    """Is ``task`` parked in a channel (``watchhub.Channel.park``) whose future says "your turn"?
+
+    Read from the coroutine the task awaits innermost: the simulator may look inside the service.
+    """
+    coro: Any = task.get_coro()
+    while hasattr(getattr(coro, "cr_await", None), "cr_frame"):
+        coro = coro.cr_await
+    frame = getattr(coro, "cr_frame", None)
+    if frame is None or frame.f_code is not watchhub.Channel.park.__code__:
+        return False
+    fut = frame.f_locals.get("fut")
+    return bool(fut is not None and fut.done() and not fut.cancelled() and fut.exception() is None and fut.result())
