@@ -84,6 +84,55 @@ def test_a_chain_runs_in_order_one_step_at_a_time(fdbqueue_db, backend, tmp_path
     assert [handle.result(i).return_value for i in range(4)] == list("abcd")
 
 
+class CountedCommits:
+    """Counts the commits that wrote something (a read-only commit has version -1), every thread."""
+
+    def __init__(self, db) -> None:
+        self.kind = type(db.create_transaction())
+        self.written = 0
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> "CountedCommits":
+        real = self.real = self.kind.commit
+
+        def commit(tr):
+            future = real(tr)
+            try:
+                future.wait()
+            except Exception:  # noqa: BLE001 - its caller waits on it and sees the error
+                return future
+            if tr.get_committed_version() >= 0:
+                with self._lock:
+                    self.written += 1
+            return future
+
+        self.kind.commit = commit
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.kind.commit = self.real
+
+
+@pytest.mark.django_db  # TaskRunner closes Django's old connections, in this thread here
+def test_a_chain_link_adds_no_commit_beyond_its_task_s_own(fdbqueue_db, backend):
+    """Under 1 commit per link (0 by design): a link's successor is released inside its
+    predecessor's ack, so a chain costs what as many independent tasks cost."""
+    links = 12
+    for n in range(links):
+        wt.double.enqueue(n)
+    with CountedCommits(fdbqueue_db) as independent:
+        run_burst(backend, concurrency=1)
+    handle = chain(*(call(wt.double, n) for n in range(links))).enqueue()
+    with CountedCommits(fdbqueue_db) as chained:
+        run_burst(backend, concurrency=1)
+    handle.refresh()
+    assert handle.status == "SUCCESSFUL" and handle.succeeded == links
+    print(f"commits: {independent.written} for {links} tasks, {chained.written} for a chain of {links}")
+    assert independent.written >= 2 * links  # each task's start and its ack, at least: counted
+    # By design a link adds nothing; a release in a commit of its own would add one per link.
+    assert chained.written - independent.written <= links // 4
+
+
 def test_a_group_runs_all_its_members(fdbqueue_db, backend):
     handle = group(*(call(wt.double, n) for n in range(6))).enqueue()
     assert service.size(fdbqueue_db, QUEUE) == 6
@@ -646,6 +695,25 @@ def test_the_graph_shows_each_node_s_state_and_attempts(fdbqueue_db, backend):
     assert handle.predecessors(3, after=0, limit=1) == [1]
     run_burst(backend)
     assert [(n.state, n.attempts) for n in handle.nodes()] == [("SUCCESSFUL", 1)] * 4
+
+
+def test_the_member_queues_come_from_the_header_in_one_read(fdbqueue_db, backend, monkeypatch):
+    """Who may see a workflow depends on its members' queues: kept in the header at enqueue. A
+    workflow stored before the header kept them has its nodes read instead."""
+    from django_fdbqueue.tasks.workflows import reading
+
+    emails = call(wt.double.using(queue_name="emails"), 1)
+    handle = chain(call(wt.double, 0), emails).enqueue()
+    expected = {QUEUE, "tasks.emails"}
+
+    def no_node_reads(*args):
+        raise AssertionError("the nodes were read")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(reading, "_queues_page", no_node_reads)
+        assert get_workflow(handle.id).queues() == expected
+    handle.member_queues = None  # as read from a header written before it kept them
+    assert handle.queues() == expected
 
 
 # --- enqueueing ----------------------------------------------------------------------------------------

@@ -114,6 +114,9 @@ class Header:
     reason: dict[str, Any] = field(default_factory=dict)
     # Every member that will never run has its record marked (see ``stopping.sweep``).
     swept: bool = False
+    # The queues of its members' items, sorted: whose grants decide who may see or stop it, in
+    # one read. None for a workflow stored before the header kept them (its nodes say).
+    queues: list[str] | None = None
 
     def dumps(self) -> bytes:
         return json.dumps(self.__dict__, separators=(",", ":")).encode()

@@ -65,6 +65,7 @@ class WorkflowResult:
     cancelled: int = 0
     reason: dict[str, Any] = field(default_factory=dict)
     swept: bool = False
+    member_queues: list[str] | None = field(default=None, repr=False)  # the header's, if it kept them
 
     @property
     def is_finished(self) -> bool:
@@ -93,8 +94,10 @@ class WorkflowResult:
 
     def queues(self) -> set[str]:
         """Our queues (``QUEUE_PREFIX + queue_name``) its members' items go to: the queues whose
-        grants decide who may see or stop it (the REST API, the admin). Reads every node, a page
-        per transaction."""
+        grants decide who may see or stop it (the REST API, the admin). Kept in the header; a
+        workflow stored before it kept them has its nodes read, a page per transaction."""
+        if self.member_queues is not None:
+            return set(self.member_queues)
         found: set[str] = set()
         begin: int | None = 0
         while begin is not None:
@@ -143,6 +146,7 @@ def _result(header: keys.Header, tallies: dict[str, int]) -> WorkflowResult:
         finished_at=_moment(header.finished_us),
         reason=dict(header.reason),
         swept=header.swept,
+        member_queues=None if header.queues is None else list(header.queues),
         **tallies,
     )
 

@@ -92,6 +92,7 @@ def enqueue_workflow(workflow: Built) -> WorkflowResult:
         size=len(entries),
         created_us=now_micros(),
         name=workflow.name,
+        queues=sorted({entry.node.queue for entry in entries if entry.node is not None}),
     )
     if _begin(db, header):
         parts = [part for entry in entries for part in split(entry)]

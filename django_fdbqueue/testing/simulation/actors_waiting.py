@@ -293,7 +293,10 @@ class LoopTurns:
             if _just_woken(task):
                 del self.when_woken[task]
                 self.note(f"woken waiter cancelled in {turns} turns")
-                self.cancel_at(task, turns) if turns else task.cancel()
+                if turns:
+                    self.cancel_at(task, turns)
+                else:
+                    task.cancel()
 
 
 def _just_woken(task: "asyncio.Task[Any]") -> bool:
