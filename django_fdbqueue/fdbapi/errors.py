@@ -31,6 +31,10 @@ class ErrorCode:
     TRANSACTION_TOO_LARGE = 2101
     KEY_TOO_LARGE = 2102
     VALUE_TOO_LARGE = 2103
+    SPECIAL_KEYS_WRITE_DISABLED = 2114
+    SPECIAL_KEYS_NO_MODULE_FOUND = 2115
+    TENANTS_DISABLED = 2136
+    EXACT_MODE_WITHOUT_LIMITS = 2210
 
 
 # Codes on which `Transaction.on_error` backs off and retries (FoundationDB's retryable set).
@@ -93,6 +97,11 @@ DESCRIPTIONS = {
     2101: "Transaction exceeds byte limit",
     2102: "Key length exceeds limit",
     2103: "Value length exceeds limit",
+    2114: "Special Key space is not allowed to write by default. Refer to the "
+    "`special_key_space_enable_writes` transaction option for more details.",
+    2115: "Special key space key or keyrange in set or clear does not intersect a module",
+    2136: "Tenants have been disabled in the cluster",
+    2210: "EXACT streaming mode requires limits, but none were given",
 }
 
 

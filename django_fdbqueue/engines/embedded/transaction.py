@@ -23,7 +23,8 @@ from .conflicts import merge_ranges, too_large, transaction_size
 from .faults import NOT_COMMITTED, UNKNOWN_APPLIED, UNKNOWN_NOT_APPLIED
 from .futures import DeferredFuture, Future, KeyValue, RangeResult
 from .keys import LEGAL_KEY_END, MAX_KEY_SIZE, is_selector, key_bytes
-from .reads import FIRST_BATCH_ROWS, ReadView, Snapshot, merged_rows, read_ahead
+from .metrics import checked_bounds, estimated_range_size, range_split_points
+from .reads import FIRST_BATCH_ROWS, ReadView, Snapshot, merged_rows, read_ahead, streaming_mode_error
 from .connections import StoreBusyError
 from .storage import METADATA_VERSION_KEY, ConflictError, Storage, TooOldError
 from .versionstamps import VersionstampFuture, VersionstampSlot, stamp_of
@@ -72,6 +73,20 @@ class TransactionOptions:
     def set_max_retry_delay(self, milliseconds: int) -> None:
         self._tr._max_retry_delay = milliseconds / 1000.0
 
+    def set_next_write_no_write_conflict_range(self) -> None:
+        """The next write (set, clear, clear_range, atomic op) adds no write conflict range."""
+        self._tr._no_write_conflict_next = True
+
+    def set_special_key_space_enable_writes(self) -> None:
+        """Allow clearing the special key space's tenant map (empty: the engine has no tenants)."""
+        self._tr._special_writes = True
+
+
+def _failed_range(error: Exception) -> Iterator[KeyValue]:
+    """The rows of a range read the client refused: iterating raises its error."""
+    raise error
+    yield  # a generator: the error comes on iteration, as from the binding's first batch
+
 
 def _release_connection(storage: Storage, conn: "sqlite3.Connection") -> None:
     storage.release(conn)
@@ -117,6 +132,10 @@ class Transaction(ReadView, WriteMethods):
         # Set by a commit that went through (or found nothing to do) until reset/on_error: as on a
         # cluster, a second commit then fails with 2017 and nothing is ever applied twice.
         self._committed = False
+        # set_next_write_no_write_conflict_range: consumed by the next write; keys so written.
+        self._no_write_conflict_next = False
+        self._unconflicted_keys: set[bytes] = set()
+        self._special_writes = False
         if self._slot.stamp is None and self._slot.error is None:
             self._slot.error = ErrorCode.TRANSACTION_CANCELLED
         self._slot = VersionstampSlot()
@@ -204,9 +223,15 @@ class Transaction(ReadView, WriteMethods):
             self._read_ranges.append([key, key + b"\x00"])
         return self._cache.resolve(key, stored)
 
-    def _range(self, begin: Any, end: Any, limit: int, reverse: bool, snapshot: bool) -> RangeResult:
+    def _range(
+        self, begin: Any, end: Any, limit: int, reverse: bool, snapshot: bool, streaming_mode: Any = None
+    ) -> RangeResult:
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
             raise ValueError("limit must be a non-negative integer, not %r" % (limit,))
+        refused = streaming_mode_error(streaming_mode, limit)
+        if refused is not None:  # the client refuses it before anything is read
+            failure = make_error(refused)
+            return RangeResult(lambda: _failed_range(failure))
         begin = b"" if begin is None else begin
         end = LEGAL_KEY_END if end is None else end
         begin = self._resolve_selector(begin, snapshot) if is_selector(begin) else key_bytes(begin)
@@ -332,6 +357,20 @@ class Transaction(ReadView, WriteMethods):
 
     def get_approximate_size(self) -> Future:
         return Future(self._size())
+
+    def get_estimated_range_size_bytes(self, begin_key: Any, end_key: Any) -> Future:
+        """A future of the bytes stored in the range (a cluster's is a sampled estimate of it)."""
+        self._check_readable()
+        begin, end = checked_bounds(begin_key, end_key)
+        return Future(estimated_range_size(self._storage, begin, end))
+
+    def get_range_split_points(self, begin_key: Any, end_key: Any, chunk_size: int) -> Future:
+        """A future of the keys that cut the range into chunks of about ``chunk_size`` bytes."""
+        if begin_key is None or end_key is None or chunk_size <= 0:
+            raise ValueError("Invalid begin key, end key or chunk size")
+        self._check_readable()
+        begin, end = checked_bounds(begin_key, end_key)
+        return Future(range_split_points(self._storage, begin, end, chunk_size))
 
     def _size(self) -> int:
         """Bytes as FoundationDB counts them: final mutations plus coalesced conflict ranges."""

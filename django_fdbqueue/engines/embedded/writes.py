@@ -17,6 +17,11 @@ from .storage import METADATA_VERSION_KEY
 from .versionstamps import landing_range, split_stamp_offset
 from .write_cache import WriteCache
 
+#: The special key space's prefix, and the module of it a clear may name (the tenant map).
+SPECIAL_KEYS = b"\xff\xff"
+TENANT_MAP = b"\xff\xff/management/tenant/map/"
+TENANT_MAP_END = b"\xff\xff/management/tenant/map0"
+
 
 class WriteMethods:
     """The write methods of ``transaction.Transaction`` (its only user), apart so each file reads
@@ -27,6 +32,9 @@ class WriteMethods:
     _read_ranges: list[list[bytes]]
     _deferred_error: int | None
     _read_version: int | None
+    _no_write_conflict_next: bool
+    _unconflicted_keys: set[bytes]
+    _special_writes: bool
 
     def _write_allowed(self) -> bool:
         raise NotImplementedError
@@ -49,12 +57,25 @@ class WriteMethods:
         if len(value) > MAX_VALUE_SIZE:
             self._deferred_error = self._deferred_error or ErrorCode.VALUE_TOO_LARGE
 
+    def _takes_write_conflict(self) -> bool:
+        """False for the one write after ``set_next_write_no_write_conflict_range``."""
+        if self._no_write_conflict_next:
+            self._no_write_conflict_next = False
+            return False
+        return True
+
     def _write_point(self, key: bytes, system_ok: bool = False) -> bool:
-        """Common checks of a one-key write; records its write conflict range once per key."""
+        """Common checks of a one-key write; records its write conflict range once per key (none
+        for a write after ``set_next_write_no_write_conflict_range``, until another write of it)."""
         if not self._write_allowed():
             return False
         self._check_key(key, system_ok)
-        if key not in self._cache.entries:
+        first = key not in self._cache.entries
+        if not self._takes_write_conflict():
+            if first:
+                self._unconflicted_keys.add(key)
+        elif first or key in self._unconflicted_keys:
+            self._unconflicted_keys.discard(key)
             self._write_ranges.append((key, key + b"\x00"))
         return True
 
@@ -78,12 +99,26 @@ class WriteMethods:
         end = self._resolve_selector(end, False) if is_selector(end) else key_bytes(end)
         if begin > end:
             raise make_error(ErrorCode.INVERTED_RANGE)
+        if begin.startswith(SPECIAL_KEYS) and self._special_range(begin, end):
+            return
         if end > LEGAL_KEY_END:
             raise make_error(ErrorCode.KEY_OUTSIDE_LEGAL_RANGE)
         if begin == end or not self._write_allowed():
             return
         self._cache.clear_range(begin, end)
-        self._write_ranges.append((begin, end))
+        unconflicted = {key for key in self._unconflicted_keys if begin <= key < end}
+        self._unconflicted_keys -= unconflicted  # their later writes need no range of their own now
+        if self._takes_write_conflict():
+            self._write_ranges.append((begin, end))
+
+    def _special_range(self, begin: bytes, end: bytes) -> bool:
+        """A clear in the special key space: only the tenant map's, which is empty (the engine has
+        no tenants), so clearing it changes nothing. Other modules are left out, and refused."""
+        if not self._special_writes:
+            raise make_error(ErrorCode.SPECIAL_KEYS_WRITE_DISABLED)
+        if begin.startswith(TENANT_MAP) and end <= TENANT_MAP_END:
+            return True
+        raise make_error(ErrorCode.SPECIAL_KEYS_NO_MODULE_FOUND)
 
     def clear_range_startswith(self, prefix: Any) -> None:
         prefix = key_bytes(prefix)
@@ -144,7 +179,8 @@ class WriteMethods:
         self._check_key(body)
         self._check_value(value)
         landing = landing_range(body, offset, self._read_version)
-        self._write_ranges.append(landing)
+        if self._takes_write_conflict():
+            self._write_ranges.append(landing)
         self._cache.stamped_key(body, offset, value, landing)
 
     def set_versionstamped_value(self, key: Any, value: Any) -> None:
