@@ -25,6 +25,7 @@ class ErrorCode:
     OPERATION_CANCELLED = 1101
     CLIENT_INVALID_OPERATION = 2000
     KEY_OUTSIDE_LEGAL_RANGE = 2004
+    READ_VERSION_ALREADY_SET = 2010
     INVERTED_RANGE = 2005
     USED_DURING_COMMIT = 2017
     NO_COMMIT_VERSION = 2021
@@ -92,6 +93,7 @@ DESCRIPTIONS = {
     2000: "Invalid API call",
     2004: "Key outside legal range",
     2005: "Range begin key larger than end key",
+    2010: "Transaction already has a read version set",
     2017: "Operation issued while a commit was outstanding",
     2021: "Transaction has no commit version",
     2101: "Transaction exceeds byte limit",

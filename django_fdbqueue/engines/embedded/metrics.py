@@ -8,10 +8,11 @@ rows stored now, which a cluster's estimate approximates; no read version is tak
 from __future__ import annotations
 
 import sqlite3
-from typing import Iterator
+from typing import Any, Iterator
 
 from django_fdbqueue.fdbapi import ErrorCode, make_error
 
+from .futures import Future
 from .keys import key_bytes
 from .storage import Storage
 
@@ -59,3 +60,26 @@ def range_split_points(storage: Storage, begin: bytes, end: bytes, chunk_size: i
     if end > points[-1]:
         points.append(end)
     return points
+
+
+class MetricsMethods:
+    """The storage metrics methods of ``transaction.Transaction`` (its only user)."""
+
+    _storage: Storage
+
+    def _check_readable(self) -> None:
+        raise NotImplementedError
+
+    def get_estimated_range_size_bytes(self, begin_key: Any, end_key: Any) -> Future:
+        """A future of the bytes stored in the range (a cluster's is a sampled estimate of it)."""
+        self._check_readable()
+        begin, end = checked_bounds(begin_key, end_key)
+        return Future(estimated_range_size(self._storage, begin, end))
+
+    def get_range_split_points(self, begin_key: Any, end_key: Any, chunk_size: int) -> Future:
+        """A future of the keys that cut the range into chunks of about ``chunk_size`` bytes."""
+        if begin_key is None or end_key is None or chunk_size <= 0:
+            raise ValueError("Invalid begin key, end key or chunk size")
+        self._check_readable()
+        begin, end = checked_bounds(begin_key, end_key)
+        return Future(range_split_points(self._storage, begin, end, chunk_size))

@@ -23,7 +23,9 @@ from .conflicts import merge_ranges, too_large, transaction_size
 from .faults import NOT_COMMITTED, UNKNOWN_APPLIED, UNKNOWN_NOT_APPLIED
 from .futures import DeferredFuture, Future, KeyValue, RangeResult
 from .keys import LEGAL_KEY_END, MAX_KEY_SIZE, is_selector, key_bytes
-from .metrics import checked_bounds, estimated_range_size, range_split_points
+from .options import TransactionOptions
+from .past import PastView
+from .metrics import MetricsMethods
 from .reads import FIRST_BATCH_ROWS, ReadView, Snapshot, merged_rows, read_ahead, streaming_mode_error
 from .connections import StoreBusyError
 from .storage import METADATA_VERSION_KEY, ConflictError, Storage, TooOldError
@@ -58,30 +60,6 @@ class Host(Protocol):
     interleave: Callable[[str], None] | None
 
 
-class TransactionOptions:
-    """The per-transaction options the embedded engine honours (same names as the binding)."""
-
-    def __init__(self, tr: "Transaction") -> None:
-        self._tr = tr
-
-    def set_timeout(self, milliseconds: int) -> None:
-        self._tr._timeout = milliseconds / 1000.0 if milliseconds else None
-
-    def set_retry_limit(self, limit: int) -> None:
-        self._tr._retry_limit = None if limit is None or limit < 0 else limit
-
-    def set_max_retry_delay(self, milliseconds: int) -> None:
-        self._tr._max_retry_delay = milliseconds / 1000.0
-
-    def set_next_write_no_write_conflict_range(self) -> None:
-        """The next write (set, clear, clear_range, atomic op) adds no write conflict range."""
-        self._tr._no_write_conflict_next = True
-
-    def set_special_key_space_enable_writes(self) -> None:
-        """Allow clearing the special key space's tenant map (empty: the engine has no tenants)."""
-        self._tr._special_writes = True
-
-
 def _failed_range(error: Exception) -> Iterator[KeyValue]:
     """The rows of a range read the client refused: iterating raises its error."""
     raise error
@@ -92,7 +70,7 @@ def _release_connection(storage: Storage, conn: "sqlite3.Connection") -> None:
     storage.release(conn)
 
 
-class Transaction(ReadView, WriteMethods):
+class Transaction(ReadView, WriteMethods, MetricsMethods):
     """A FoundationDB transaction on the embedded engine. Use it from one thread at a time."""
 
     def __init__(self, db: Host) -> None:
@@ -122,6 +100,11 @@ class Transaction(ReadView, WriteMethods):
     def _clear_state(self) -> None:
         self._release_snapshot()
         self._read_version: int | None = None
+        # set_read_version: the version asked for, and what can be read at it once taken.
+        self._wanted_version: int | None = None
+        self._past: PastView | None = None
+        # An error every later read (and the commit) fails with, as the client's deferred error.
+        self._read_error: int | None = None
         self._metadata_version: bytes | None = None
         self._read_version_at = 0.0
         self._cache = WriteCache()
@@ -168,14 +151,21 @@ class Transaction(ReadView, WriteMethods):
         self._check_usable()
         if self._committed:
             raise make_error(ErrorCode.USED_DURING_COMMIT)
+        if self._read_error is not None:
+            raise make_error(self._read_error)
 
     def _write_allowed(self) -> bool:
         """False after commit: the write is dropped and the next commit fails with 2017.
 
         The binding's writes return nothing, so a write to a committed transaction cannot fail at
-        once; FoundationDB keeps the error for the next commit, and so do we.
+        once; FoundationDB keeps the error for the next commit, and so do we. So it is for a
+        cancelled or timed-out transaction: the write is dropped, the commit fails with the error.
         """
-        self._check_usable()
+        try:
+            self._check_usable()
+        except FDBError as error:
+            self._deferred_error = self._deferred_error or error.code
+            return False
         if self._committed:
             self._deferred_error = self._deferred_error or ErrorCode.USED_DURING_COMMIT
             return False
@@ -200,8 +190,28 @@ class Transaction(ReadView, WriteMethods):
             self._conn = conn
             self._read_version, self._metadata_version = self._storage.begin_snapshot(conn)
             self._read_version_at = self._clock()
+            if self._wanted_version is not None:
+                self._read_version = self._take_wanted_version(conn, self._wanted_version)
         self._check_age()
         return self._read_version
+
+    def set_read_version(self, version: int) -> None:
+        """Read at ``version`` (one a transaction was given, or a commit's) instead of the latest.
+
+        As on a cluster it never fails itself: once the transaction has a read version, its later
+        reads fail with 2010 (read_version_already_set). What can be read at an older version:
+        ``past``.
+        """
+        if self._read_version is not None:
+            self._read_error = self._read_error or ErrorCode.READ_VERSION_ALREADY_SET
+            return
+        self._wanted_version = int(version)
+
+    def _take_wanted_version(self, conn: "sqlite3.Connection", version: int) -> int:
+        current, pruned_through, changed = self._storage.changes_since(conn, version)
+        if version != current:
+            self._past = PastView.at(version, current, pruned_through, changed)
+        return version
 
     # -- reads -----------------------------------------------------------------------
     def _read_key(self, key: bytes, snapshot: bool) -> bytes | None:
@@ -215,6 +225,8 @@ class Transaction(ReadView, WriteMethods):
             known: bytes | None = payload
             return known
         self._ensure_read_version()
+        if self._past is not None:
+            self._past.check(key, key + b"\x00")
         if key == METADATA_VERSION_KEY:
             stored = self._metadata_version  # read with the snapshot, as the read version is
         else:
@@ -271,6 +283,8 @@ class Transaction(ReadView, WriteMethods):
             snapshot_conn = self._conn
         elif self._conn is not snapshot_conn:
             raise make_error(ErrorCode.TRANSACTION_CANCELLED)
+        if self._past is not None:
+            self._past.check(begin, end)
         covered = [end, end] if reverse else [begin, begin]
         if not snapshot:
             self._read_ranges.append(covered)
@@ -351,26 +365,12 @@ class Transaction(ReadView, WriteMethods):
         return VersionstampFuture(self._slot)
 
     def get_committed_version(self) -> int:
-        if self._committed_version is None:
-            raise make_error(ErrorCode.CLIENT_INVALID_OPERATION)
-        return self._committed_version
+        """The commit's version; -1 before a commit went through, or for a read-only one (as the
+        client answers: it has no error to give here)."""
+        return -1 if self._committed_version is None else self._committed_version
 
     def get_approximate_size(self) -> Future:
         return Future(self._size())
-
-    def get_estimated_range_size_bytes(self, begin_key: Any, end_key: Any) -> Future:
-        """A future of the bytes stored in the range (a cluster's is a sampled estimate of it)."""
-        self._check_readable()
-        begin, end = checked_bounds(begin_key, end_key)
-        return Future(estimated_range_size(self._storage, begin, end))
-
-    def get_range_split_points(self, begin_key: Any, end_key: Any, chunk_size: int) -> Future:
-        """A future of the keys that cut the range into chunks of about ``chunk_size`` bytes."""
-        if begin_key is None or end_key is None or chunk_size <= 0:
-            raise ValueError("Invalid begin key, end key or chunk size")
-        self._check_readable()
-        begin, end = checked_bounds(begin_key, end_key)
-        return Future(range_split_points(self._storage, begin, end, chunk_size))
 
     def _size(self) -> int:
         """Bytes as FoundationDB counts them: final mutations plus coalesced conflict ranges."""
@@ -395,8 +395,8 @@ class Transaction(ReadView, WriteMethods):
             raise make_error(ErrorCode.USED_DURING_COMMIT)
         self._check_usable()
         slot = self._slot
-        if self._deferred_error is not None:
-            raise make_error(self._deferred_error)
+        if self._deferred_error is not None or self._read_error is not None:
+            raise make_error(self._deferred_error or self._read_error)  # type: ignore[arg-type]
         if self._cache.empty and not self._write_ranges:
             # Read-only: nothing to resolve, so (as in FoundationDB) no conflict check and no
             # age limit: reads that were served stay valid however long ago they were made.
@@ -415,9 +415,13 @@ class Transaction(ReadView, WriteMethods):
         if fault == UNKNOWN_NOT_APPLIED:
             raise make_error(ErrorCode.COMMIT_UNKNOWN_RESULT)
         reads = [(b, e) for b, e in self._read_ranges if b < e]
+        snapshot = self._conn
+        if self._past is not None:  # an older read version: the snapshot's commit path is not for it
+            self._release_snapshot()
+            snapshot = None
         try:
             version = self._storage.commit(
-                self._read_version, reads, merge_ranges(self._write_ranges), self._apply, snapshot=self._conn
+                self._read_version, reads, merge_ranges(self._write_ranges), self._apply, snapshot=snapshot
             )
         except ConflictError:
             raise make_error(ErrorCode.NOT_COMMITTED) from None
@@ -461,6 +465,7 @@ class Transaction(ReadView, WriteMethods):
             raise error
 
         def decide() -> None:
+            self._check_usable()  # a cancelled (or timed-out) transaction answers with that error
             if code not in RETRYABLE_CODES:
                 raise make_error(code)
             if self._retry_limit is not None and self._retries >= self._retry_limit:

@@ -31,6 +31,7 @@ class WriteMethods:
     _write_ranges: list[tuple[bytes, bytes]]
     _read_ranges: list[list[bytes]]
     _deferred_error: int | None
+    _read_error: int | None
     _read_version: int | None
     _no_write_conflict_next: bool
     _unconflicted_keys: set[bytes]
@@ -47,15 +48,16 @@ class WriteMethods:
 
     # -- writes ----------------------------------------------------------------------
     def _check_key(self, key: bytes, system_ok: bool = False) -> None:
-        """Key limits fail at commit, as in the binding (its writes return nothing)."""
+        """Key limits fail later, as in the binding (its writes return nothing): the client keeps
+        the error, and every later read fails with it, and so does the commit."""
         if len(key) > MAX_KEY_SIZE:
-            self._deferred_error = self._deferred_error or ErrorCode.KEY_TOO_LARGE
+            self._read_error = self._read_error or ErrorCode.KEY_TOO_LARGE
         elif key >= LEGAL_KEY_END and not (system_ok and key == METADATA_VERSION_KEY):
-            self._deferred_error = self._deferred_error or ErrorCode.KEY_OUTSIDE_LEGAL_RANGE
+            self._read_error = self._read_error or ErrorCode.KEY_OUTSIDE_LEGAL_RANGE
 
     def _check_value(self, value: bytes) -> None:
         if len(value) > MAX_VALUE_SIZE:
-            self._deferred_error = self._deferred_error or ErrorCode.VALUE_TOO_LARGE
+            self._read_error = self._read_error or ErrorCode.VALUE_TOO_LARGE
 
     def _takes_write_conflict(self) -> bool:
         """False for the one write after ``set_next_write_no_write_conflict_range``."""
@@ -194,9 +196,12 @@ class WriteMethods:
 
     # -- conflict ranges by hand -----------------------------------------------------
     def add_read_conflict_range(self, begin: Any, end: Any) -> None:
+        """Like a write, it cannot fail at once in the binding: on a cancelled or committed
+        transaction it is dropped, and the commit fails."""
         begin, end = checked_range(begin, end)
-        self._ensure_read_version()
-        self._read_ranges.append([begin, end])
+        if self._write_allowed():
+            self._ensure_read_version()
+            self._read_ranges.append([begin, end])
 
     def add_read_conflict_key(self, key: Any) -> None:
         key = key_bytes(key)

@@ -197,7 +197,9 @@ def main(argv: list[str] | None = None) -> int:
     seeds = choose_seeds(args)
     try:
         root = find_tester(args.tester_dir)
-        plans = [Plan(args.test, seed, args.num_ops, args.concurrency, args.api_version, args.timeout) for seed in seeds]
+        plans = [
+            Plan(args.test, seed, args.num_ops, args.concurrency, args.api_version, args.timeout) for seed in seeds
+        ]
         print(f"{args.test}: seeds {' '.join(map(str, seeds))}", flush=True)
         if args.embedded_only:
             outcomes = run_seeds(root, plans, None, _print_outcome, args.show)

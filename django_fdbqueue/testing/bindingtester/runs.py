@@ -99,8 +99,7 @@ def write_python_wrapper(folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     wrapper = folder / "python"
     wrapper.write_text(
-        "#!/bin/sh\n"
-        f'exec "{sys.executable}" -m django_fdbqueue.testing.bindingtester.launch "$@"\n',
+        f'#!/bin/sh\nexec "{sys.executable}" -m django_fdbqueue.testing.bindingtester.launch "$@"\n',
         encoding="utf-8",
     )
     wrapper.chmod(0o755)

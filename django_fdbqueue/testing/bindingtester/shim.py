@@ -106,7 +106,7 @@ def build() -> types.ModuleType:
     import fdb.tuple
 
     module = types.ModuleType("fdb", __doc__)
-    module.__path__ = [_official_folder()]  # type: ignore[attr-defined]
+    module.__path__ = [_official_folder()]
     state: dict[str, int] = {}
 
     def api_version(ver: int) -> None:
@@ -150,7 +150,7 @@ def install() -> types.ModuleType:
     module = build()
     module.EMBEDDED_STAND_IN = True  # type: ignore[attr-defined]
     sys.modules["fdb"] = module
-    sys.modules["fdb.impl"] = module.impl  # type: ignore[attr-defined]
+    sys.modules["fdb.impl"] = module.impl
     # The directory layer, loaded afresh so that its ``from fdb import impl`` finds ours.
     sys.modules.pop("fdb.directory_impl", None)
     directory_impl = importlib.import_module("fdb.directory_impl")
