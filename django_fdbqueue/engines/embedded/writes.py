@@ -101,7 +101,8 @@ class WriteMethods:
         end = self._resolve_selector(end, False) if is_selector(end) else key_bytes(end)
         if begin > end:
             raise make_error(ErrorCode.INVERTED_RANGE)
-        if begin.startswith(SPECIAL_KEYS) and self._special_range(begin, end):
+        if begin.startswith(SPECIAL_KEYS):
+            self._special_clear(begin, end)
             return
         if end > LEGAL_KEY_END:
             raise make_error(ErrorCode.KEY_OUTSIDE_LEGAL_RANGE)
@@ -113,14 +114,14 @@ class WriteMethods:
         if self._takes_write_conflict():
             self._write_ranges.append((begin, end))
 
-    def _special_range(self, begin: bytes, end: bytes) -> bool:
+    def _special_clear(self, begin: bytes, end: bytes) -> None:
         """A clear in the special key space: only the tenant map's, which is empty (the engine has
-        no tenants), so clearing it changes nothing. Other modules are left out, and refused."""
+        no tenants), so clearing it changes nothing. Other modules are left out. The errors come
+        later, as the client's: the reads after it fail, and the commit."""
         if not self._special_writes:
-            raise make_error(ErrorCode.SPECIAL_KEYS_WRITE_DISABLED)
-        if begin.startswith(TENANT_MAP) and end <= TENANT_MAP_END:
-            return True
-        raise make_error(ErrorCode.SPECIAL_KEYS_NO_MODULE_FOUND)
+            self._read_error = self._read_error or ErrorCode.SPECIAL_KEYS_WRITE_DISABLED
+        elif not (begin.startswith(TENANT_MAP) and end <= TENANT_MAP_END):
+            self._read_error = self._read_error or ErrorCode.SPECIAL_KEYS_NO_MODULE_FOUND
 
     def clear_range_startswith(self, prefix: Any) -> None:
         prefix = key_bytes(prefix)
