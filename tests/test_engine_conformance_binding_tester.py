@@ -142,6 +142,29 @@ def test_set_read_version(db, keyspace):
     assert error_code(lambda: ahead.get(key).wait()) == 1009
 
 
+def test_a_kept_error_comes_before_cancellation(db, keyspace):
+    """A write over the limits on a cancelled transaction: its error, kept, fails the reads."""
+    tr = db.create_transaction()
+    tr.cancel()
+    tr[keyspace.pack(("big",))] = b"v" * 100_001
+    assert error_code(lambda: tr.get(keyspace.pack(("other",))).wait()) == 2103
+
+
+def test_an_invalid_read_version_fails_the_reads(db, keyspace):
+    """-1 (what ``get_committed_version`` gives before a commit) is no version: 2011."""
+    tr = db.create_transaction()
+    tr.set_read_version(-1)
+    assert error_code(lambda: tr.get(keyspace.pack(("k",))).wait()) == 2011
+
+
+def test_a_read_conflict_range_after_a_kept_error_does_not_fail(db, keyspace):
+    tr = db.create_transaction()
+    tr.get(keyspace.pack(("k",))).wait()
+    tr.set_read_version(tr.get_read_version().wait())
+    tr.add_read_conflict_key(keyspace.pack(("k",)))
+    assert error_code(lambda: tr.get(keyspace.pack(("k",))).wait()) == 2010
+
+
 def test_on_error_of_a_cancelled_transaction(db):
     tr = db.create_transaction()
     tr.cancel()

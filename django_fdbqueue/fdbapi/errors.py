@@ -26,6 +26,7 @@ class ErrorCode:
     CLIENT_INVALID_OPERATION = 2000
     KEY_OUTSIDE_LEGAL_RANGE = 2004
     READ_VERSION_ALREADY_SET = 2010
+    VERSION_INVALID = 2011
     INVERTED_RANGE = 2005
     USED_DURING_COMMIT = 2017
     NO_COMMIT_VERSION = 2021
@@ -94,6 +95,7 @@ DESCRIPTIONS = {
     2004: "Key outside legal range",
     2005: "Range begin key larger than end key",
     2010: "Transaction already has a read version set",
+    2011: "Version not valid",
     2017: "Operation issued while a commit was outstanding",
     2021: "Transaction has no commit version",
     2101: "Transaction exceeds byte limit",

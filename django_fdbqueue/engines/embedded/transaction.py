@@ -147,12 +147,13 @@ class Transaction(ReadView, WriteMethods, MetricsMethods):
             raise make_error(ErrorCode.TRANSACTION_TIMED_OUT)
 
     def _check_readable(self) -> None:
-        """Reads of a committed transaction fail with 2017 (used_during_commit), as on a cluster."""
+        """Reads of a committed transaction fail with 2017 (used_during_commit), as on a cluster;
+        an error kept from an earlier call comes first, even on a cancelled transaction."""
+        if self._read_error is not None:
+            raise make_error(self._read_error)
         self._check_usable()
         if self._committed:
             raise make_error(ErrorCode.USED_DURING_COMMIT)
-        if self._read_error is not None:
-            raise make_error(self._read_error)
 
     def _write_allowed(self) -> bool:
         """False after commit: the write is dropped and the next commit fails with 2017.
@@ -204,8 +205,10 @@ class Transaction(ReadView, WriteMethods, MetricsMethods):
         """
         if self._read_version is not None:
             self._read_error = self._read_error or ErrorCode.READ_VERSION_ALREADY_SET
-            return
-        self._wanted_version = int(version)
+        elif version <= 0:  # no version a transaction or commit hands out (-1: "no commit")
+            self._read_error = self._read_error or ErrorCode.VERSION_INVALID
+        else:
+            self._wanted_version = int(version)
 
     def _take_wanted_version(self, conn: "sqlite3.Connection", version: int) -> int:
         current, pruned_through, changed = self._storage.changes_since(conn, version)

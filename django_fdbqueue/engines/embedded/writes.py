@@ -33,6 +33,7 @@ class WriteMethods:
     _deferred_error: int | None
     _read_error: int | None
     _read_version: int | None
+    _committed: bool
     _no_write_conflict_next: bool
     _unconflicted_keys: set[bytes]
     _special_writes: bool
@@ -70,6 +71,8 @@ class WriteMethods:
         """Common checks of a one-key write; records its write conflict range once per key (none
         for a write after ``set_next_write_no_write_conflict_range``, until another write of it)."""
         if not self._write_allowed():
+            if not self._committed:  # cancelled: the client still checks the key's limits
+                self._check_key(key, system_ok)
             return False
         self._check_key(key, system_ok)
         first = key not in self._cache.entries
@@ -83,8 +86,10 @@ class WriteMethods:
 
     def set(self, key: Any, value: Any) -> None:
         key, value = key_bytes(key), value_bytes(value)
-        if self._write_point(key):
+        allowed = self._write_point(key)
+        if allowed or not self._committed:
             self._check_value(value)
+        if allowed:
             self._cache.set(key, value)
 
     def clear(self, key: Any) -> None:
@@ -138,8 +143,10 @@ class WriteMethods:
 
     def _atomic(self, name: str, key: Any, param: Any) -> None:
         key, param = key_bytes(key), value_bytes(param)
-        if self._write_point(key):
+        allowed = self._write_point(key)
+        if allowed or not self._committed:
             self._check_value(param)
+        if allowed:
             self._cache.atomic(key, atomic.OPERATIONS[name], param)
 
     def add(self, key: Any, param: Any) -> None:
@@ -200,7 +207,7 @@ class WriteMethods:
         """Like a write, it cannot fail at once in the binding: on a cancelled or committed
         transaction it is dropped, and the commit fails."""
         begin, end = checked_range(begin, end)
-        if self._write_allowed():
+        if self._write_allowed() and self._read_error is None:
             self._ensure_read_version()
             self._read_ranges.append([begin, end])
 
