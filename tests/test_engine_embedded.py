@@ -1161,3 +1161,40 @@ def test_finished_watches_stop_waking_the_watcher(embedded_db):
     watch.cancel()
     embedded_db[key("other")] = b"x"
     assert embedded_db._watcher._watches == []
+
+
+# -- what the binding tester's runs left out (docs/explanation/embedded-engine.md) -------------------
+
+
+def test_an_older_read_version_refuses_keys_changed_since(embedded_db):
+    """The store keeps one value per key: at an older version, a key no commit changed since reads
+    as it was (it is the same), a changed one fails with 1007 (transaction_too_old), as a cluster
+    does once that version's data is gone; a commit checks conflicts from that version."""
+    from django_fdbqueue.fdbapi import FDBError
+
+    embedded_db[b"same"] = b"1"
+    embedded_db[b"changed"] = b"old"
+    version = embedded_db.create_transaction().get_read_version().wait()
+    embedded_db[b"changed"] = b"new"
+    tr = embedded_db.create_transaction()
+    tr.set_read_version(version)
+    assert tr[b"same"] == b"1"
+    with pytest.raises(FDBError) as raised:
+        tr.get(b"changed").wait()
+    assert raised.value.code == 1007
+    with pytest.raises(FDBError) as raised:
+        list(tr.get_range(b"a", b"z"))
+    assert raised.value.code == 1007
+    tr.add_read_conflict_key(b"changed")
+    tr[b"out"] = b"x"
+    with pytest.raises(FDBError) as raised:
+        tr.commit().wait()
+    assert raised.value.code == 1020
+
+
+def test_tenants_are_refused_as_by_a_cluster_without_them(embedded_db):
+    from django_fdbqueue.fdbapi import FDBError
+
+    with pytest.raises(FDBError) as raised:
+        embedded_db.open_tenant(b"tenant")
+    assert raised.value.code == 2136

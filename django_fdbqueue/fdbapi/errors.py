@@ -25,12 +25,18 @@ class ErrorCode:
     OPERATION_CANCELLED = 1101
     CLIENT_INVALID_OPERATION = 2000
     KEY_OUTSIDE_LEGAL_RANGE = 2004
+    READ_VERSION_ALREADY_SET = 2010
+    VERSION_INVALID = 2011
     INVERTED_RANGE = 2005
     USED_DURING_COMMIT = 2017
     NO_COMMIT_VERSION = 2021
     TRANSACTION_TOO_LARGE = 2101
     KEY_TOO_LARGE = 2102
     VALUE_TOO_LARGE = 2103
+    SPECIAL_KEYS_WRITE_DISABLED = 2114
+    SPECIAL_KEYS_NO_MODULE_FOUND = 2115
+    TENANTS_DISABLED = 2136
+    EXACT_MODE_WITHOUT_LIMITS = 2210
 
 
 # Codes on which `Transaction.on_error` backs off and retries (FoundationDB's retryable set).
@@ -88,11 +94,18 @@ DESCRIPTIONS = {
     2000: "Invalid API call",
     2004: "Key outside legal range",
     2005: "Range begin key larger than end key",
+    2010: "Transaction already has a read version set",
+    2011: "Version not valid",
     2017: "Operation issued while a commit was outstanding",
     2021: "Transaction has no commit version",
     2101: "Transaction exceeds byte limit",
     2102: "Key length exceeds limit",
     2103: "Value length exceeds limit",
+    2114: "Special Key space is not allowed to write by default. Refer to the "
+    "`special_key_space_enable_writes` transaction option for more details.",
+    2115: "Special key space key or keyrange in set or clear does not intersect a module",
+    2136: "Tenants have been disabled in the cluster",
+    2210: "EXACT streaming mode requires limits, but none were given",
 }
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Mapping, cast
 
-from django_fdbqueue.fdbapi import transactional
+from django_fdbqueue.fdbapi import ErrorCode, make_error, transactional
 
 from .faults import FaultConfig, FaultInjector
 from .storage import Storage
@@ -105,7 +105,7 @@ class EmbeddedDatabase:
     def get_range(
         self, begin: Any, end: Any, limit: int = 0, reverse: bool = False, streaming_mode: Any = None
     ) -> list[Any]:
-        return _get_range(self, begin, end, limit, reverse)
+        return _get_range(self, begin, end, limit, reverse, streaming_mode)
 
     def get_range_startswith(self, prefix: bytes, *args: Any, **kwargs: Any) -> list[Any]:
         return _get_range_startswith(self, prefix, *args, **kwargs)
@@ -141,6 +141,7 @@ class EmbeddedDatabase:
     def clear_and_watch(self, key: Any) -> WatchFuture:
         return _clear_and_watch(self, key)
 
+    # Every mutation of a transaction, in a transaction of its own, as the binding's database has.
     def add(self, key: Any, param: Any) -> None:
         _atomic(self, "add", key, param)
 
@@ -149,6 +150,37 @@ class EmbeddedDatabase:
 
     def min(self, key: Any, param: Any) -> None:
         _atomic(self, "min", key, param)
+
+    def bit_and(self, key: Any, param: Any) -> None:
+        _atomic(self, "bit_and", key, param)
+
+    def bit_or(self, key: Any, param: Any) -> None:
+        _atomic(self, "bit_or", key, param)
+
+    def bit_xor(self, key: Any, param: Any) -> None:
+        _atomic(self, "bit_xor", key, param)
+
+    def byte_max(self, key: Any, param: Any) -> None:
+        _atomic(self, "byte_max", key, param)
+
+    def byte_min(self, key: Any, param: Any) -> None:
+        _atomic(self, "byte_min", key, param)
+
+    def compare_and_clear(self, key: Any, param: Any) -> None:
+        _atomic(self, "compare_and_clear", key, param)
+
+    def append_if_fits(self, key: Any, param: Any) -> None:
+        _atomic(self, "append_if_fits", key, param)
+
+    def set_versionstamped_key(self, key: Any, value: Any) -> None:
+        _atomic(self, "set_versionstamped_key", key, value)
+
+    def set_versionstamped_value(self, key: Any, value: Any) -> None:
+        _atomic(self, "set_versionstamped_value", key, value)
+
+    def open_tenant(self, name: Any) -> Any:
+        """Tenants are left out of the embedded engine: refused as a cluster without them does."""
+        raise make_error(ErrorCode.TENANTS_DISABLED)
 
 
 # The conveniences above pass the database; `transactional` hands these a transaction of it.
@@ -164,8 +196,8 @@ def _get_key(tr: Any, key_selector: Any) -> bytes:
 
 
 @transactional
-def _get_range(tr: Any, begin: Any, end: Any, limit: int, reverse: bool) -> list[Any]:
-    return cast("list[Any]", tr.get_range(begin, end, limit, reverse).to_list())
+def _get_range(tr: Any, begin: Any, end: Any, limit: int, reverse: bool, streaming_mode: Any) -> list[Any]:
+    return cast("list[Any]", tr.get_range(begin, end, limit, reverse, streaming_mode).to_list())
 
 
 @transactional

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol
 
-from django_fdbqueue.fdbapi import FDBError, strinc
+from django_fdbqueue.fdbapi import ErrorCode, FDBError, strinc
 
 from .futures import Future, Key, KeyValue, RangeResult, Value
 from .keys import key_bytes
@@ -15,6 +15,38 @@ if TYPE_CHECKING:
 
 # Rows a range read fetches when get_range is called, before anyone iterates it.
 FIRST_BATCH_ROWS = 100
+
+
+class StreamingMode:
+    """FoundationDB's streaming modes, with the binding's values.
+
+    They tell a cluster how many rows to send per batch; the embedded engine reads in its own
+    batches whatever the mode, but checks the mode as the client does (``streaming_mode_error``).
+    """
+
+    want_all = -2
+    iterator = -1
+    exact = 0
+    small = 1
+    medium = 2
+    large = 3
+    serial = 4
+
+
+def streaming_mode_error(mode: Any, limit: int) -> int | None:
+    """The error code the client gives a range read in ``mode`` with ``limit`` (None: no error).
+
+    ``exact`` without a limit is refused (2210, exact_mode_without_limits), and so is a number
+    that names no mode (2000, client_invalid_operation). None is the binding's default, iterator.
+    """
+    if mode is None:
+        return None
+    mode = int(mode)
+    if mode == StreamingMode.exact and not limit:
+        return ErrorCode.EXACT_MODE_WITHOUT_LIMITS
+    if not StreamingMode.want_all <= mode <= StreamingMode.serial:
+        return ErrorCode.CLIENT_INVALID_OPERATION
+    return None
 
 
 class Reader(Protocol):
@@ -27,7 +59,9 @@ class Reader(Protocol):
 
     def _resolve_selector(self, selector: Any, snapshot: bool) -> bytes: ...
 
-    def _range(self, begin: Any, end: Any, limit: int, reverse: bool, snapshot: bool) -> RangeResult: ...
+    def _range(
+        self, begin: Any, end: Any, limit: int, reverse: bool, snapshot: bool, streaming_mode: Any = None
+    ) -> RangeResult: ...
 
     def _ensure_read_version(self) -> int: ...
 
@@ -52,7 +86,7 @@ class ReadView:
     def get_range(
         self, begin: Any, end: Any, limit: int = 0, reverse: bool = False, streaming_mode: Any = None
     ) -> RangeResult:
-        return self._tr._range(begin, end, limit, reverse, self._snapshot)
+        return self._tr._range(begin, end, limit, reverse, self._snapshot, streaming_mode)
 
     def get_range_startswith(self, prefix: Any, *args: Any, **kwargs: Any) -> RangeResult:
         prefix = key_bytes(prefix)

@@ -195,6 +195,15 @@ class Storage:
         finally:
             self.release(conn)
 
+    def changes_since(self, conn: sqlite3.Connection, version: int) -> tuple[int, int, list[Range]]:
+        """(the store's version, the newest forgotten commit, the write ranges of commits newer than
+        ``version``), as the snapshot open on ``conn`` sees them."""
+        current, pruned_through = self._versions(conn)
+        changed: list[Range] = []
+        for (packed,) in conn.execute("SELECT ranges FROM commit_ranges WHERE version > ?", (version,)):
+            changed += unpack_ranges(packed)
+        return current, pruned_through, changed
+
     @staticmethod
     def get(conn: sqlite3.Connection, key: bytes) -> bytes | None:
         row = conn.execute("SELECT value FROM kv WHERE key = ?", (key,)).fetchone()

@@ -23,7 +23,10 @@ from .conflicts import merge_ranges, too_large, transaction_size
 from .faults import NOT_COMMITTED, UNKNOWN_APPLIED, UNKNOWN_NOT_APPLIED
 from .futures import DeferredFuture, Future, KeyValue, RangeResult
 from .keys import LEGAL_KEY_END, MAX_KEY_SIZE, is_selector, key_bytes
-from .reads import FIRST_BATCH_ROWS, ReadView, Snapshot, merged_rows, read_ahead
+from .options import TransactionOptions
+from .past import PastView
+from .metrics import MetricsMethods
+from .reads import FIRST_BATCH_ROWS, ReadView, Snapshot, merged_rows, read_ahead, streaming_mode_error
 from .connections import StoreBusyError
 from .storage import METADATA_VERSION_KEY, ConflictError, Storage, TooOldError
 from .versionstamps import VersionstampFuture, VersionstampSlot, stamp_of
@@ -57,27 +60,17 @@ class Host(Protocol):
     interleave: Callable[[str], None] | None
 
 
-class TransactionOptions:
-    """The per-transaction options the embedded engine honours (same names as the binding)."""
-
-    def __init__(self, tr: "Transaction") -> None:
-        self._tr = tr
-
-    def set_timeout(self, milliseconds: int) -> None:
-        self._tr._timeout = milliseconds / 1000.0 if milliseconds else None
-
-    def set_retry_limit(self, limit: int) -> None:
-        self._tr._retry_limit = None if limit is None or limit < 0 else limit
-
-    def set_max_retry_delay(self, milliseconds: int) -> None:
-        self._tr._max_retry_delay = milliseconds / 1000.0
+def _failed_range(error: Exception) -> Iterator[KeyValue]:
+    """The rows of a range read the client refused: iterating raises its error."""
+    raise error
+    yield  # a generator: the error comes on iteration, as from the binding's first batch
 
 
 def _release_connection(storage: Storage, conn: "sqlite3.Connection") -> None:
     storage.release(conn)
 
 
-class Transaction(ReadView, WriteMethods):
+class Transaction(ReadView, WriteMethods, MetricsMethods):
     """A FoundationDB transaction on the embedded engine. Use it from one thread at a time."""
 
     def __init__(self, db: Host) -> None:
@@ -107,6 +100,11 @@ class Transaction(ReadView, WriteMethods):
     def _clear_state(self) -> None:
         self._release_snapshot()
         self._read_version: int | None = None
+        # set_read_version: the version asked for, and what can be read at it once taken.
+        self._wanted_version: int | None = None
+        self._past: PastView | None = None
+        # An error every later read (and the commit) fails with, as the client's deferred error.
+        self._read_error: int | None = None
         self._metadata_version: bytes | None = None
         self._read_version_at = 0.0
         self._cache = WriteCache()
@@ -117,6 +115,10 @@ class Transaction(ReadView, WriteMethods):
         # Set by a commit that went through (or found nothing to do) until reset/on_error: as on a
         # cluster, a second commit then fails with 2017 and nothing is ever applied twice.
         self._committed = False
+        # set_next_write_no_write_conflict_range: consumed by the next write; keys so written.
+        self._no_write_conflict_next = False
+        self._unconflicted_keys: set[bytes] = set()
+        self._special_writes = False
         if self._slot.stamp is None and self._slot.error is None:
             self._slot.error = ErrorCode.TRANSACTION_CANCELLED
         self._slot = VersionstampSlot()
@@ -145,7 +147,10 @@ class Transaction(ReadView, WriteMethods):
             raise make_error(ErrorCode.TRANSACTION_TIMED_OUT)
 
     def _check_readable(self) -> None:
-        """Reads of a committed transaction fail with 2017 (used_during_commit), as on a cluster."""
+        """Reads of a committed transaction fail with 2017 (used_during_commit), as on a cluster;
+        an error kept from an earlier call comes first, even on a cancelled transaction."""
+        if self._read_error is not None:
+            raise make_error(self._read_error)
         self._check_usable()
         if self._committed:
             raise make_error(ErrorCode.USED_DURING_COMMIT)
@@ -154,9 +159,14 @@ class Transaction(ReadView, WriteMethods):
         """False after commit: the write is dropped and the next commit fails with 2017.
 
         The binding's writes return nothing, so a write to a committed transaction cannot fail at
-        once; FoundationDB keeps the error for the next commit, and so do we.
+        once; FoundationDB keeps the error for the next commit, and so do we. So it is for a
+        cancelled or timed-out transaction: the write is dropped, the commit fails with the error.
         """
-        self._check_usable()
+        try:
+            self._check_usable()
+        except FDBError as error:
+            self._deferred_error = self._deferred_error or error.code
+            return False
         if self._committed:
             self._deferred_error = self._deferred_error or ErrorCode.USED_DURING_COMMIT
             return False
@@ -181,8 +191,30 @@ class Transaction(ReadView, WriteMethods):
             self._conn = conn
             self._read_version, self._metadata_version = self._storage.begin_snapshot(conn)
             self._read_version_at = self._clock()
+            if self._wanted_version is not None:
+                self._read_version = self._take_wanted_version(conn, self._wanted_version)
         self._check_age()
         return self._read_version
+
+    def set_read_version(self, version: int) -> None:
+        """Read at ``version`` (one a transaction was given, or a commit's) instead of the latest.
+
+        As on a cluster it never fails itself: once the transaction has a read version, its later
+        reads fail with 2010 (read_version_already_set). What can be read at an older version:
+        ``past``.
+        """
+        if self._read_version is not None:
+            self._read_error = self._read_error or ErrorCode.READ_VERSION_ALREADY_SET
+        elif version <= 0:  # no version a transaction or commit hands out (-1: "no commit")
+            self._read_error = self._read_error or ErrorCode.VERSION_INVALID
+        else:
+            self._wanted_version = int(version)
+
+    def _take_wanted_version(self, conn: "sqlite3.Connection", version: int) -> int:
+        current, pruned_through, changed = self._storage.changes_since(conn, version)
+        if version != current:
+            self._past = PastView.at(version, current, pruned_through, changed)
+        return version
 
     # -- reads -----------------------------------------------------------------------
     def _read_key(self, key: bytes, snapshot: bool) -> bytes | None:
@@ -196,6 +228,8 @@ class Transaction(ReadView, WriteMethods):
             known: bytes | None = payload
             return known
         self._ensure_read_version()
+        if self._past is not None:
+            self._past.check(key, key + b"\x00")
         if key == METADATA_VERSION_KEY:
             stored = self._metadata_version  # read with the snapshot, as the read version is
         else:
@@ -204,9 +238,15 @@ class Transaction(ReadView, WriteMethods):
             self._read_ranges.append([key, key + b"\x00"])
         return self._cache.resolve(key, stored)
 
-    def _range(self, begin: Any, end: Any, limit: int, reverse: bool, snapshot: bool) -> RangeResult:
+    def _range(
+        self, begin: Any, end: Any, limit: int, reverse: bool, snapshot: bool, streaming_mode: Any = None
+    ) -> RangeResult:
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
             raise ValueError("limit must be a non-negative integer, not %r" % (limit,))
+        refused = streaming_mode_error(streaming_mode, limit)
+        if refused is not None:  # the client refuses it before anything is read
+            failure = make_error(refused)
+            return RangeResult(lambda: _failed_range(failure))
         begin = b"" if begin is None else begin
         end = LEGAL_KEY_END if end is None else end
         begin = self._resolve_selector(begin, snapshot) if is_selector(begin) else key_bytes(begin)
@@ -246,6 +286,8 @@ class Transaction(ReadView, WriteMethods):
             snapshot_conn = self._conn
         elif self._conn is not snapshot_conn:
             raise make_error(ErrorCode.TRANSACTION_CANCELLED)
+        if self._past is not None:
+            self._past.check(begin, end)
         covered = [end, end] if reverse else [begin, begin]
         if not snapshot:
             self._read_ranges.append(covered)
@@ -326,9 +368,9 @@ class Transaction(ReadView, WriteMethods):
         return VersionstampFuture(self._slot)
 
     def get_committed_version(self) -> int:
-        if self._committed_version is None:
-            raise make_error(ErrorCode.CLIENT_INVALID_OPERATION)
-        return self._committed_version
+        """The commit's version; -1 before a commit went through, or for a read-only one (as the
+        client answers: it has no error to give here)."""
+        return -1 if self._committed_version is None else self._committed_version
 
     def get_approximate_size(self) -> Future:
         return Future(self._size())
@@ -356,8 +398,8 @@ class Transaction(ReadView, WriteMethods):
             raise make_error(ErrorCode.USED_DURING_COMMIT)
         self._check_usable()
         slot = self._slot
-        if self._deferred_error is not None:
-            raise make_error(self._deferred_error)
+        if self._deferred_error is not None or self._read_error is not None:
+            raise make_error(self._deferred_error or self._read_error)  # type: ignore[arg-type]
         if self._cache.empty and not self._write_ranges:
             # Read-only: nothing to resolve, so (as in FoundationDB) no conflict check and no
             # age limit: reads that were served stay valid however long ago they were made.
@@ -376,9 +418,13 @@ class Transaction(ReadView, WriteMethods):
         if fault == UNKNOWN_NOT_APPLIED:
             raise make_error(ErrorCode.COMMIT_UNKNOWN_RESULT)
         reads = [(b, e) for b, e in self._read_ranges if b < e]
+        snapshot = self._conn
+        if self._past is not None:  # an older read version: the snapshot's commit path is not for it
+            self._release_snapshot()
+            snapshot = None
         try:
             version = self._storage.commit(
-                self._read_version, reads, merge_ranges(self._write_ranges), self._apply, snapshot=self._conn
+                self._read_version, reads, merge_ranges(self._write_ranges), self._apply, snapshot=snapshot
             )
         except ConflictError:
             raise make_error(ErrorCode.NOT_COMMITTED) from None
@@ -422,6 +468,7 @@ class Transaction(ReadView, WriteMethods):
             raise error
 
         def decide() -> None:
+            self._check_usable()  # a cancelled (or timed-out) transaction answers with that error
             if code not in RETRYABLE_CODES:
                 raise make_error(code)
             if self._retry_limit is not None and self._retries >= self._retry_limit:

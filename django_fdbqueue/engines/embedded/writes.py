@@ -17,6 +17,11 @@ from .storage import METADATA_VERSION_KEY
 from .versionstamps import landing_range, split_stamp_offset
 from .write_cache import WriteCache
 
+#: The special key space's prefix, and the module of it a clear may name (the tenant map).
+SPECIAL_KEYS = b"\xff\xff"
+TENANT_MAP = b"\xff\xff/management/tenant/map/"
+TENANT_MAP_END = b"\xff\xff/management/tenant/map0"
+
 
 class WriteMethods:
     """The write methods of ``transaction.Transaction`` (its only user), apart so each file reads
@@ -26,7 +31,12 @@ class WriteMethods:
     _write_ranges: list[tuple[bytes, bytes]]
     _read_ranges: list[list[bytes]]
     _deferred_error: int | None
+    _read_error: int | None
     _read_version: int | None
+    _committed: bool
+    _no_write_conflict_next: bool
+    _unconflicted_keys: set[bytes]
+    _special_writes: bool
 
     def _write_allowed(self) -> bool:
         raise NotImplementedError
@@ -39,29 +49,47 @@ class WriteMethods:
 
     # -- writes ----------------------------------------------------------------------
     def _check_key(self, key: bytes, system_ok: bool = False) -> None:
-        """Key limits fail at commit, as in the binding (its writes return nothing)."""
+        """Key limits fail later, as in the binding (its writes return nothing): the client keeps
+        the error, and every later read fails with it, and so does the commit."""
         if len(key) > MAX_KEY_SIZE:
-            self._deferred_error = self._deferred_error or ErrorCode.KEY_TOO_LARGE
+            self._read_error = self._read_error or ErrorCode.KEY_TOO_LARGE
         elif key >= LEGAL_KEY_END and not (system_ok and key == METADATA_VERSION_KEY):
-            self._deferred_error = self._deferred_error or ErrorCode.KEY_OUTSIDE_LEGAL_RANGE
+            self._read_error = self._read_error or ErrorCode.KEY_OUTSIDE_LEGAL_RANGE
 
     def _check_value(self, value: bytes) -> None:
         if len(value) > MAX_VALUE_SIZE:
-            self._deferred_error = self._deferred_error or ErrorCode.VALUE_TOO_LARGE
+            self._read_error = self._read_error or ErrorCode.VALUE_TOO_LARGE
+
+    def _takes_write_conflict(self) -> bool:
+        """False for the one write after ``set_next_write_no_write_conflict_range``."""
+        if self._no_write_conflict_next:
+            self._no_write_conflict_next = False
+            return False
+        return True
 
     def _write_point(self, key: bytes, system_ok: bool = False) -> bool:
-        """Common checks of a one-key write; records its write conflict range once per key."""
+        """Common checks of a one-key write; records its write conflict range once per key (none
+        for a write after ``set_next_write_no_write_conflict_range``, until another write of it)."""
         if not self._write_allowed():
+            if not self._committed:  # cancelled: the client still checks the key's limits
+                self._check_key(key, system_ok)
             return False
         self._check_key(key, system_ok)
-        if key not in self._cache.entries:
+        first = key not in self._cache.entries
+        if not self._takes_write_conflict():
+            if first:
+                self._unconflicted_keys.add(key)
+        elif first or key in self._unconflicted_keys:
+            self._unconflicted_keys.discard(key)
             self._write_ranges.append((key, key + b"\x00"))
         return True
 
     def set(self, key: Any, value: Any) -> None:
         key, value = key_bytes(key), value_bytes(value)
-        if self._write_point(key):
+        allowed = self._write_point(key)
+        if allowed or not self._committed:
             self._check_value(value)
+        if allowed:
             self._cache.set(key, value)
 
     def clear(self, key: Any) -> None:
@@ -78,12 +106,27 @@ class WriteMethods:
         end = self._resolve_selector(end, False) if is_selector(end) else key_bytes(end)
         if begin > end:
             raise make_error(ErrorCode.INVERTED_RANGE)
+        if begin.startswith(SPECIAL_KEYS):
+            self._special_clear(begin, end)
+            return
         if end > LEGAL_KEY_END:
             raise make_error(ErrorCode.KEY_OUTSIDE_LEGAL_RANGE)
         if begin == end or not self._write_allowed():
             return
         self._cache.clear_range(begin, end)
-        self._write_ranges.append((begin, end))
+        unconflicted = {key for key in self._unconflicted_keys if begin <= key < end}
+        self._unconflicted_keys -= unconflicted  # their later writes need no range of their own now
+        if self._takes_write_conflict():
+            self._write_ranges.append((begin, end))
+
+    def _special_clear(self, begin: bytes, end: bytes) -> None:
+        """A clear in the special key space: only the tenant map's, which is empty (the engine has
+        no tenants), so clearing it changes nothing. Other modules are left out. The errors come
+        later, as the client's: the reads after it fail, and the commit."""
+        if not self._special_writes:
+            self._read_error = self._read_error or ErrorCode.SPECIAL_KEYS_WRITE_DISABLED
+        elif not (begin.startswith(TENANT_MAP) and end <= TENANT_MAP_END):
+            self._read_error = self._read_error or ErrorCode.SPECIAL_KEYS_NO_MODULE_FOUND
 
     def clear_range_startswith(self, prefix: Any) -> None:
         prefix = key_bytes(prefix)
@@ -100,8 +143,10 @@ class WriteMethods:
 
     def _atomic(self, name: str, key: Any, param: Any) -> None:
         key, param = key_bytes(key), value_bytes(param)
-        if self._write_point(key):
+        allowed = self._write_point(key)
+        if allowed or not self._committed:
             self._check_value(param)
+        if allowed:
             self._cache.atomic(key, atomic.OPERATIONS[name], param)
 
     def add(self, key: Any, param: Any) -> None:
@@ -144,7 +189,8 @@ class WriteMethods:
         self._check_key(body)
         self._check_value(value)
         landing = landing_range(body, offset, self._read_version)
-        self._write_ranges.append(landing)
+        if self._takes_write_conflict():
+            self._write_ranges.append(landing)
         self._cache.stamped_key(body, offset, value, landing)
 
     def set_versionstamped_value(self, key: Any, value: Any) -> None:
@@ -158,9 +204,12 @@ class WriteMethods:
 
     # -- conflict ranges by hand -----------------------------------------------------
     def add_read_conflict_range(self, begin: Any, end: Any) -> None:
+        """Like a write, it cannot fail at once in the binding: on a cancelled or committed
+        transaction it is dropped, and the commit fails."""
         begin, end = checked_range(begin, end)
-        self._ensure_read_version()
-        self._read_ranges.append([begin, end])
+        if self._write_allowed() and self._read_error is None:
+            self._ensure_read_version()
+            self._read_ranges.append([begin, end])
 
     def add_read_conflict_key(self, key: Any) -> None:
         key = key_bytes(key)
