@@ -396,6 +396,8 @@ class Transaction(ReadView, WriteMethods, MetricsMethods):
     def _commit(self) -> None:
         if self._committed:
             raise make_error(ErrorCode.USED_DURING_COMMIT)
+        if self._read_error is not None:  # kept from a write, it comes before a cancellation's
+            raise make_error(self._read_error)
         self._check_usable()
         slot = self._slot
         if self._deferred_error is not None or self._read_error is not None:
