@@ -277,6 +277,28 @@ def test_a_delayed_item_wakes_a_waiter_when_it_comes_due(fdbqueue_db):
     assert asyncio.run(story()).value == "later"
 
 
+def test_a_lease_a_woken_claim_walked_away_from_wakes_the_next_waiter_when_it_ends(fdbqueue_db):
+    """Found by the simulator (seed 6, 4 operations): the claim the keeper woke took the only item
+    and never acked; nothing changed the wake-up key, and no look had seen the lease's end, so the
+    other waiter slept beside the item once the lease ran out."""
+    db = fdbqueue_db
+    service.create_queue(db, "q", kind="fifo")
+
+    async def story():
+        first = asyncio.create_task(service.aclaim(db, "q", lease=0.3, wait=WAIT))
+        second = asyncio.create_task(service.aclaim(db, "q", lease=0.3, wait=WAIT))
+        await until(lambda: parked("q") == 2, "both claims to park")
+        await service.apush(db, "q", "only")
+        done, _pending = await asyncio.wait([first, second], timeout=DEADLINE, return_when=asyncio.FIRST_COMPLETED)
+        taker = done.pop()
+        other = second if taker is first else first
+        return taker.result(), await asyncio.wait_for(other, DEADLINE)  # the taker never acks
+
+    walked_away, came_back = asyncio.run(story())
+    assert walked_away.item.value == "only"
+    assert came_back is not None and came_back.item.value == "only" and came_back.item.attempts == 2
+
+
 def test_a_watch_callback_reaches_the_loop_from_another_thread(db, keyspace):
     """What the hub relies on, on both engines: ``on_ready`` is called (from the network thread or
     the embedded watcher) when the key changes, and when the watch is cancelled."""

@@ -17,6 +17,7 @@ from typing import Any, Callable, TypeVar
 
 from . import checks, offload, watchhub
 from .waiting import MAX_WAIT_SECONDS, TIMED_OUT_PAUSE, Blocked, try_again_after
+from ..records import now_micros
 
 T = TypeVar("T")
 
@@ -48,7 +49,7 @@ async def blocking(db: Any, name: str, wait: object, attempt: Callable[[], Any],
             continue
         blocked = got if isinstance(got, Blocked) else None
         if woken_in is not None:
-            woken_in.attempted(got is not None and blocked is None)
+            woken_in.attempted(got is not None and blocked is None, _comes_back_in(got))
             woken_in = None
         if got is not None and blocked is None:
             return got
@@ -56,3 +57,9 @@ async def blocking(db: Any, name: str, wait: object, attempt: Callable[[], Any],
         if not await chan.park(deadline, seen_at, blocked):
             return None
         woken_in = chan
+
+
+def _comes_back_in(got: Any) -> float | None:
+    """Seconds until a lease the attempt took ends (its item comes back unless acked), or None."""
+    ends = getattr(got, "lease_expires_at", None)
+    return None if ends is None else max(0.0, ends.timestamp() - now_micros() / 1_000_000)

@@ -74,15 +74,19 @@ class Channel:
         finally:
             timer.cancel()
 
-    def attempted(self, got: bool | None) -> None:
+    def attempted(self, got: bool | None, comes_back_in: float | None = None) -> None:
         """A woken waiter's attempt ended: with an item (True), nothing (False), or given up (None).
 
         Any outcome but a success that leaves nothing behind makes the keeper look again: a
-        waiter that found nothing, or gave up, leaves what the look counted to the others.
+        waiter that found nothing, or gave up, leaves what the look counted to the others. A
+        claim's item comes back when its lease ends (``comes_back_in`` seconds) unless acked,
+        and no look has seen that moment: the keeper looks again then.
         """
         self.outstanding -= 1
         if not got or self.short:
             self._stir.set()
+        elif comes_back_in is not None and self.parked:
+            self.loop.call_later(comes_back_in, self._stir.set)
         self._drop_if_idle()
 
     def _expire(self, fut: asyncio.Future[Any]) -> None:
