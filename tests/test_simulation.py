@@ -28,7 +28,7 @@ from django_fdbqueue.testing.simulation.campaign import run_seeds, shrink
 #: FDBQUEUE_SIM_FIRST_SEED fixes the first (to replay a slice).
 FRESH_SEEDS = int(os.environ.get("FDBQUEUE_SIM_SEEDS", "240"))
 #: Seeds that once found a defect (of the service, or of the simulator's own judging).
-REGRESSION_SEEDS = [3, 4, 1062, 2000, 5001, 7002, 13034]
+REGRESSION_SEEDS = [3, 4, 394, 1062, 2000, 5001, 7002, 13034]
 SMALL = Options(shape=Shape(operations=6))
 
 

@@ -83,7 +83,7 @@ class Tenants:
                 if got is not None:
                     history.deliver(got.value)
                     if not doubt:
-                        history.popped(name, TENANT_QUEUE, got.value)
+                        history.popped(name, TENANT_QUEUE, got.value, got.attempts)
                 continue
             call = partial(service.claim, db, TENANT_QUEUE, lease=rng.choice([0.5, 5.0]), wait=wait)
             lease, _doubt, _error = self.actors._call(name, "claim tenants", call)

@@ -104,9 +104,13 @@ class History:
         with self._lock:
             self.leased_ever.add(value)
 
-    def popped(self, consumer: str, queue: str, value: str) -> None:
+    def popped(self, consumer: str, queue: str, value: str, attempts: int = 0) -> None:
+        """A plain pop's value. One with ``attempts`` was leased before (maybe by a claim in
+        doubt, which no actor knew it took): its place in the order is the lease's doing."""
         with self._lock:
             self.popped_by[(consumer, queue)].append(value)
+            if attempts:
+                self.leased_ever.add(value)
 
     def gave_up_on(self, actor: str, queue: str, began: float, ended: float) -> None:
         with self._lock:

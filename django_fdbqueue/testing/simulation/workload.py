@@ -195,7 +195,7 @@ class Actors(Contention, Waiting):
             if got is not None:
                 self.history.deliver(got.value)
                 if mode == "plain" and not doubt:
-                    self.history.popped(name, queue, got.value)
+                    self.history.popped(name, queue, got.value, got.attempts)
 
     def claimer(self, name: str, rng: random.Random, operations: int) -> None:
         for _ in range(operations):
