@@ -175,8 +175,12 @@ def kill_loop(pool: WorkerPool, args: Any, directory: Path) -> dict[str, Any]:
     log(
         f"kill loop: {args.runs} runs, kill moments uniform over {expected:.2f} s (the warm-up chord), seed {args.seed}"
     )
-    runs = []
+    runs: list[dict[str, Any]] = []
+    ends = time.monotonic() + (args.budget if args.budget else float("inf"))
     for number in range(args.runs):
+        if time.monotonic() > ends:
+            log(f"kill loop: the budget of {args.budget:g} s is spent after {number} runs")
+            break
         runs.append(kill_run(pool, args, starts, rng, expected, number))
         row = runs[-1]
         log(
@@ -185,7 +189,14 @@ def kill_loop(pool: WorkerPool, args: Any, directory: Path) -> dict[str, Any]:
             f"callback started {row['callback_starts']}x{' (killed inside it)' if row['killed_in_callback'] else ''}"
             f"{'' if row['ok'] else ': ' + '; '.join(row['problems'])}"
         )
-    return {"expected_s": round(expected, 3), "seed": args.seed, "runs": runs, "summary": summarize(runs)}
+    return {
+        "expected_s": round(expected, 3),
+        "seed": args.seed,
+        "runs_asked": args.runs,
+        "budget_s": args.budget,
+        "runs": runs,
+        "summary": summarize(runs),
+    }
 
 
 def kill_run(

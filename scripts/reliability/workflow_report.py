@@ -105,8 +105,13 @@ def _kill_loop(loop: dict[str, Any], config: dict[str, Any]) -> list[str]:
     ]
     header = ["RUN", "SECONDS", "KILL AT S", "DURING", "MEMBERS RE-RUN", "CALLBACK STARTS", "ATTEMPTS", "RESULT"]
     summary = loop["summary"]
+    cut = (
+        f" ({loop['runs_asked']} asked; no run starts after the budget of {loop['budget_s']:g} s)"
+        if summary["runs"] < loop["runs_asked"]
+        else ""
+    )
     return [
-        f"Kill loop: {summary['runs']} runs of a chord of {config['members']} members and a callback; one worker "
+        f"Kill loop: {summary['runs']} runs{cut} of a chord of {config['members']} members and a callback; one worker "
         f"process SIGKILLed per run at a moment uniform over {loop['expected_s']} s (a warm-up chord's length)",
         harness.table(rows, header),
         f"Runs {summary['runs']}, failures {summary['failures']}; kills during the run {summary['kills_during_run']}, "
@@ -127,12 +132,13 @@ def _rates(section: dict[str, Any], config: dict[str, Any]) -> list[str]:
             row.get("callback_done_s"),
             row["worker_cpu_ms_per_task"],
             row["server_cpu_ms_per_task"],
+            row.get("conflicts_per_task"),
             row["enqueue_s"],
         ]
         for number, row in enumerate(section["rows"], 1)
     ]
     header = ["ROW", "KIND", "TASKS", "SECONDS", "TASKS/S", "CALLBACK DONE S", "WORKERS CPU MS/TASK"]
-    header += ["FDBSERVER CPU MS/TASK", "ENQUEUE S"]
+    header += ["FDBSERVER CPU MS/TASK", "CONFLICTS/TASK", "ENQUEUE S"]
     summary = section["summary"]
     alone, fan_in = summary["independent"], summary["chord"]
     return [
@@ -142,28 +148,37 @@ def _rates(section: dict[str, Any], config: dict[str, Any]) -> list[str]:
         f"Medians: lone {alone['median_tasks_per_s']} tasks/s, chord members {fan_in['median_tasks_per_s']}/s: "
         f"ratio {summary['ratio']}x; workers' CPU {alone['median_worker_cpu_ms_per_task']} vs "
         f"{fan_in['median_worker_cpu_ms_per_task']} ms a task, fdbserver's {alone['median_server_cpu_ms_per_task']} "
-        f"vs {fan_in['median_server_cpu_ms_per_task']} ms"
+        f"vs {fan_in['median_server_cpu_ms_per_task']} ms, conflicts {alone['median_conflicts_per_task']} vs "
+        f"{fan_in['median_conflicts_per_task']} a task"
         + (f"; {summary['late_rows']} rows enqueued after their ready moment" if summary["late_rows"] else ""),
     ]
 
 
 def _chain(chain: dict[str, Any], config: dict[str, Any]) -> list[str]:
+    exact = chain["counter"] != "status"
     counted = (
-        "the cluster's committed transactions (status document), the cluster's own included"
-        if chain["counter"] == "status"
-        else "the embedded engine's commits (its conflict history)"
+        "the embedded engine's commits (its conflict history)"
+        if exact
+        else "the cluster's committed transactions (status document), less its own at the idle window's rate"
     )
     rows = [
-        ["lone tasks", chain["links"], chain["lone_commits"], chain["commits_per_lone_task"], chain["lone_seconds"]],
-        ["chain", chain["links"], chain["chain_commits"], chain["commits_per_link"], chain["chain_seconds"]],
+        ["lone tasks", chain["links"], chain["lone_commits"], chain["lone_window_s"], chain["lone_net_commits"]],
+        ["chain", chain["links"], chain["chain_commits"], chain["chain_window_s"], chain["chain_net_commits"]],
     ]
-    return [
+    for row, key in zip(rows, ("commits_per_lone_task", "commits_per_link")):
+        row.append(chain[key])
+    lines = [
         f"Commits per chain link: {chain['links']} lone tasks, then a chain of {chain['links']}, each run by one "
         f"worker thread; counted: {counted}",
-        harness.table(rows, ["ROW", "TASKS", "COMMITS", "COMMITS/TASK", "SECONDS"]),
-        f"Extra commits per link: {chain['extra_commits_per_link']:+.2f} "
-        f"(idle, before: {chain['background_commits']} commits in a {chain['background_seconds']:g} s window)",
+        harness.table(rows, ["ROW", "TASKS", "COMMITS", "WINDOW S", "LESS THE CLUSTER'S OWN", "PER TASK"]),
+        f"Extra commits per link: {chain['extra_commits_per_link']:+.2f}",
     ]
+    if not exact:
+        lines[-1] += (
+            f" ({chain['raw_extra_commits_per_link']:+.2f} before taking off the cluster's own: "
+            f"{chain['background_commits']} commits in an idle window of {chain['background_window_s']} s)"
+        )
+    return lines
 
 
 def _big(big: dict[str, Any], config: dict[str, Any]) -> list[str]:

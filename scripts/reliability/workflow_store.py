@@ -5,11 +5,13 @@ the settings every process of the run reads, and what the bench measures on it b
   ``--commit-latency`` (``LocalCluster``, binaries found through ``FDB_HOME``), or the embedded
   engine's file in the run's directory; then Django set up in the driver on the run's settings.
 - ``commit_counter``: how many transactions with writes committed while something ran. On a
-  cluster, the commit proxies' counter in the status document
-  (``cluster.workload.transactions.committed.counter``, also the cluster's own transactions,
-  about one a second here); it is refreshed about every 5 s, so a count waits for a refresh
-  before and after. On the embedded engine, the rows its commits add to the store's conflict
-  history, read every 0.2 s (the rows stay for several seconds, so none is missed).
+  cluster, the commit proxies' counters in the status document
+  (``cluster.workload.transactions.committed.counter``, and ``conflicted``), which count the
+  cluster's own transactions too (about one a second here: its time keeper); they are
+  refreshed about every 5 s, so a count waits for a refresh before and after, and says how long
+  that window was. On the embedded engine, the rows its commits add to the store's conflict
+  history, read every 0.2 s (the rows stay for several seconds, so none is missed); it counts
+  no conflicts.
 - ``cpu_seconds``: user + system CPU of given processes, from ``/proc/<pid>/stat``.
 - ``read_records``: task results by id, a page per transaction.
 """
@@ -139,37 +141,56 @@ def _probed(store: Store) -> Store:
 # -- commits -----------------------------------------------------------------------------------
 
 
+@dataclass
+class Counted:
+    """What a counter saw while something ran: commits (transactions with writes), conflicts
+    (1020; None where not counted), and the seconds between the two readings (None: exact)."""
+
+    commits: int
+    conflicts: int | None = None
+    window_s: float | None = None
+
+
 def commit_counter(store: Store) -> "ClusterCommits | EmbeddedCommits":
     return EmbeddedCommits(store.store_path) if store.engine == "embedded" else ClusterCommits()
 
 
 class ClusterCommits:
-    """Commits counted by the cluster's commit proxies (the status document's counter)."""
+    """Commits and conflicts counted by the cluster's commit proxies (the status document)."""
 
-    def count(self, work: Callable[[], Any]) -> tuple[int, Any]:
-        """Transactions with writes committed while ``work`` ran (and the cluster's own, about
-        one a second over the window); and what ``work`` returned."""
-        before = self._fresh()
+    def count(self, work: Callable[[], Any]) -> tuple[Counted, Any]:
+        """Transactions with writes committed (and conflicts) while ``work`` ran, the cluster's
+        own included (about one a second), over the window between two refreshes of the
+        counters around it; and what ``work`` returned."""
+        before, begun = self._fresh()
         result = work()
-        return self._fresh() - before, result
+        after, ended = self._fresh()
+        counted = Counted(
+            after["committed"] - before["committed"],
+            after["conflicted"] - before["conflicted"],
+            round(ended - begun, 2),
+        )
+        return counted, result
 
-    def _fresh(self, limit: float = 2.5 * STATUS_REFRESH_SECONDS) -> int:
-        """The counter once it was refreshed after this call began (or ``limit`` s without change)."""
-        first = _committed()
+    def _fresh(self, limit: float = 2.5 * STATUS_REFRESH_SECONDS) -> tuple[dict[str, int], float]:
+        """The counters once they were refreshed after this call began, and when that was seen
+        (or after ``limit`` s without a change)."""
+        first = _counters()
         deadline = time.monotonic() + limit
         while time.monotonic() < deadline:
             time.sleep(0.25)
-            now = _committed()
+            now = _counters()
             if now != first:
-                return now
-        return _committed()
+                return now, time.monotonic()
+        return _counters(), time.monotonic()
 
 
-def _committed() -> int:
+def _counters() -> dict[str, int]:
     from django_fdbqueue.connection import get_database
 
     status = json.loads(bytes(get_database()[STATUS_KEY]))
-    return int(status["cluster"]["workload"]["transactions"]["committed"]["counter"])
+    transactions = status["cluster"]["workload"]["transactions"]
+    return {name: int(transactions[name]["counter"]) for name in ("committed", "conflicted")}
 
 
 class EmbeddedCommits:
@@ -179,7 +200,7 @@ class EmbeddedCommits:
     def __init__(self, path: Path) -> None:
         self.path = path
 
-    def count(self, work: Callable[[], Any]) -> tuple[int, Any]:
+    def count(self, work: Callable[[], Any]) -> tuple[Counted, Any]:
         conn = sqlite3.connect(str(self.path), timeout=10)
         try:
             (last,) = conn.execute("SELECT MAX(version) FROM commit_ranges").fetchone()
@@ -193,7 +214,7 @@ class EmbeddedCommits:
                 stop.set()
                 poller.join(30)
             self._read(conn, state)
-            return state["seen"], result
+            return Counted(state["seen"]), result
         finally:
             conn.close()
 

@@ -65,6 +65,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--engine", choices=("cluster", "embedded"), default="cluster", help="Default: cluster.")
     parser.add_argument("--runs", type=int, help="Kill loop: this many runs (full size: 100).")
+    parser.add_argument(
+        "--budget", type=float, help="Kill loop: start no run after this many seconds of it (default: no limit)."
+    )
     parser.add_argument("--rates", action="store_true", help="Fan-in rate: lone tasks vs a chord's members.")
     parser.add_argument("--chain", type=int, help="Commits per chain link, with a chain this long (full: 100).")
     parser.add_argument("--big", type=int, help="One chord of this many members (full size: 10,000).")
@@ -140,6 +143,7 @@ def config(args: argparse.Namespace, load_before: tuple[float, float, float]) ->
         "engine": args.engine,
         "commit_latency_ms": args.commit_latency * 1000 if args.engine == "cluster" else None,
         "runs": args.runs,
+        "kill_loop_budget_s": args.budget,
         "members": args.members,
         "rates": args.rates,
         "rate_tasks": args.rate_tasks,
