@@ -103,7 +103,8 @@ def _rate_row(kind: str, pool: WorkerPool, store: Store, args: Any, directory: P
     worker_cpu, server_cpu = pool.cpu_seconds() - cpu[0], cpu_seconds(store.server_pids) - cpu[1]
     records = read_records(ids)
     done = [r for r in records if r is not None and r.status == "SUCCESSFUL"]
-    last = max((r.finished_us for r in done), default=0) / 1e6
+    finishes = sorted(r.finished_us / 1e6 for r in done)
+    last = finishes[-1] if finishes else 0.0
     row = {
         "kind": kind,
         "tasks": len(ids),
@@ -112,6 +113,9 @@ def _rate_row(kind: str, pool: WorkerPool, store: Store, args: Any, directory: P
         "seconds": round(last - start, 3),
         "tasks_per_s": round(len(ids) / (last - start), 1) if last > start else None,
         "not_successful": len(ids) - len(done),
+        "rerun": sum(1 for r in done if len(r.worker_ids) > 1),
+        # How long the last 5% of the tasks took: a fan-in's last counts would show here.
+        "last_5pct_s": round(last - finishes[int(0.95 * (len(finishes) - 1))], 3) if finishes else None,
         "worker_cpu_ms_per_task": round(1000 * worker_cpu / len(ids), 2),
         "server_cpu_ms_per_task": round(1000 * server_cpu / len(ids), 2) if store.server_pids else None,
     }
