@@ -129,6 +129,8 @@ def _rates(section: dict[str, Any], config: dict[str, Any]) -> list[str]:
             row["tasks"],
             row["seconds"],
             row["tasks_per_s"],
+            row.get("last_5pct_s"),
+            row.get("rerun"),
             row.get("callback_done_s"),
             row["worker_cpu_ms_per_task"],
             row["server_cpu_ms_per_task"],
@@ -137,7 +139,8 @@ def _rates(section: dict[str, Any], config: dict[str, Any]) -> list[str]:
         ]
         for number, row in enumerate(section["rows"], 1)
     ]
-    header = ["ROW", "KIND", "TASKS", "SECONDS", "TASKS/S", "CALLBACK DONE S", "WORKERS CPU MS/TASK"]
+    header = ["ROW", "KIND", "TASKS", "SECONDS", "TASKS/S", "LAST 5% S", "RE-RUN", "CALLBACK DONE S"]
+    header += ["WORKERS CPU MS/TASK"]
     header += ["FDBSERVER CPU MS/TASK", "CONFLICTS/TASK", "ENQUEUE S"]
     summary = section["summary"]
     alone, fan_in = summary["independent"], summary["chord"]
