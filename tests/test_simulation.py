@@ -13,6 +13,7 @@ import os
 import random
 import subprocess
 import sys
+import time
 
 import pytest
 from django.core.management import call_command
@@ -28,7 +29,7 @@ from django_fdbqueue.testing.simulation.campaign import run_seeds, shrink
 #: FDBQUEUE_SIM_FIRST_SEED fixes the first (to replay a slice).
 FRESH_SEEDS = int(os.environ.get("FDBQUEUE_SIM_SEEDS", "240"))
 #: Seeds that once found a defect (of the service, or of the simulator's own judging).
-REGRESSION_SEEDS = [3, 4, 394, 1062, 2000, 5001, 7002, 13034]
+REGRESSION_SEEDS = [3, 4, 394, 1062, 2000, 5001, 7002, 13034, 124301]
 SMALL = Options(shape=Shape(operations=6))
 
 
@@ -80,6 +81,38 @@ def test_seeds_run_in_processes_come_back_in_order_as_run_here():
 def test_regression_seeds_break_no_invariant(seed):
     result = simulate(seed)
     assert result.ok, _failure_report(result)
+
+
+def test_a_watch_set_on_a_value_changed_since_its_read_fires_with_no_commit_to_come(tmp_path):
+    # Seed 124301: a waiter's look read the wake-up key, a push changed it, then the look's
+    # held commit set its watch on the old value, and nothing else committed for a while.
+    from django_fdbqueue.engines.embedded import EmbeddedDatabase
+    from django_fdbqueue.service._internals import runtime
+    from django_fdbqueue.testing.simulation.scheduler import Scheduler, VirtualClock
+    from django_fdbqueue.testing.simulation.world import WATCH_DELAY_SECONDS, simulated
+
+    clock = VirtualClock()
+    db = EmbeddedDatabase(str(tmp_path / "sim.sqlite3"), clock=lambda: clock.now)
+    scheduler, rng, seen = Scheduler(random.Random(1), clock), random.Random(1), {}
+
+    def looker():
+        tr = db.create_transaction()
+        watch = tr.watch(b"wake")  # reads the key: absent
+        db[b"wake"] = b"1"  # another transaction's commit, heard of before this watch exists
+        time.sleep(1.0)  # the look's commit is held
+        tr.commit().wait()
+        seen["set_at"] = clock.now
+        seen["fired"] = runtime.wait_on(watch, 10.0)
+        seen["fired_at"] = clock.now
+
+    try:
+        with simulated(scheduler, rng, db):
+            scheduler.spawn("looker", looker)
+            scheduler.run(max_steps=1000, until=30.0)
+    finally:
+        db.close()
+    assert seen["fired"], "the watch slept past a change made before it was set"
+    assert seen["fired_at"] - seen["set_at"] <= WATCH_DELAY_SECONDS + 0.01
 
 
 def test_every_kind_of_actor_and_fault_shows_up():

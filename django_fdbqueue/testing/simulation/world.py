@@ -183,6 +183,7 @@ def _seeded_engine(patches: _Patches, scheduler: Scheduler, rng: random.Random, 
     patches.put(db, "interleave", scheduler.point)
     patches.put(db, "_clock", lambda: scheduler.clock.now)
     patches.put(db._signal, "publish", _announcer(scheduler, rng, watcher, db._signal.publish))
+    patches.put(watcher, "add", _stale_checker(scheduler, rng, watcher, watcher.add))
 
 
 def _announcer(scheduler: Scheduler, rng: random.Random, watcher: Any, publish: Callable[[int], None]) -> Any:
@@ -193,6 +194,25 @@ def _announcer(scheduler: Scheduler, rng: random.Random, watcher: Any, publish: 
         scheduler.at(scheduler.clock.now + rng.uniform(0.0, WATCH_DELAY_SECONDS), watcher.check_now)
 
     return announce
+
+
+def _stale_checker(scheduler: Scheduler, rng: random.Random, watcher: Any, add: Callable[..., None]) -> Any:
+    """A watch set on a value that changed after its transaction read it fires a seeded moment
+    later, with no commit to come: a storage server compares it with what it holds at once.
+    (Checked on commits alone, it slept until the next one: a waiter's look whose commit was held
+    while a push went through slept past the push.)"""
+
+    def add_checked(key: bytes, baseline: bytes | None, future: Any) -> None:
+        add(key, baseline, future)
+        conn = watcher._storage.acquire()
+        try:
+            stale = watcher._storage.get(conn, key) != baseline
+        finally:
+            watcher._storage.release(conn)
+        if stale:
+            scheduler.at(scheduler.clock.now + rng.uniform(0.0, WATCH_DELAY_SECONDS), watcher.check_now)
+
+    return add_checked
 
 
 class SimSelector(selectors.BaseSelector):
