@@ -137,7 +137,15 @@ class ActorsBase:
 
     def _push_many(self, name: str, queue: str, items: list[tuple[str, int]]) -> None:
         """Push ``(value, priority)`` pairs in one ``push_many``, and record what came of each
-        (not checked for order: a burst's values share their versionstamp's transaction)."""
+        (not checked for order: a burst's values share their versionstamp's transaction).
+
+        When ``exact``, one push with a dedup key each instead: a batch retried after a commit in
+        doubt may be stored twice, and on a cluster a commit in doubt comes unannounced.
+        """
+        if self.exact:
+            for value, priority in items:
+                self._push_deduplicated(name, queue, value, priority)
+            return
         pushes = [Push(value, queue, False, order_ok=False) for value, _priority in items]
         for push in pushes:
             self.history.pushed(push)
@@ -149,6 +157,17 @@ class ActorsBase:
         )
         for push in pushes:
             outcome(push, doubt, error)
+
+    def _push_deduplicated(self, name: str, queue: str, value: str, priority: int) -> None:
+        push = Push(value, queue, True)
+        self.history.pushed(push)
+        _got, doubt, error = self._call(
+            name,
+            f"push {value} to {queue} dedup",
+            partial(service.push, self.db, queue, value, priority=priority, dedup_key=value),
+            pushes=(push,),
+        )
+        outcome(push, doubt, error)
 
     def _settle(self, name: str, rng: random.Random, lease: Any) -> None:
         """Ack, release, extend then ack, or walk away (the lease runs out)."""

@@ -161,7 +161,8 @@ class Actors(Contention, Waiting):
                 self.scheduler.spawn(name, partial(body, name, rng, shape.operations), skew_us=skew_us())
 
     def producer(self, name: str, rng: random.Random, operations: int) -> None:
-        """Pushes one by one, and now and then a burst (``push_many``), ``pause`` apart at most."""
+        """Pushes one by one, and now and then a burst (``push_many``; see ``_push_many`` when
+        ``exact``), ``pause`` apart at most."""
         for n in range(operations):
             if self.stopping.is_set():
                 return
