@@ -47,7 +47,7 @@ from .recovery import (
     returned,
 )
 from .rounds import LEAD_SECONDS, Round, SnapshotReads, attempt
-from .staging import find_request, let_go, register, registered, take_turns, watch_bells
+from .staging import check_timeout, find_request, let_go, register, registered, take_turns, watch_bells
 from .staging import retry as _retry
 
 __all__ = ["DEFAULT_TIMEOUT", "GRACE_SECONDS", "LEAD_SECONDS", "Round", "SnapshotReads", "pop", "fulfil"]
@@ -239,14 +239,6 @@ def _finish(got: Item | Outcome | None) -> Item | None:
 # --- the entry point --------------------------------------------------------------------------
 
 
-def _check_timeout(timeout: object) -> float:
-    if timeout is None:
-        return DEFAULT_TIMEOUT
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 3600:
-        raise InvalidArgument("timeout must be a number of seconds above 0 and at most 3600.")
-    return float(timeout)
-
-
 @bounded
 def pop(db: Any, name: str, end: str = "min", *, timeout: float | None = None) -> Item | None:
     """Pop from ``end`` of ``name``, through a staged request when other pops compete.
@@ -263,7 +255,7 @@ def pop(db: Any, name: str, end: str = "min", *, timeout: float | None = None) -
         )
     checks.check_name(name)
     checks.check_end(end)
-    seconds = _check_timeout(timeout)
+    seconds = check_timeout(timeout, DEFAULT_TIMEOUT)
     p = _Pop(name, end, now_micros() + micros(seconds), time.monotonic() + seconds)
     try:
         return _serve(db, p)

@@ -103,8 +103,16 @@ class Kind:
         return pop_desk(qk)
 
     def serve(
-        self, tr: Any, entry: Entry, qk: keys.QueueKeys, pairs: list[tuple[Live, Any]], p: Any, done: "Round"
+        self,
+        tr: Any,
+        entry: Entry,
+        qk: keys.QueueKeys,
+        pairs: list[tuple[Live, Any]],
+        p: Any,
+        done: "Round",
+        now_us: int,
     ) -> None:
+        """Hand each request of ``pairs`` its item (a key-value); the leader's answer is ``done.mine``."""
         _serve(tr, qk, pairs, p, done)
 
     def recover(self, tr: Any, qk: keys.QueueKeys, cutoff_us: int) -> tuple[int, bool]:
@@ -167,7 +175,7 @@ def fulfil_in(
             head = list(head)[: len(live)]
         kvs, cut = walk(reads, qk, end, len(live), max_bytes=kind.round_bytes, head=head)
         done.more = done.more or cut
-    kind.serve(tr, entry, qk, list(zip(live, kvs)), p, done)
+    kind.serve(tr, entry, qk, list(zip(live, kvs)), p, done, now_us)
     if len(kvs) < len(live) and not cut:
         _answer_empty(tr, qk, desk, live[len(kvs) :], p, done, kind.direct)
     if lead:

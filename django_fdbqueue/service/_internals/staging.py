@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Callable, cast
 
+from django_fdbqueue.exceptions import InvalidArgument
 from django_fdbqueue.fdbapi import FDBError, count_retry, fdb
 
 from . import keys, runtime
@@ -159,6 +160,15 @@ class Staged:
 
     def left(self) -> float:
         return self.deadline - time.monotonic()
+
+
+def check_timeout(timeout: object, default: float) -> float:
+    """A staged call's ``timeout``: seconds above 0 and at most 3600 (None: ``default``)."""
+    if timeout is None:
+        return default
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 3600:
+        raise InvalidArgument("timeout must be a number of seconds above 0 and at most 3600.")
+    return float(timeout)
 
 
 def retry(tr: Any, error: Exception) -> None:
