@@ -43,10 +43,11 @@ class ServiceClient:
         item = service.peek(self._db, self._queue, end)
         return None if item is None else item.id
 
-    def claim_ack(self, end: str, lease: float, spread: int | None = None) -> Hashable | None:
-        """Claim the next item (or, with ``spread``, one of the first few) and ack it at once:
-        at-least-once consumption's two transactions."""
-        taken = service.claim(self._db, self._queue, lease=lease, end=end, spread=spread)
+    def claim_ack(self, end: str, lease: float, spread: int | None = None, mode: str = "plain") -> Hashable | None:
+        """Claim the next item (or, with ``spread``, one of the first few; ``mode`` as ``claim``'s)
+        and ack it at once: at-least-once consumption's two transactions (and, high-contention,
+        a share of a round)."""
+        taken = service.claim(self._db, self._queue, lease=lease, end=end, spread=spread, mode=mode)  # type: ignore[arg-type]
         if taken is None:
             return None
         service.ack(self._db, taken.receipt, name=self._queue)
