@@ -16,7 +16,7 @@ from collections import Counter
 import pytest
 
 from django_fdbqueue import service
-from django_fdbqueue.exceptions import InvalidArgument, QueueNotFound, WrongQueueKind
+from django_fdbqueue.exceptions import InvalidArgument, InvalidReceipt, LeaseExpired, QueueNotFound, WrongQueueKind
 from django_fdbqueue.fdbapi import ErrorCode, FDBError, transactional
 from django_fdbqueue.service._internals import hcclaims, staging
 from django_fdbqueue.service._internals.catalog import require
@@ -235,6 +235,68 @@ def test_aclaim_passes_the_mode_through(fdbqueue_db):
     assert lease.item.value == "a"
     with pytest.raises(InvalidArgument):
         asyncio.run(service.aclaim(db, "q", mode=HC, spread=4))
+
+
+# --- acking the last lease in the next claim's commit ---------------------------------------------
+
+
+@pytest.mark.parametrize("staged", [False, True])
+def test_a_steady_claimer_acks_its_last_lease_with_its_next_claim(fdbqueue_db, monkeypatch, staged):
+    if staged:
+        force_staging(monkeypatch)
+    db = fdbqueue_db
+    service.create_queue(db, "q", kind="fifo")
+    ids = fill(db, "q", "fifo", 3)
+    got, receipt = [], None
+    while (lease := hc_claim(db, "q", ack=receipt)) is not None:
+        got.append(lease.item.id)
+        receipt = lease.receipt
+        info = service.get_queue(db, "q")
+        assert (info.leased, info.popped) == (1, len(got) - 1)  # the one held, the others acked
+    assert got == ids
+    info = service.get_queue(db, "q")
+    assert (info.size, info.leased, info.popped) == (0, 0, 3)  # the last ack went with the empty answer
+
+
+def test_an_ack_that_fails_claims_nothing(fdbqueue_db, clock):
+    db = fdbqueue_db
+    service.create_queue(db, "q", kind="fifo")
+    fill(db, "q", "fifo", 2)
+    lease = hc_claim(db, "q", lease=1)
+    clock.advance(2)
+    with pytest.raises(LeaseExpired):
+        hc_claim(db, "q", ack=lease.receipt)
+    assert counts(db, "q") == (1, 1, 0)
+    with pytest.raises(InvalidReceipt):
+        hc_claim(db, "q", ack="not-a-receipt")
+    with pytest.raises(InvalidArgument, match="ack"):
+        service.claim(db, "q", ack=lease.receipt)  # a plain claim joins a transaction instead
+
+
+def test_an_ack_done_already_is_not_done_again(fdbqueue_db):
+    """Repeated (the caller's retry of a claim that raised after its commit): the settled marker
+    says the ack applied, and the claim goes on."""
+    db = fdbqueue_db
+    service.create_queue(db, "q", kind="fifo")
+    ids = fill(db, "q", "fifo", 2)
+    first = hc_claim(db, "q")
+    service.ack(db, first.receipt)
+    assert hc_claim(db, "q", ack=first.receipt).item.id == ids[1]
+    assert service.get_queue(db, "q").popped == 1
+
+
+def test_an_ack_with_a_claim_applied_in_doubt_is_done_once(fdbqueue_db):
+    db = fdbqueue_db
+    service.create_queue(db, "q", kind="fifo")
+    ids = fill(db, "q", "fifo", 3)
+    first = hc_claim(db, "q")
+    scripted = Scripted(db)
+    scripted.applied_then(ErrorCode.COMMIT_UNKNOWN_RESULT)
+    second = hc_claim(scripted, "q", ack=first.receipt)
+    assert scripted.raised == [ErrorCode.COMMIT_UNKNOWN_RESULT]
+    assert second.item.id == ids[1]
+    info = service.get_queue(db, "q")
+    assert (info.size, info.leased, info.popped) == (1, 1, 1)
 
 
 # --- claimers that die, time out, or run out of attempts ----------------------------------------

@@ -31,6 +31,7 @@ class ServiceClient:
         self._queue = queue
         self._push = layout_for(strategy).push
         self._pop = get_strategy(strategy) if strategy is not None else service.pop
+        self._held: str | None = None  # a high-contention claimer's lease, acked with its next claim
 
     def push(self, value: Any, priority: int) -> None:
         self._push(self._db, self._queue, value, priority)
@@ -44,10 +45,15 @@ class ServiceClient:
         return None if item is None else item.id
 
     def claim_ack(self, end: str, lease: float, spread: int | None = None, mode: str = "plain") -> Hashable | None:
-        """Claim the next item (or, with ``spread``, one of the first few; ``mode`` as ``claim``'s)
-        and ack it at once: at-least-once consumption's two transactions (and, high-contention,
-        a share of a round)."""
-        taken = service.claim(self._db, self._queue, lease=lease, end=end, spread=spread, mode=mode)  # type: ignore[arg-type]
+        """Claim the next item (or, with ``spread``, one of the first few) and ack it at once:
+        at-least-once consumption's two transactions. High-contention (``mode``), a claimer acks
+        its last lease in the commit that asks for the next (``claim(..., ack=...)``), as a steady
+        claimer would: the last one is acked when the client closes."""
+        if mode != "plain":
+            taken = service.claim(self._db, self._queue, lease=lease, end=end, mode="high-contention", ack=self._held)
+            self._held = None if taken is None else taken.receipt
+            return None if taken is None else taken.item.id
+        taken = service.claim(self._db, self._queue, lease=lease, end=end, spread=spread)
         if taken is None:
             return None
         service.ack(self._db, taken.receipt, name=self._queue)
@@ -59,7 +65,10 @@ class ServiceClient:
         return None if item is None else (item.id, item.value)
 
     def close(self) -> None:
-        """Nothing to close: the database handle belongs to the process."""
+        """Ack a high-contention claimer's last lease; the database handle belongs to the process."""
+        if self._held is not None:
+            service.ack(self._db, self._held, name=self._queue)
+            self._held = None
 
 
 class ServiceTarget:

@@ -38,6 +38,7 @@ def claim(
     spread: int | None = None,
     mode: ClaimMode = "plain",
     timeout: float | None = None,
+    ack: str | None = None,
 ) -> Lease | None:
     """Take the next visible item for ``lease`` seconds (at-least-once delivery); None if none.
 
@@ -62,7 +63,9 @@ def claim(
     commit (``hcclaims.py``; docs/explanation/high-contention-claims.md). It needs the database,
     gives up after ``timeout`` seconds (default 5) with ``FDBError`` 1031, and refuses ``spread``
     and queues with per-key limits or split by tenant; ``step`` runs in the transaction that
-    collects the lease.
+    collects the lease. ``ack`` (that mode only) is the receipt of a lease to ack in the claim's
+    first commit: a claimer acks its last item and asks for the next in one commit (errors as for
+    ``ack``, and then nothing is claimed; repeated, it finds the ack done).
     """
     checks.check_name(name)
     checks.check_end(end)
@@ -71,8 +74,18 @@ def claim(
         raise InvalidArgument(f"step must be callable as step(tr, lease), not {type(step).__name__}.", field="step")
     spreading = spread_claims.check(spread)
     if check_mode(mode, spreading, timeout) == HIGH_CONTENTION:
-        return blocking(
-            db_or_tr, name, end, wait, lambda: hcclaims.claim(db_or_tr, name, end, seconds, timeout=timeout, step=step)
+        acking = [None if ack is None else leases.parse(ack, None).encode()]
+
+        def staged() -> Lease | None:
+            got = hcclaims.claim(db_or_tr, name, end, seconds, timeout=timeout, step=step, ack=acking[0])
+            acking[0] = None  # acked: a wait's next attempt claims only
+            return got
+
+        return blocking(db_or_tr, name, end, wait, staged)
+    if ack is not None:
+        raise InvalidArgument(
+            "ack= is for mode='high-contention'; a plain claim joins a transaction: ack and claim in yours.",
+            field="ack",
         )
     once = leases.claim_once if spreading is None else leases.claim_spread_once
     return blocking(db_or_tr, name, end, wait, lambda: once(db_or_tr, name, seconds, end, step, spreading))

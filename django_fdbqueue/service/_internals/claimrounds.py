@@ -45,6 +45,8 @@ class Claim(Staged):
     candidate: Lease | None = None
     #: A collect (with ``step``) whose commit was in doubt: what it returned, if it committed.
     collected: Lease | None = None
+    #: The receipt of a lease to ack in the claim's first commit (see ``hcclaims``).
+    ack: str | None = None
 
     def desk_of(self, qk: keys.QueueKeys) -> Desk:
         return claim_desk(qk)

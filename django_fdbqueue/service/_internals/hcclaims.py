@@ -21,11 +21,11 @@ import time
 from functools import partial
 from typing import Any, Callable, cast
 
-from django_fdbqueue.exceptions import InvalidArgument
+from django_fdbqueue.exceptions import InvalidArgument, LeaseNotFound
 from django_fdbqueue.fdbapi import ErrorCode, FDBError, bounded, count_retry, is_transaction, make_error
 
-from . import keys, leases, reading, tokens, visibility
-from .catalog import Entry, first, require_with_entry
+from . import keys, leases, reading, settled, tokens, visibility
+from .catalog import Entry, first, require, require_with_entry
 from .claimrounds import CLAIM_ROUNDS, Claim, answer_of, is_answer
 from ..records import Lease, SteppedLease, now_micros
 from .recovery import micros
@@ -50,7 +50,8 @@ __all__ = ["DEFAULT_TIMEOUT", "STAGE_AFTER_CONFLICTS", "claim", "fulfil"]
 
 #: Seconds a high-contention claim may wait for its turn before it withdraws.
 DEFAULT_TIMEOUT = 5.0
-#: Conflicting attempts after which an arriving claim registers a request instead of retrying.
+#: Conflicting attempts after which an arriving claim registers a request instead of retrying
+#: (0: it registers at once, whether others wait or not; the simulation's seeds try it).
 STAGE_AFTER_CONFLICTS = 2
 #: A collect (with ``step``) found its lease ended before it could run the step: start again.
 AGAIN = Outcome("again")
@@ -161,6 +162,8 @@ def _arrive(db: Any, c: Claim, *, stage: bool = False) -> Lease | Outcome:
         try:
             entry, qk, sent = require_with_entry(tr, c.name, partial(_first_reads, tr, c), fifo_ok=c.end == "min")
             c.check(entry, qk)
+            if c.ack is not None:
+                _ack_in(tr, c.ack)  # its reads overlap the claim's, already sent
             confirmed = _confirm(tr, qk, c) if c.candidate is not None else None
             if confirmed is not None:
                 return confirmed
@@ -191,6 +194,20 @@ def _arrive(db: Any, c: Claim, *, stage: bool = False) -> Lease | Outcome:
                     stage, tr = True, db.create_transaction()  # the lost races' budget is not the registration's
                     continue
             retry(tr, error)
+
+
+def _ack_in(tr: Any, receipt: str) -> None:
+    """Ack ``receipt`` in the claim's first transaction: a claimer's previous lease settled by the
+    commit that registers its next claim. A lease not found whose settled marker says "acked" was
+    acked already (by an attempt of ours in doubt, or a call of the caller's that raised): done."""
+    try:
+        leases.ack(tr, receipt)
+    except LeaseNotFound:
+        r = tokens.parse_receipt(receipt)
+        _entry, qk = require(tr, r.name)
+        found = settled.recorded(tr, qk, (r.token,))
+        if found is None or found[0] != leases.ACKED.encode("ascii"):
+            raise
 
 
 # --- steps 2 and 3: rounds, and looking ----------------------------------------------------------
@@ -302,12 +319,14 @@ def claim(
     *,
     timeout: float | None = None,
     step: Callable[[Any, Lease], Any] | None = None,
+    ack: str | None = None,
 ) -> Lease | None:
     """Claim from ``end`` of ``name`` for ``lease`` seconds, through a staged request when others compete.
 
     Same contract as ``service.claim``: a Lease, or None when nothing is visible. It needs the
     database, since it runs several transactions. If it cannot be served within ``timeout``
     seconds (default :data:`DEFAULT_TIMEOUT`) it withdraws and raises ``FDBError`` 1031.
+    ``ack``: a receipt acked in the claim's first commit (its errors are raised, nothing claimed).
     """
     if is_transaction(db):
         raise InvalidArgument(
@@ -317,11 +336,12 @@ def claim(
     seconds = check_timeout(timeout, DEFAULT_TIMEOUT)
     deadline_us, deadline = now_micros() + micros(seconds), time.monotonic() + seconds
     while True:
-        c = Claim(name, end, deadline_us, deadline, lease_us=micros(lease), step=step)
+        c = Claim(name, end, deadline_us, deadline, lease_us=micros(lease), step=step, ack=ack)
         try:
             got = _serve(db, c)
         finally:
             let_go(c)
+        ack = None  # committed with the first arrival
         if got is not AGAIN:
             return _finish(got)
         if c.left() <= 0:
@@ -330,7 +350,7 @@ def claim(
 
 def _serve(db: Any, c: Claim) -> Any:
     """``claim``'s steps: arrive; then lead, wait for a bell or look until answered."""
-    got = _arrive(db, c)
+    got = _arrive(db, c, stage=STAGE_AFTER_CONFLICTS <= 0)
     if got is not STAGED:
         return got
     return take_turns(c, lambda: _lead(db, c), lambda withdraw: _look(db, c, withdraw=withdraw))
