@@ -74,14 +74,7 @@ def claim(
         raise InvalidArgument(f"step must be callable as step(tr, lease), not {type(step).__name__}.", field="step")
     spreading = spread_claims.check(spread)
     if check_mode(mode, spreading, timeout) == HIGH_CONTENTION:
-        acking = [None if ack is None else leases.parse(ack, None).encode()]
-
-        def staged() -> Lease | None:
-            got = hcclaims.claim(db_or_tr, name, end, seconds, timeout=timeout, step=step, ack=acking[0])
-            acking[0] = None  # acked: a wait's next attempt claims only
-            return got
-
-        return blocking(db_or_tr, name, end, wait, staged)
+        return _staged(db_or_tr, name, end, seconds, wait, timeout, step, ack)
     if ack is not None:
         raise InvalidArgument(
             "ack= is for mode='high-contention'; a plain claim joins a transaction: ack and claim in yours.",
@@ -89,6 +82,20 @@ def claim(
         )
     once = leases.claim_once if spreading is None else leases.claim_spread_once
     return blocking(db_or_tr, name, end, wait, lambda: once(db_or_tr, name, seconds, end, step, spreading))
+
+
+def _staged(
+    db: Any, name: str, end: str, seconds: float, wait: object, timeout: float | None, step: Any, ack: str | None
+) -> Lease | None:
+    """A high-contention claim (``hcclaims``), waiting as ``wait`` says; ``ack`` goes with its first commit."""
+    acking = [None if ack is None else leases.parse(ack, None).encode()]
+
+    def once() -> Lease | None:
+        got = hcclaims.claim(db, name, end, seconds, timeout=timeout, step=step, ack=acking[0])
+        acking[0] = None  # acked: a wait's next attempt claims only
+        return got
+
+    return blocking(db, name, end, wait, once)
 
 
 def check_mode(mode: object, spreading: int | None, timeout: object) -> str:

@@ -15,6 +15,8 @@ from functools import partial
 from typing import Any
 
 from django_fdbqueue import service
+from django_fdbqueue.exceptions import LeaseGone
+from django_fdbqueue.fdbapi import FDBError
 from django_fdbqueue.service._internals import contention, hcclaims
 
 from .actors_base import CONTENDED, TICK_SECONDS, ActorsBase
@@ -127,7 +129,18 @@ class Contention(ActorsBase):
         return claim
 
     def _hc_claim(self, name: str, what: str, call: Any, rng: random.Random) -> None:
+        """One claim, then settled as a claimer settles; or first acked by a second claim's commit
+        (``ack=``), as a steady claimer acks its last item and asks for the next at once."""
         lease, _doubt, _error = self._call(name, what, call)
+        if lease is not None and rng.random() < 0.3:
+            first, value = lease, lease.item.value
+            self.history.leased(value)
+            lease, _doubt, error = self._call(name, f"{what} ack {value}", partial(call, ack=first.receipt), acks=value)
+            self._gone_early(name, first, error)
+            if error is None:
+                self.history.deliver(value)
+            elif not isinstance(error, (LeaseGone, FDBError)):
+                raise error
         if lease is not None:
             self.history.leased(lease.item.value)
             self._settle(name, rng, lease)
