@@ -34,6 +34,14 @@ ROUND_ATTEMPTS = 50
 # --- helpers ---------------------------------------------------------------------------------
 
 
+@pytest.fixture(autouse=True)
+def _fresh_thread_state():
+    """Each test starts as a thread's first claim: no result to clear, not served among others."""
+    hcclaims._spent.__dict__.clear()
+    yield
+    hcclaims._spent.__dict__.clear()
+
+
 def hc_claim(db, name, **kwargs):
     return service.claim(db, name, mode=HC, **kwargs)
 

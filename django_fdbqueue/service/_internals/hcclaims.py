@@ -68,10 +68,20 @@ def _spend(c: Claim) -> None:
     _spent.results = c.results
 
 
-def _clear_spent(tr: Any) -> None:
+def _crowded(crowded: bool | None = None) -> bool:
+    """Was this thread's last claim served among others (set with ``crowded``)? Then its next one
+    registers at once: claimers served by one round come back together, and racing each other on
+    the queue's head, as plain claims, they would only conflict before registering anyway."""
+    if crowded is not None:
+        _spent.crowded = crowded
+    return bool(getattr(_spent, "crowded", False))
+
+
+def _clear_spent(tr: Any) -> bool:
     spent = getattr(_spent, "results", None)
     if spent is not None:
         tr.clear_range(spent.start, spent.stop)
+    return spent is not None
 
 
 # --- step 1: claim at once, or register -----------------------------------------------------------
@@ -175,9 +185,10 @@ def _arrive(db: Any, c: Claim, *, stage: bool = False) -> Lease | Outcome:
                 took = _claim_now(tr, c, entry, qk, sent)
             else:
                 stamp, leads = register(tr, c, sent[4])
-            if registering or took is not None:
-                _clear_spent(tr)
+            cleared = (registering or took is not None) and _clear_spent(tr)
             tr.commit().wait()
+            if cleared:
+                _spent.results = None
             if registering:
                 registered(c, stamp, leads)
                 return STAGED
@@ -218,6 +229,7 @@ def _lead(db: Any, c: Claim) -> Lease | Outcome | None:
     done = attempt(db, c.name, c.end, c, lead=True, kind=CLAIM_ROUNDS)
     if not done.committed or done.mine is None:
         return None
+    _crowded(done.served + done.answered_empty > 1)
     if c.step is not None and done.mine is not EMPTY:
         return None  # the step runs in the transaction that collects our result
     _spend(c)
@@ -279,6 +291,8 @@ def _look(db: Any, c: Claim, *, withdraw: bool) -> Any:
             tr.commit().wait()  # read-only while watching or collecting without a step
             if (isinstance(got, Lease) and c.step is None) or got is EMPTY:
                 _spend(c)
+            if isinstance(got, Lease) or got is EMPTY:
+                _crowded(True)  # served by another's round
             return got
         except FDBError as error:
             if error.code == ErrorCode.COMMIT_UNKNOWN_RESULT and isinstance(got, SteppedLease):
@@ -350,7 +364,8 @@ def claim(
 
 def _serve(db: Any, c: Claim) -> Any:
     """``claim``'s steps: arrive; then lead, wait for a bell or look until answered."""
-    got = _arrive(db, c, stage=STAGE_AFTER_CONFLICTS <= 0)
+    got = _arrive(db, c, stage=STAGE_AFTER_CONFLICTS <= 0 or _crowded())
     if got is not STAGED:
+        _crowded(False)
         return got
     return take_turns(c, lambda: _lead(db, c), lambda withdraw: _look(db, c, withdraw=withdraw))
