@@ -55,6 +55,7 @@ def test_a_seed_replays_in_another_process_whatever_its_hash_seed():
     assert out.stdout.strip() == simulate(7, SMALL).digest()
 
 
+@pytest.mark.timeout(600)  # about three minutes on a quiet 2-core machine; a loaded one takes longer
 def test_fresh_seeds_break_no_invariant(capsys):
     first = int(os.environ.get("FDBQUEUE_SIM_FIRST_SEED") or random.randrange(1_000_000))
     campaign = run_seeds(range(first, first + FRESH_SEEDS), Options(), jobs=2)
