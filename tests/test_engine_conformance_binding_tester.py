@@ -116,18 +116,6 @@ def test_a_write_over_the_limits_fails_the_reads_after_it(db, keyspace):
     tr = db.create_transaction()
     tr[keyspace.pack(("big",))] = b"v" * 100_001
     assert error_code(lambda: tr.get(keyspace.pack(("other",))).wait()) == 2103
-
-
-@pytest.mark.parametrize("cancel_first", [True, False])
-def test_a_kept_error_comes_before_cancellation_at_commit_too(db, keyspace, cancel_first):
-    """The binding tester's api seed 36: its commit fails with the kept 2103, not 1025."""
-    tr = db.create_transaction()
-    if cancel_first:
-        tr.cancel()
-    tr[keyspace.pack(("big",))] = b"v" * 100_001
-    if not cancel_first:
-        tr.cancel()
-    assert error_code(lambda: tr.commit().wait()) == 2103
     assert error_code(lambda: tr.commit().wait()) == 2103
 
 
