@@ -196,8 +196,8 @@ async def aclaim(
     """``claim``, awaited; with ``wait`` it holds no thread while nothing is visible.
 
     Cancelled while its transaction runs, it releases the lease it took at once, and takes back
-    the attempt it counted. (No ``step``: a step's writes commit with the claim, and could not
-    be taken back for a caller that went away.) ``mode="high-contention"`` holds a thread of the
+    the attempt it counted. (No ``step`` and no ``ack``: what they write commits with the claim,
+    and could not be taken back for a caller that went away.) ``mode="high-contention"`` holds a thread of the
     pool while it waits for its turn (up to ``timeout``), as a high-contention ``apop`` does.
     """
     got = await aclaim_returnable(db, name, lease=lease, end=end, wait=wait, spread=spread, mode=mode, timeout=timeout)
