@@ -56,7 +56,7 @@ from django_fdbqueue.bench.report import store_phrase, table
 from django_fdbqueue.bench.results import BenchResult
 from django_fdbqueue.bench.targets import OURS
 from django_fdbqueue.bench.task_names import ENQUEUED_FIRST, TASKS_DB
-from django_fdbqueue.bench.workloads import SPREAD_CLAIMS
+from django_fdbqueue.bench.workloads import HC_CLAIMS, SPREAD_CLAIMS
 
 __all__ = [
     "CLAIMS_VS_POP",
@@ -88,6 +88,7 @@ SCALING_GOALS = (
     ("pop", "sharded", 32, 12.0),
     ("claim+ack", "-", 32, 8.0),
     ("claim+ack", SPREAD_CLAIMS, 32, 8.0),
+    ("claim+ack", HC_CLAIMS, 32, 4.0),
     ("tasks", "-", 16, 6.0),
     ("tasks", SPREAD_CLAIMS, 16, 6.0),
 )

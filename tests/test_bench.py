@@ -36,7 +36,7 @@ from django_fdbqueue.bench.latency import PROBE_SAMPLES, probe, probe_key
 from django_fdbqueue.bench.task_names import ENQUEUED_FIRST, TASKS_DB
 from django_fdbqueue.bench.strategies import available
 from django_fdbqueue.bench.suite import NO_RECIPE, Bench, BenchConfig
-from django_fdbqueue.bench.workloads import SPREAD_CLAIMS
+from django_fdbqueue.bench.workloads import HC_CLAIMS, SPREAD_CLAIMS
 from django_fdbqueue.tasks.compat import task_backends
 from django_fdbqueue.testing import plugin
 from tests.conftest import ENGINES
@@ -213,7 +213,7 @@ def expected_rows(target: str) -> set[tuple]:
         rows |= {(target, "wake", 2, "processes", "-", None)}
         rows |= {
             (target, "claim+ack", clients, mode, series, None)
-            for series in ("-", SPREAD_CLAIMS)
+            for series in ("-", SPREAD_CLAIMS, HC_CLAIMS)
             for mode in ("threads", "processes")
             for clients in CLIENTS
         }

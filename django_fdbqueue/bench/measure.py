@@ -15,7 +15,7 @@ from .runner import Measurement, ProcessTeam, run_threads
 from .stats import peak_memory_mib, reset_peak_memory, store_cpu_seconds
 from .store_info import STATUS_KEY
 from .targets import Target
-from .workloads import Work, batches, claim_spread
+from .workloads import Work, batches, claim_mode, claim_spread
 
 if TYPE_CHECKING:
     from .plan import BenchConfig
@@ -149,7 +149,14 @@ class RowMeasuring:
     ) -> bool:
         """One timed window of ``row``: its figures recorded, and whether exactly-once held in it."""
         before = target.remaining(queue, strategy)
-        work = Work(row.operation, queue, strategy, first_n=self._next_block(), spread=claim_spread(row))
+        work = Work(
+            row.operation,
+            queue,
+            strategy,
+            first_n=self._next_block(),
+            spread=claim_spread(row),
+            claim_mode=claim_mode(row),
+        )
         progress.detail("running")
         store_before = store_cpu_seconds() if self._store_is_cluster else None
         if row.mode == "processes":

@@ -13,7 +13,7 @@ from .results import NO_STRATEGY, Row
 from .strategies import registered
 from .targets import OURS
 from .task_names import ENQUEUED_FIRST, ENQUEUED_FIRST_WORKERS, IMMEDIATE, TASK_WORKERS, TASKS_DB
-from .workloads import SPREAD_CLAIMS
+from .workloads import HC_CLAIMS, SPREAD_CLAIMS
 
 #: The references ``--compare`` starts; the recipe comes with ``--recipe PATH`` instead.
 COMPARE_CHOICES = ("redis", "sqlite")
@@ -130,7 +130,7 @@ def plan(config: BenchConfig) -> list[Row]:
             rows += on_every_target("pop", clients, mode)
     for mode in config.modes:
         for clients in config.clients:
-            for series in (NO_STRATEGY, SPREAD_CLAIMS):
+            for series in (NO_STRATEGY, SPREAD_CLAIMS, HC_CLAIMS):
                 if (clients, mode, series) != (1, "threads", NO_STRATEGY):  # measured above
                     rows.append(Row(OURS, "claim+ack", clients, mode, series))
     rows.append(Row(OURS, "wake", 2, "processes", NO_STRATEGY))

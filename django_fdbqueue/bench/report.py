@@ -186,7 +186,7 @@ _SECTIONS: list[_Section] = [
         lambda r, s: (series_order(r, s), mode_order(r.mode), r.clients),
     ),
     (
-        "Concurrent claims (claim + ack pairs/s of all clients, exact order and spread claims; VS 1 CLIENT:\n"
+        "Concurrent claims (claim + ack pairs/s of all clients: exact, spread and high-contention; VS 1 CLIENT:\n"
         "against the same series with one; CPU MS/OP: the clients' CPU per pair / a local cluster's)",
         lambda r: r.depth is None and r.operation == "claim+ack",
         [

@@ -31,6 +31,7 @@ class ServiceClient:
         self._queue = queue
         self._push = layout_for(strategy).push
         self._pop = get_strategy(strategy) if strategy is not None else service.pop
+        self._held: str | None = None  # a high-contention claimer's lease, acked with its next claim
 
     def push(self, value: Any, priority: int) -> None:
         self._push(self._db, self._queue, value, priority)
@@ -43,9 +44,15 @@ class ServiceClient:
         item = service.peek(self._db, self._queue, end)
         return None if item is None else item.id
 
-    def claim_ack(self, end: str, lease: float, spread: int | None = None) -> Hashable | None:
+    def claim_ack(self, end: str, lease: float, spread: int | None = None, mode: str = "plain") -> Hashable | None:
         """Claim the next item (or, with ``spread``, one of the first few) and ack it at once:
-        at-least-once consumption's two transactions."""
+        at-least-once consumption's two transactions. High-contention (``mode``), a claimer acks
+        its last lease in the commit that asks for the next (``claim(..., ack=...)``), as a steady
+        claimer would: the last one is acked when the client closes."""
+        if mode != "plain":
+            taken = service.claim(self._db, self._queue, lease=lease, end=end, mode="high-contention", ack=self._held)
+            self._held = None if taken is None else taken.receipt
+            return None if taken is None else taken.item.id
         taken = service.claim(self._db, self._queue, lease=lease, end=end, spread=spread)
         if taken is None:
             return None
@@ -58,7 +65,10 @@ class ServiceClient:
         return None if item is None else (item.id, item.value)
 
     def close(self) -> None:
-        """Nothing to close: the database handle belongs to the process."""
+        """Ack a high-contention claimer's last lease; the database handle belongs to the process."""
+        if self._held is not None:
+            service.ack(self._db, self._held, name=self._queue)
+            self._held = None
 
 
 class ServiceTarget:

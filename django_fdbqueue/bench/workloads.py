@@ -27,6 +27,7 @@ __all__ = [
     "OPERATIONS",
     "CLAIM_SPREAD",
     "SPREAD_CLAIMS",
+    "HC_CLAIMS",
     "PRIORITIES",
     "FILL_BATCH",
     "RanDry",
@@ -37,6 +38,7 @@ __all__ = [
     "item",
     "batches",
     "claim_spread",
+    "claim_mode",
     "make_step",
 ]
 
@@ -48,10 +50,12 @@ WAKE_INTERVAL = 0.05
 WAKE_WAIT = 5.0
 #: How long a claim+ack row's leases are: far longer than the ack that follows takes.
 CLAIM_LEASE = 60.0
-#: The claim+ack rows come in two series: exact order (no strategy) and spread claims, each
-#: taking one of the first CLAIM_SPREAD ready items at random (``service.claim(spread=...)``).
+#: The claim+ack rows come in three series: exact order (no strategy), spread claims, each
+#: taking one of the first CLAIM_SPREAD ready items at random (``service.claim(spread=...)``),
+#: and exact order in high-contention mode (``service.claim(mode="high-contention")``).
 CLAIM_SPREAD = 64
 SPREAD_CLAIMS = f"spread-{CLAIM_SPREAD}"
+HC_CLAIMS = "high-contention"
 PRIORITIES = 10
 # Items per fill batch: the service's own push_many transaction size, so one batch is one commit.
 FILL_BATCH = 5_000
@@ -78,7 +82,8 @@ class Work:
     """One row's job for every client: picklable, so a client process receives it as it is.
 
     ``first_n`` numbers the values this row pushes; ``max_ops`` stops each client early (the
-    queue-depth rows time a fixed number of operations); ``spread`` makes claims spread claims.
+    queue-depth rows time a fixed number of operations); ``spread`` makes claims spread claims,
+    ``claim_mode`` high-contention ones.
     """
 
     operation: str
@@ -88,6 +93,7 @@ class Work:
     first_n: int = 0
     max_ops: int | None = None
     spread: int | None = None
+    claim_mode: str = "plain"
 
     def __post_init__(self) -> None:
         if self.operation not in OPERATIONS:
@@ -97,6 +103,11 @@ class Work:
 def claim_spread(row: Any) -> int | None:
     """The spread of a claim+ack or tasks row's claims: CLAIM_SPREAD for the spread series, else None."""
     return CLAIM_SPREAD if row.operation in ("claim+ack", "tasks") and row.strategy == SPREAD_CLAIMS else None
+
+
+def claim_mode(row: Any) -> str:
+    """The mode of a claim+ack row's claims: "high-contention" for that series, else "plain"."""
+    return HC_CLAIMS if row.operation == "claim+ack" and row.strategy == HC_CLAIMS else "plain"
 
 
 def item(n: int) -> tuple[dict[str, Any], int]:
@@ -143,7 +154,7 @@ def make_step(
             raise RanDry
 
     def claim_ack() -> Hashable:
-        taken: Hashable | None = client.claim_ack(end, CLAIM_LEASE, work.spread)  # type: ignore[attr-defined]
+        taken: Hashable | None = client.claim_ack(end, CLAIM_LEASE, work.spread, work.claim_mode)  # type: ignore[attr-defined]
         if taken is None:
             raise RanDry
         return taken

@@ -63,9 +63,10 @@ EXIT_INTERRUPTED = 130
 _DESCRIPTION = """\
 Measure the queue service against the store FDBQUEUE points at (the embedded engine's file, or a
 FoundationDB cluster): push, pop, push+pop and claim+ack pairs with one client; pops, and claim+ack
-pairs in exact order and as spread claims, with several concurrent clients, as threads and as
-processes, checked for exactly-once delivery, with the CPU each operation cost; the latency of
-a blocking pop woken by another process's push; peek and pop on a shallow and a deep queue.
+pairs in exact order, as spread claims and in high-contention mode, with several concurrent
+clients, as threads and as processes, checked for exactly-once delivery, with the CPU each
+operation cost; the latency of a blocking pop woken by another process's push; peek and pop on a
+shallow and a deep queue.
 
 With --recipe PATH, FoundationDB's own priority-queue recipe (PATH: its Python code, or the
 documentation page that holds it; the bench runs that code as it is, on the same database handle,

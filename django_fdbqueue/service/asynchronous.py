@@ -20,12 +20,13 @@ from django_fdbqueue.exceptions import InvalidArgument
 from django_fdbqueue.fdbapi import Database, is_transaction
 
 from . import consuming, deadletters, popping, pushing, queues
-from ._internals import awaiting, checks, giveback, kept, leases, offload
+from ._internals import awaiting, checks, giveback, hcclaims, kept, leases, offload
 from ._internals import spread as spread_claims
 from ._internals.waiting import Blocked
 from ._internals.leases import DEFAULT_LEASE_SECONDS
 from .observe import observed
-from .popping import PopMode
+from .consuming import ClaimMode
+from .popping import HIGH_CONTENTION, PopMode
 from .pushing import Codec
 from .records import DeadLetter, Item, Lease, Page, PendingItem, QueueInfo
 
@@ -170,8 +171,13 @@ async def apeek_max(db: Database, name: str) -> Item | None:
 
 
 @observed(name="claim", none_is_empty=True)
-def _claim_once(db: Database, name: str, seconds: float, end: str, spreading: int | None) -> Lease | Blocked | None:
-    """One claim transaction, as ``claim`` makes it (reported as a claim)."""
+def _claim_once(
+    db: Database, name: str, seconds: float, end: str, spreading: int | None, timeout: float | None = None
+) -> Lease | Blocked | None:
+    """One claim transaction, as ``claim`` makes it (reported as a claim); with ``timeout``, a
+    high-contention claim (several transactions, up to ``timeout`` seconds in the pool's thread)."""
+    if timeout is not None:
+        return hcclaims.claim(db, name, end, seconds, timeout=timeout)
     once = leases.claim_once if spreading is None else leases.claim_spread_once
     return once(db, name, seconds, end, None, spreading)
 
@@ -184,14 +190,17 @@ async def aclaim(
     end: str = "min",
     wait: float | None = None,
     spread: int | None = None,
+    mode: ClaimMode = "plain",
+    timeout: float | None = None,
 ) -> Lease | None:
     """``claim``, awaited; with ``wait`` it holds no thread while nothing is visible.
 
     Cancelled while its transaction runs, it releases the lease it took at once, and takes back
-    the attempt it counted. (No ``step``: a step's writes commit with the claim, and could not
-    be taken back for a caller that went away.)
+    the attempt it counted. (No ``step`` and no ``ack``: what they write commits with the claim,
+    and could not be taken back for a caller that went away.) ``mode="high-contention"`` holds a thread of the
+    pool while it waits for its turn (up to ``timeout``), as a high-contention ``apop`` does.
     """
-    got = await aclaim_returnable(db, name, lease=lease, end=end, wait=wait, spread=spread)
+    got = await aclaim_returnable(db, name, lease=lease, end=end, wait=wait, spread=spread, mode=mode, timeout=timeout)
     return None if got is None else got.value
 
 
@@ -203,6 +212,8 @@ async def aclaim_returnable(
     end: str = "min",
     wait: float | None = None,
     spread: int | None = None,
+    mode: ClaimMode = "plain",
+    timeout: float | None = None,
 ) -> Returnable[Lease] | None:
     """``aclaim``, with the means to release the lease unused (:meth:`Returnable.give_back`)."""
     db = _database(db)
@@ -210,6 +221,8 @@ async def aclaim_returnable(
     checks.check_end(end)
     seconds = leases.check_lease(lease)
     spreading = spread_claims.check(spread)
+    if consuming.check_mode(mode, spreading, timeout) == HIGH_CONTENTION:
+        timeout = hcclaims.DEFAULT_TIMEOUT if timeout is None else timeout
 
     def undo(got: Any) -> None:
         if isinstance(got, Lease):
@@ -217,7 +230,7 @@ async def aclaim_returnable(
 
     claimed = cast(
         "Lease | None",
-        await awaiting.blocking(db, name, wait, lambda: _claim_once(db, name, seconds, end, spreading), undo),
+        await awaiting.blocking(db, name, wait, lambda: _claim_once(db, name, seconds, end, spreading, timeout), undo),
     )
     if claimed is None:
         return None

@@ -7,18 +7,23 @@ what a retry after ``commit_unknown_result`` finds).
 from __future__ import annotations
 
 import warnings
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 from django_fdbqueue.exceptions import InvalidArgument
 from django_fdbqueue.fdbapi import DatabaseOrTransaction, Transaction
 
-from ._internals import checks, leases, tokens
+from ._internals import checks, hcclaims, leases, tokens
 from ._internals import spread as spread_claims
 from ._internals.leases import DEFAULT_LEASE_SECONDS
 from .observe import observed
 from .records import Lease
 from ._internals.visibility import MAX_DELAY_SECONDS
 from ._internals.waiting import blocking
+from .popping import HIGH_CONTENTION, PLAIN
+
+#: Claim modes: one transaction (joins the caller's), or staged requests served in rounds.
+CLAIM_MODES = (PLAIN, HIGH_CONTENTION)
+ClaimMode = Literal["plain", "high-contention"]
 
 
 @observed(none_is_empty=True)
@@ -31,6 +36,9 @@ def claim(
     wait: float | None = None,
     step: Callable[[Transaction, Lease], Any] | None = None,
     spread: int | None = None,
+    mode: ClaimMode = "plain",
+    timeout: float | None = None,
+    ack: str | None = None,
 ) -> Lease | None:
     """Take the next visible item for ``lease`` seconds (at-least-once delivery); None if none.
 
@@ -49,6 +57,15 @@ def claim(
     ``spread`` (2 to 100) takes one of the first ``spread`` visible items at random instead of
     the first: for many claimers of one queue, which then rarely collide, at the cost of exact
     order (see ``spread.py``; ignored on queues with per-key limits or split by tenant).
+
+    ``mode="high-contention"`` keeps exact order for many claimers of one queue: claims that meet
+    others register a request, and rounds lease items to waiting requests in order, many per
+    commit (``hcclaims.py``; docs/explanation/high-contention-claims.md). It needs the database,
+    gives up after ``timeout`` seconds (default 5) with ``FDBError`` 1031, and refuses ``spread``
+    and queues with per-key limits or split by tenant; ``step`` runs in the transaction that
+    collects the lease. ``ack`` (that mode only) is the receipt of a lease to ack in the claim's
+    first commit: a claimer acks its last item and asks for the next in one commit (errors as for
+    ``ack``, and then nothing is claimed; repeated, it finds the ack done).
     """
     checks.check_name(name)
     checks.check_end(end)
@@ -56,8 +73,45 @@ def claim(
     if step is not None and not callable(step):
         raise InvalidArgument(f"step must be callable as step(tr, lease), not {type(step).__name__}.", field="step")
     spreading = spread_claims.check(spread)
+    if check_mode(mode, spreading, timeout) == HIGH_CONTENTION:
+        return _staged(db_or_tr, name, end, seconds, wait, timeout, step, ack)
+    if ack is not None:
+        raise InvalidArgument(
+            "ack= is for mode='high-contention'; a plain claim joins a transaction: ack and claim in yours.",
+            field="ack",
+        )
     once = leases.claim_once if spreading is None else leases.claim_spread_once
     return blocking(db_or_tr, name, end, wait, lambda: once(db_or_tr, name, seconds, end, step, spreading))
+
+
+def _staged(
+    db: Any, name: str, end: str, seconds: float, wait: object, timeout: float | None, step: Any, ack: str | None
+) -> Lease | None:
+    """A high-contention claim (``hcclaims``), waiting as ``wait`` says; ``ack`` goes with its first commit."""
+    acking = [None if ack is None else leases.parse(ack, None).encode()]
+
+    def once() -> Lease | None:
+        got = hcclaims.claim(db, name, end, seconds, timeout=timeout, step=step, ack=acking[0])
+        acking[0] = None  # acked: a wait's next attempt claims only
+        return got
+
+    return blocking(db, name, end, wait, once)
+
+
+def check_mode(mode: object, spreading: int | None, timeout: object) -> str:
+    """A claim's ``mode``, checked with what it combines with (``spread``, ``timeout``)."""
+    if mode not in CLAIM_MODES:
+        raise InvalidArgument(f"mode must be {PLAIN!r} or {HIGH_CONTENTION!r}, not {mode!r}.", mode=str(mode))
+    if mode == HIGH_CONTENTION and spreading is not None:
+        raise InvalidArgument(
+            "spread gives up exact order and mode='high-contention' keeps it: pass one of them, not both.",
+            mode=str(mode),
+        )
+    if mode == PLAIN and timeout is not None:
+        raise InvalidArgument(
+            "timeout applies to mode='high-contention'; a plain claim is bounded by FDBQUEUE['TIMEOUT']."
+        )
+    return str(mode)
 
 
 @observed

@@ -21,18 +21,16 @@ from typing import Any, cast
 
 from django_fdbqueue.exceptions import InvalidArgument
 from django_fdbqueue.fdbapi import (
-    RETRYABLE_CODES,
     ErrorCode,
     FDBError,
     count_retry,
     bounded,
-    fdb,
     is_transaction,
     make_error,
 )
 
-from . import checks, kept, keys, runtime
-from .catalog import Entry, first, require
+from . import checks, kept, keys
+from .catalog import Entry, first
 from .reading import take
 from .popper import EMPTY, GONE, LEAD, STAGED, Outcome
 from .popper import Pop as _Pop
@@ -48,79 +46,25 @@ from .recovery import (
     put_back,
     returned,
 )
-from .rounds import LEAD_SECONDS, Round, SnapshotReads, fulfil_in
-from .waiting import AnyOf
+from .rounds import LEAD_SECONDS, Round, SnapshotReads, attempt
+from .staging import check_timeout, find_request, let_go, register, registered, take_turns, watch_bells
+from .staging import retry as _retry
+
+#: Lets a pop's bells' watches go (``staging.let_go``); a name of this module's own, which the
+#: simulation's tests replace to prove that the leftovers oracle catches watches left behind.
+_let_go = let_go
 
 __all__ = ["DEFAULT_TIMEOUT", "GRACE_SECONDS", "LEAD_SECONDS", "Round", "SnapshotReads", "pop", "fulfil"]
 
 #: Seconds a high-contention pop may take before it withdraws (FoundationDB's transaction life).
 DEFAULT_TIMEOUT = 5.0
-#: Bounds of one wait for a watch before running a round again (jittered, so waiters spread).
-WAIT_SECONDS = (0.05, 0.15)
 #: Conflicting attempts after which an arriving pop registers a request instead of retrying.
 #: The recipe registers after the first. On the embedded engine (one writer, conflicts cheap)
 #: every staged pop costs more than the retries it saves, so fewer stagings are faster there;
 #: on a cluster a lost attempt costs a network round trip. See the module docstring's Costs.
 STAGE_AFTER_CONFLICTS = 2
 
-_Versionstamp = fdb.tuple.Versionstamp
-
-
-def _retry(tr: Any, error: Exception) -> None:
-    """Count the error as ``transactional`` does, then back off (or re-raise) as ``on_error`` decides."""
-    count_retry(error.code)  # type: ignore[attr-defined]
-    tr.on_error(error).wait()
-
-
 # --- steps 1 and 2: the fast path, or registering a request ----------------------------------
-
-
-def _find_request(tr: Any, p: _Pop, qk: keys.QueueKeys) -> bool:
-    """After a 1021: did our registration commit? A request or a result with our token says so.
-
-    Snapshot reads: the unknown attempt can no longer commit once 1021 is reported (see
-    "Exactly once"), so there is nothing to conflict with, and an ordinary read of the whole
-    request range would conflict with every registration that reserves its versionstamp there.
-    """
-    if first(tr.snapshot.get_range(p.results.start, p.results.stop, limit=1)) is not None:
-        p.request_key = None  # already served: settling will collect it
-        return True
-    requests = qk.requests(p.end)
-    r = requests.range()
-    for kv in tr.snapshot.get_range(r.start, r.stop):
-        if requests.unpack(bytes(kv.key))[1] == p.token:
-            p.request_key = bytes(kv.key)
-            return True
-    return False
-
-
-def _register(tr: Any, p: _Pop, qk: keys.QueueKeys, requests: Any, lead: Any) -> tuple[Any, bool]:
-    """Write our request, keyed by this commit's versionstamp, and watch our bells.
-
-    ``lead`` is the ``lead`` key's value, read as a snapshot: when nobody leads, the registration
-    names itself there, with a read conflict on it, so that of several registering at once one
-    leads and the others register again behind it. Returns the versionstamp's future and whether
-    we named ourselves.
-    """
-    tr.set_versionstamped_key(
-        requests.pack_with_versionstamp((_Versionstamp(), p.token)),
-        fdb.tuple.pack((p.deadline_us,)),
-    )
-    _watch_bells(tr, p)
-    now_us = now_micros()
-    leads = p.may_lead(lead, now_us)
-    if leads:
-        tr.add_read_conflict_key(qk.lead(p.end))
-        tr[qk.lead(p.end)] = fdb.tuple.pack((p.token, now_us + micros(LEAD_SECONDS)))
-    return tr.get_versionstamp(), leads
-
-
-def _watch_bells(tr: Any, p: _Pop) -> Any:
-    """Watch both of our bells (answered; leads next), as one future (``p.watch``)."""
-    _let_go(p)  # the watches of an earlier look, if any
-    p.lead_watch = tr.watch(p.lead_bell)
-    p.watch = AnyOf(tr.watch(p.bell), p.lead_watch)
-    return p.watch
 
 
 def _take_unless_waiting(tr: Any, p: _Pop, qk: keys.QueueKeys, requests: Any) -> Item | Outcome | None:
@@ -159,7 +103,7 @@ def _arrive(db: Any, p: _Pop, *, stage: bool = False) -> Item | Outcome | None:
             confirmed = p.confirm(tr)
             if confirmed is not None:
                 return confirmed
-            if unsure_registration and _find_request(tr, p, qk):
+            if unsure_registration and find_request(tr, p):
                 return STAGED
             requests = qk.requests(p.end)
             lead = tr.snapshot[qk.lead(p.end)]  # sent now: read with the requests, if we register
@@ -167,11 +111,10 @@ def _arrive(db: Any, p: _Pop, *, stage: bool = False) -> Item | Outcome | None:
                 took = _take_unless_waiting(tr, p, qk, requests)
                 registering = took is STAGED
             if registering:
-                stamp, leads = _register(tr, p, qk, requests, lead)
+                stamp, leads = register(tr, p, lead)
             tr.commit().wait()
             if registering:
-                p.request_key = requests.pack((_Versionstamp(bytes(stamp.wait()), 0), p.token))
-                p.leads = leads
+                registered(p, stamp, leads)
                 return STAGED
             return took
         except FDBError as error:
@@ -198,29 +141,7 @@ def _arrive(db: Any, p: _Pop, *, stage: bool = False) -> Item | Outcome | None:
 
 def _fulfil(db: Any, name: str, end: str, p: _Pop | None, *, lead: bool = False) -> Round:
     """One round, one attempt: a conflict is not retried (someone else did or will do the work)."""
-    tr = db.create_transaction()
-    done = Round()
-    try:
-        if p is not None:
-            qk = p.bind(tr)
-            entry = cast(Entry, p.entry)  # set by bind
-        else:
-            entry, qk = require(tr, name, fifo_ok=end == "min")
-        done = fulfil_in(tr, entry, qk, end, p, now_micros(), lead=lead)
-        if done.led_elsewhere:
-            return done
-        tr.commit().wait()  # trivial when the round found nothing to do
-        done.committed = True
-        return done
-    except FDBError as error:
-        if error.code not in RETRYABLE_CODES:
-            raise
-        count_retry(error.code)
-        if p is not None and error.code == ErrorCode.COMMIT_UNKNOWN_RESULT:
-            p.doubt(done.mine)
-        if lead:
-            tr.on_error(error).wait()  # its leader tries again: after the back-off, not at once
-        return Round()
+    return attempt(db, name, end, p, lead=lead)
 
 
 @bounded
@@ -295,7 +216,7 @@ def _settle(db: Any, p: _Pop, *, withdraw: bool) -> Any:
                 elif p.may_lead(lead, now_micros()):
                     got = LEAD  # nobody else runs the rounds: the one who leads may have died
                 else:
-                    got = _watch_bells(tr, p)
+                    got = watch_bells(tr, p)
             else:
                 # Served and gone: our own round answered "empty" (in doubt until now), or
                 # the request was dropped after its deadline.
@@ -310,17 +231,6 @@ def _settle(db: Any, p: _Pop, *, withdraw: bool) -> Any:
             _retry(tr, error)
 
 
-def _rang(watch: Any) -> bool:
-    """Did this watch fire because its key changed (not because it failed, or never)?"""
-    if watch is None or not watch.is_ready():
-        return False
-    try:
-        watch.wait()
-    except FDBError:
-        return False
-    return True
-
-
 def _finish(got: Item | Outcome | None) -> Item | None:
     if got is GONE:
         raise make_error(ErrorCode.TRANSACTION_TIMED_OUT)
@@ -331,14 +241,6 @@ def _finish(got: Item | Outcome | None) -> Item | None:
 
 
 # --- the entry point --------------------------------------------------------------------------
-
-
-def _check_timeout(timeout: object) -> float:
-    if timeout is None:
-        return DEFAULT_TIMEOUT
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 3600:
-        raise InvalidArgument("timeout must be a number of seconds above 0 and at most 3600.")
-    return float(timeout)
 
 
 @bounded
@@ -357,7 +259,7 @@ def pop(db: Any, name: str, end: str = "min", *, timeout: float | None = None) -
         )
     checks.check_name(name)
     checks.check_end(end)
-    seconds = _check_timeout(timeout)
+    seconds = check_timeout(timeout, DEFAULT_TIMEOUT)
     p = _Pop(name, end, now_micros() + micros(seconds), time.monotonic() + seconds)
     try:
         return _serve(db, p)
@@ -368,14 +270,6 @@ def pop(db: Any, name: str, end: str = "min", *, timeout: float | None = None) -
         return item
     finally:
         _let_go(p)
-
-
-def _let_go(p: _Pop) -> None:
-    """Cancel the bells' watches still waiting: each counts against the database's limit, and an
-    engine that keeps them (the embedded one) would keep them until the bell rings, maybe never."""
-    if p.watch is not None:
-        p.watch.cancel()
-    p.watch = p.lead_watch = None
 
 
 def _confirm_apart(db: Any, p: _Pop) -> Item | None:
@@ -395,21 +289,10 @@ def _serve(db: Any, p: _Pop) -> Item | None:
     got = _arrive(db, p)
     if got is not STAGED:
         return _finish(got)
-    while True:
-        if p.leads:
-            p.leads = False
-            done = _fulfil(db, p.name, p.end, p, lead=True)
-            if done.committed and done.mine is not None:
-                return _finish(done.mine)
-        elif p.watch is not None:
-            runtime.wait_on(p.watch, min(random.uniform(*WAIT_SECONDS), p.left()))
-            named = _rang(p.lead_watch)
-            _let_go(p)
-            if named and p.left() > 0:
-                p.leads = True  # handed the next round: run it, no need to look first
-                continue
-        state = _settle(db, p, withdraw=p.left() <= 0)
-        if state is LEAD:
-            p.leads = True
-        elif state is not p.watch:
-            return _finish(state)
+    return _finish(take_turns(p, lambda: _lead(db, p), lambda withdraw: _settle(db, p, withdraw=withdraw)))
+
+
+def _lead(db: Any, p: _Pop) -> Item | Outcome | None:
+    """Run the round we lead: our own answer, if it committed (else None: look)."""
+    done = _fulfil(db, p.name, p.end, p, lead=True)
+    return cast("Item | Outcome | None", done.mine) if done.committed else None

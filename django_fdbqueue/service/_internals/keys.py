@@ -15,6 +15,11 @@ Everything the service writes lives under the app's root subspace (``FDBQUEUE["R
     root / "q" / queue_id / "r" / "res" / deadline_us / token / 3 -> b""   its bell: run the next round
     root / "q" / queue_id / "r" / "lead" / end     -> (token, until_us)     who runs the rounds
     root / "q" / queue_id / "r" / "rcpt" / epoch / client -> (token, item_id)   receipts
+    root / "q" / queue_id / "r" / "c" / end / vs / token -> (deadline_us, lease_us)  staged claims
+    root / "q" / queue_id / "r" / "c" / "res" / deadline_us / token / 1 / visible_at_us / priority / vs
+                                   / lease_token / meta...  -> payload     the lease a round granted
+    root / "q" / queue_id / "r" / "c" / "res" / deadline_us / token / 0|2|3 -> b""   "empty", bells
+    root / "q" / queue_id / "r" / "c" / "lead" / end -> (token, until_us)   who runs the claims' rounds
     root / "q" / queue_id / "d" / visible_at_us / priority / vs / lease_token / meta... -> payload
                                                    hidden items: delayed ones and leased ones
     root / "q" / queue_id / "l" / priority / vs   -> (visible_at_us, lease_token, meta...)
@@ -50,7 +55,9 @@ request is keyed by the versionstamp of the commit that registered it (``end`` i
 and random token (the owner knows both, and expired results are one range read away) and
 carries the item's own key elements, so an item put back lands exactly where it was; a receipt
 (one slot per client thread, overwritten by each of its pops, grouped by the hour) tells a pop
-retrying after ``commit_unknown_result`` that its earlier attempt did commit.
+retrying after ``commit_unknown_result`` that its earlier attempt did commit. High-contention
+claims (``hcclaims.py``) keep the same layout of requests, results and lead keys under ``"r" /
+"c"``; a claim's result records the lease a round granted (the leased item's own key elements).
 
 A deletion marker records that one ``delete_queue`` call committed, so that its retry after
 ``commit_unknown_result`` knows; markers older than an hour are cleared by later deletes.

@@ -89,21 +89,31 @@ def _lease(
     tr: Any, name: str, qk: keys.QueueKeys, kv: Any, now_us: int, lease: float, step: Callable[[Any, Lease], Any] | None
 ) -> Lease:
     """Hide the chosen ready item under a new lease; run ``step`` (see ``_claim``)."""
-    priority, stamp, meta = visibility.take_ready(tr, qk, bytes(kv.key))
-    keylimits.taken(tr, qk, meta)
-    tr.add(qk.counter(keys.SIZE), counter_bytes(-1))
-    hidden = visibility.Hidden(
-        now_us + _micros(lease), priority, stamp, os.urandom(keys.LEASE_TOKEN_BYTES), meta.claimed()
-    )
-    visibility.hide(tr, qk, hidden, bytes(kv.value))
-    tally.count(tr, qk, now_us, tally.CLAIMED)
-    receipt = tokens.Receipt(name, qk.queue_id, priority, stamp, hidden.token).encode()
-    item = visibility.item_from(priority, stamp, hidden.meta, kv.value)
-    claimed = Lease(item, receipt, to_datetime(hidden.visible_us))
+    hidden = grant(tr, qk, kv, now_us, now_us + _micros(lease), os.urandom(keys.LEASE_TOKEN_BYTES))
+    claimed = leased(name, qk, hidden, kv.value)
     if step is None:
         return claimed
     vouch(tr)  # the item is taken: an exception of the step's fails the claim, it is not run again
-    return SteppedLease(item, receipt, claimed.lease_expires_at, step(tr, claimed))
+    return SteppedLease(claimed.item, claimed.receipt, claimed.lease_expires_at, step(tr, claimed))
+
+
+def grant(tr: Any, qk: keys.QueueKeys, kv: Any, now_us: int, visible_us: int, token: bytes) -> visibility.Hidden:
+    """A claim's writes: hide the ready item ``kv`` under lease ``token`` until ``visible_us``,
+    its claim counted in its attempts, in the counters and in the tallies (at ``now_us``)."""
+    priority, stamp, meta = visibility.take_ready(tr, qk, bytes(kv.key))
+    keylimits.taken(tr, qk, meta)
+    tr.add(qk.counter(keys.SIZE), counter_bytes(-1))
+    hidden = visibility.Hidden(visible_us, priority, stamp, token, meta.claimed())
+    visibility.hide(tr, qk, hidden, bytes(kv.value))
+    tally.count(tr, qk, now_us, tally.CLAIMED)
+    return hidden
+
+
+def leased(name: str, qk: keys.QueueKeys, hidden: visibility.Hidden, payload: Any) -> Lease:
+    """The Lease a claimer holds for ``hidden`` (a leased item of queue ``name``)."""
+    receipt = tokens.Receipt(name, qk.queue_id, hidden.priority, hidden.stamp, hidden.token).encode()
+    item = visibility.item_from(hidden.priority, hidden.stamp, hidden.meta, payload)
+    return Lease(item, receipt, to_datetime(hidden.visible_us))
 
 
 #: A claim in queue order; "none ready" needs a fresh read version.

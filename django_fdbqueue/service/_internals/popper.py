@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, cast
@@ -20,27 +19,12 @@ from django_fdbqueue.exceptions import InvalidArgument, QueueNotFound
 from django_fdbqueue.fdbapi import fdb
 
 from . import keys
-from .catalog import Entry, require
+from .catalog import require
 from ..records import Item
-from .recovery import RESULT_BELL, RESULT_LEAD_BELL, epoch
+from .recovery import epoch
+from .staging import EMPTY, GONE, LEAD, STAGED, TOKEN_BYTES, Outcome, Staged
 
-TOKEN_BYTES = 16
-
-
-class Outcome:
-    """Sentinels for what a step decided (distinct from an Item and from None)."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def __repr__(self) -> str:
-        return f"<{self.name}>"
-
-
-STAGED = Outcome("staged")  # a request is registered: wait for a round to serve it
-LEAD = Outcome("lead")  # this pop runs the next fulfil round (appointed, or nobody else does)
-EMPTY = Outcome("empty")  # the pop was answered "the queue is empty"
-GONE = Outcome("gone")  # neither request nor result: dropped after the deadline, or withdrawn
+__all__ = ["EMPTY", "GONE", "LEAD", "STAGED", "TOKEN_BYTES", "Outcome", "Pop"]
 
 
 _client = threading.local()
@@ -61,8 +45,9 @@ def _client_id() -> bytes:
 
 
 @dataclass
-class Pop:
-    """One call: its identity (token, deadline), its request, and what is in doubt after a 1021.
+class Pop(Staged):
+    """One call: its identity (token, deadline, from :class:`Staged`), its request, and what is in
+    doubt after a 1021.
 
     ``candidates`` are the items that attempts ending in ``commit_unknown_result`` would have
     handed us, by item id; the receipt (whose value names the pop and the item) says which one,
@@ -71,23 +56,9 @@ class Pop:
     the other story, a request dropped after its deadline, loses nothing by returning None).
     """
 
-    name: str
-    end: str
-    deadline_us: int
-    deadline: float  # the same deadline on this process's monotonic clock
-    token: bytes = field(default_factory=lambda: os.urandom(TOKEN_BYTES))
-    qk: keys.QueueKeys | None = None
-    entry: Entry | None = None
-    request_key: bytes | None = None
     candidates: dict[str, Item] = field(default_factory=dict)
     maybe_empty: bool = False
     client: bytes = field(default_factory=_client_id)
-    #: This pop runs the next fulfil round (see ``contention.py``, Protocol, step 3).
-    leads: bool = False
-    #: The watch on :attr:`bell` (or on both bells), set by the registration's own transaction.
-    watch: Any = None
-    #: The watch on :attr:`lead_bell`, when the registration set one.
-    lead_watch: Any = None
 
     def bind(self, tr: Any) -> keys.QueueKeys:
         """Read the catalog entry (an ordinary read: a racing delete makes us retry)."""
@@ -116,34 +87,6 @@ class Pop:
         return fdb.tuple.pack((self.token, item.id))
 
     @property
-    def results(self) -> slice:
-        assert self.qk is not None
-        return self.qk.results.range((self.deadline_us, self.token))
-
-    @property
-    def bell(self) -> bytes:
-        """The key a round writes when it answers this pop."""
-        assert self.qk is not None
-        return self.qk.results.pack((self.deadline_us, self.token, RESULT_BELL))
-
-    @property
-    def lead_bell(self) -> bytes:
-        """The key a round writes when it hands this pop the next round."""
-        assert self.qk is not None
-        return self.qk.results.pack((self.deadline_us, self.token, RESULT_LEAD_BELL))
-
-    def named(self, raw: Any) -> bool:
-        """Does the ``lead`` key's value name this pop?"""
-        return cast(bool, raw.present() and fdb.tuple.unpack(bytes(raw))[0] == self.token)
-
-    def may_lead(self, raw: Any, now_us: int) -> bool:
-        """Given the ``lead`` key's value: is nobody else running the rounds (or are we named)?"""
-        if not raw.present():
-            return True
-        token, until_us = fdb.tuple.unpack(bytes(raw))
-        return cast(bool, token == self.token or until_us < now_us)
-
-    @property
     def in_doubt(self) -> bool:
         return bool(self.candidates) or self.maybe_empty
 
@@ -170,6 +113,3 @@ class Pop:
             self.candidates[got.id] = got
         elif got is EMPTY:
             self.maybe_empty = True
-
-    def left(self) -> float:
-        return self.deadline - time.monotonic()

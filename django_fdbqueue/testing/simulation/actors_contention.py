@@ -1,9 +1,11 @@
-"""The high-contention group: contenders, with their feeder and tender, all on ``hc``.
+"""The high-contention group: contenders and claimers, with their feeder and tender, all on ``hc``.
 
 Several high-contention pops meet on one end of ``hc`` each tick, so that their rounds overlap,
 and some stop or freeze at a step of the protocol: what they leave behind (requests, results,
-lead keys) is for later rounds to find. The feeder pushes bursts just before they meet; the tender
-runs fulfil rounds beside theirs.
+lead keys) is for later rounds to find. High-contention claimers meet there too, on a desk of
+their own: each claim is acked, released, extended or walked away from, and some stop or freeze
+midway, leaving a lease granted to nobody, which must come back when it ends. The feeder pushes
+bursts just before they meet; the tender runs fulfil rounds (of pops and of claims) beside theirs.
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ from functools import partial
 from typing import Any
 
 from django_fdbqueue import service
-from django_fdbqueue.service._internals import contention
+from django_fdbqueue.exceptions import LeaseGone
+from django_fdbqueue.fdbapi import FDBError
+from django_fdbqueue.service._internals import contention, hcclaims
 
 from .actors_base import CONTENDED, TICK_SECONDS, ActorsBase
 
@@ -79,7 +83,67 @@ class Contention(ActorsBase):
             self.scheduler.sleep(TICK_SECONDS / 2)  # when the contenders meet
             for _ in range(rng.randint(1, 4)):
                 self.scheduler.sleep(rng.uniform(0.0, 0.03))
-                self._call(name, f"fulfil {CONTENDED} {end}", partial(contention.fulfil, self.db, CONTENDED, end))
+                if rng.random() < 0.5:
+                    self._call(name, f"fulfil {CONTENDED} {end}", partial(contention.fulfil, self.db, CONTENDED, end))
+                else:
+                    self._call(
+                        name, f"fulfil claims {CONTENDED} {end}", partial(hcclaims.fulfil, self.db, CONTENDED, end)
+                    )
+
+    def hc_claimer(self, name: str, rng: random.Random, operations: int) -> None:
+        """High-contention claims of ``hc``'s contended end, several at once (among the contenders'
+        pops), each run as an actor of its own that may be stopped or frozen midway, as a
+        contender's pop may: a lease a round granted to a claimer that died ends by itself."""
+        for n in range(max(1, operations // 2)):
+            if self.stopping.is_set():
+                return
+            self._meet(TICK_SECONDS)
+            self.scheduler.sleep(TICK_SECONDS / 2)
+            claims = [self._contended_claim(name, f"{name}.{n}{'abc'[k]}", rng) for k in range(rng.choice([2, 3]))]
+            if not self.exact:
+                self.scheduler.block("its claims", condition=partial(_all_done, claims))
+
+    def _contended_claim(self, owner: str, name: str, rng: random.Random) -> Any:
+        """Start one high-contention claim of ``hc`` as an actor, maybe to be stopped or frozen midway."""
+        timeout = rng.choice([None, 1.0, 2.0])
+        wait = rng.choice([None, 1.0, 2.0])
+        seconds = rng.choice([0.5, 2.0, 30.0])
+        what = f"claim {CONTENDED} {self.contended_end} high-contention lease {seconds}"
+        what += (f" timeout {timeout}" if timeout else "") + (f" wait {wait}" if wait else "")
+        call = partial(
+            service.claim,
+            self.db,
+            CONTENDED,
+            end=self.contended_end,
+            lease=seconds,
+            mode="high-contention",
+            timeout=timeout,
+            wait=wait,
+        )
+        settle = random.Random(rng.random())
+        if self.exact:
+            return self._hc_claim(owner, what, call, settle)
+        claim = self.scheduler.spawn(name, partial(self._hc_claim, name, what, call, settle))
+        self.doubts[name] = self.doubts[owner]
+        self._plan_stop(claim, rng, waits=wait is not None)
+        return claim
+
+    def _hc_claim(self, name: str, what: str, call: Any, rng: random.Random) -> None:
+        """One claim, then settled as a claimer settles; or first acked by a second claim's commit
+        (``ack=``), as a steady claimer acks its last item and asks for the next at once."""
+        lease, _doubt, _error = self._call(name, what, call)
+        if lease is not None and rng.random() < 0.3:
+            first, value = lease, lease.item.value
+            self.history.leased(value)
+            lease, _doubt, error = self._call(name, f"{what} ack {value}", partial(call, ack=first.receipt), acks=value)
+            self._gone_early(name, first, error)
+            if error is None:
+                self.history.deliver(value)
+            elif not isinstance(error, (LeaseGone, FDBError)):
+                raise error
+        if lease is not None:
+            self.history.leased(lease.item.value)
+            self._settle(name, rng, lease)
 
     def _plan_stop(self, pop: Any, rng: random.Random, *, waits: bool) -> None:
         """Maybe stop or freeze ``pop`` at a step of the protocol.

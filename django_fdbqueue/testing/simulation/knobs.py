@@ -16,6 +16,7 @@ from typing import Any, Iterator
 from django_fdbqueue.service._internals import (
     contention,
     dedup,
+    hcclaims,
     items,
     keylimits,
     recovery,
@@ -44,6 +45,7 @@ KNOBS: tuple[tuple[tuple[Any, ...], str, tuple[float, ...]], ...] = (
     ((contention,), "STAGE_AFTER_CONFLICTS", (1,)),
     ((workflow_keys,), "SHARDS", (1, 2)),  # a chord's fan-in: one counter, or shards of shards
     ((workflow_stopping,), "SWEEP_NODES", (1, 2)),  # a stopped workflow swept over many pages
+    ((hcclaims,), "STAGE_AFTER_CONFLICTS", (0, 1)),  # 0: every high-contention claim is staged
 )
 
 

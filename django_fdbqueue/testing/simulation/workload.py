@@ -53,6 +53,7 @@ class Shape:
     schedulers: int = 2  # two schedulers race to fire one declared schedule
     task_workers: int = 1  # run the tasks one enqueuer enqueues (none without workers)
     workflows: int = 1  # enqueuers of small workflows of tasks (run by the task workers, or the drain)
+    hc_claimers: int = 2  # high-contention claims of ``hc``'s contended end, several at once
     coroutines: int = 3  # each async waiter's event loop runs this many waits side by side
     pause: float = 0.0  # a producer pauses up to this long (virtual seconds) between its pushes
 
@@ -84,7 +85,7 @@ class Shape:
 
 
 _NOT_COUNTS = ("operations", "coroutines", "pause")
-_DOUBLED = {"producers", "poppers", "claimers", "keyed_claimers", "waiters", "awaiters", "contenders"}
+_DOUBLED = {"producers", "poppers", "claimers", "keyed_claimers", "waiters", "awaiters", "contenders", "hc_claimers"}
 #: The groups a focused seed runs alone (with the producers they consume from).
 _FOCUSES = (
     ("producers", "poppers"),
@@ -101,6 +102,7 @@ _FOCUSES = (
     ("schedulers",),
     ("task_workers",),
     ("task_workers", "workflows"),
+    ("feeders", "hc_claimers", "tenders"),
 )
 
 
@@ -151,6 +153,7 @@ class Actors(Contention, Waiting):
             ("feeder", shape.feeders, self.feeder),
             ("contender", shape.contenders, self.contender),
             ("tender", shape.tenders, self.tender),
+            ("hcclaimer", shape.hc_claimers, self.hc_claimer),
         ]
         self.coroutines, self.pause = shape.coroutines, shape.pause
         for kind, count, body in kinds:
