@@ -36,27 +36,24 @@ _INT_LIMIT = (1 << 64) - 1
 _INT_CODES = {n: bytes([0x14 + n]) for n in range(-8, 9)}
 _NONE, _FALSE, _TRUE, _STAMP = b"\x00", b"\x26", b"\x27", b"\x33"
 _BYTES, _TEXT, _END = b"\x01", b"\x02", b"\x00"
-
-
-def _int(value: int) -> bytes | None:
-    if value > 0:
-        if value >= _INT_LIMIT:
-            return None
-        n = (value.bit_length() + 7) >> 3
-        return _INT_CODES[n] + value.to_bytes(n, "big")
-    if value == 0:
-        return b"\x14"
-    if -value >= _INT_LIMIT:
-        return None
-    n = ((-value).bit_length() + 7) >> 3
-    return _INT_CODES[-n] + (value + (1 << (8 * n)) - 1).to_bytes(n, "big")
+_UNSET = b"\xff" * 10  # the transaction version of an incomplete versionstamp
 
 
 def _element(value: Any) -> bytes | None:
     """One element's encoding, or None when the binding must encode the tuple."""
     kind = type(value)
     if kind is int:
-        return _int(value)
+        if value > 0:
+            if value >= _INT_LIMIT:
+                return None
+            n = (value.bit_length() + 7) >> 3
+            return _INT_CODES[n] + value.to_bytes(n, "big")
+        if value == 0:
+            return b"\x14"
+        if -value >= _INT_LIMIT:
+            return None
+        n = ((-value).bit_length() + 7) >> 3
+        return _INT_CODES[-n] + (value + (1 << (8 * n)) - 1).to_bytes(n, "big")
     if kind is str:
         text: str = value
         return _TEXT + text.encode("utf-8").replace(b"\x00", b"\x00\xff") + _END
@@ -89,15 +86,28 @@ def pack(t: tuple[Any, ...], prefix: bytes = b"") -> bytes:
     return b"".join(parts)
 
 
-def _terminated(key: bytes, start: int) -> tuple[bytes, int]:
-    """The escaped bytes of a text or bytes element from ``start``, and where the next begins."""
+def _stamp(tr_version: bytes, user_version: int) -> Any:
+    """``Versionstamp(tr_version, user_version)`` for parts known to be valid (ten bytes, and two
+    bytes' worth): the same object, without the constructor's checks, which cost more than the rest
+    of unpacking a key."""
+    stamp = object.__new__(_Versionstamp)
+    stamp.tr_version = tr_version
+    stamp.user_version = user_version
+    return stamp
+
+
+def _terminated(key: bytes, start: int, size: int) -> tuple[bytes, int]:
+    """The bytes of a text or bytes element from ``start`` (unescaped), and where the next begins."""
     end = key.find(b"\x00", start)
-    while end >= 0 and key[end + 1 : end + 2] == b"\xff":
+    if end < 0:
+        return key[start:], size + 1
+    if end + 1 == size or key[end + 1] != 0xFF:  # no escaped zero byte inside: the common case
+        return key[start:end], end + 1
+    while end >= 0 and end + 1 < size and key[end + 1] == 0xFF:
         end = key.find(b"\x00", end + 2)
     if end < 0:
-        end = len(key)
-    raw = key[start:end]
-    return (raw.replace(b"\x00\xff", b"\x00") if b"\x00" in raw else raw), end + 1
+        end = size
+    return key[start:end].replace(b"\x00\xff", b"\x00"), end + 1
 
 
 def unpack(key: bytes, prefix_len: int = 0) -> tuple[Any, ...]:
@@ -105,36 +115,36 @@ def unpack(key: bytes, prefix_len: int = 0) -> tuple[Any, ...]:
     if type(key) is not bytes:
         return _binding_unpack(key, prefix_len=prefix_len)
     out: list[Any] = []
+    append = out.append
     pos, size = prefix_len, len(key)
     while pos < size:
         code = key[pos]
-        if 0x0C <= code <= 0x1C:
-            n = code - 0x14
-            if n >= 0:
-                end = pos + 1 + n
-                if end > size:
-                    break
-                out.append(int.from_bytes(key[pos + 1 : end], "big"))
-            else:
-                end = pos + 1 - n
-                if end > size:
-                    break
-                out.append(int.from_bytes(key[pos + 1 : end], "big") - ((1 << (-8 * n)) - 1))
+        if 0x14 <= code <= 0x1C:
+            end = pos + code - 0x13
+            if end > size:
+                break
+            append(int.from_bytes(key[pos + 1 : end], "big"))
             pos = end
         elif code == 0x02:
-            raw, pos = _terminated(key, pos + 1)
-            out.append(raw.decode("utf-8"))
+            raw, pos = _terminated(key, pos + 1, size)
+            append(raw.decode("utf-8"))
         elif code == 0x01:
-            raw, pos = _terminated(key, pos + 1)
-            out.append(raw)
-        elif code == 0x33 and pos + 13 <= size and key[pos + 1 : pos + 11] != b"\xff" * 10:
-            out.append(_Versionstamp(key[pos + 1 : pos + 11], int.from_bytes(key[pos + 11 : pos + 13], "big")))
+            raw, pos = _terminated(key, pos + 1, size)
+            append(raw)
+        elif code == 0x33 and pos + 13 <= size and key[pos + 1 : pos + 11] != _UNSET:
+            append(_stamp(key[pos + 1 : pos + 11], int.from_bytes(key[pos + 11 : pos + 13], "big")))
             pos += 13
+        elif 0x0C <= code < 0x14:
+            end = pos + 0x15 - code
+            if end > size:
+                break
+            append(int.from_bytes(key[pos + 1 : end], "big") - ((1 << (8 * (0x14 - code))) - 1))
+            pos = end
         elif code == 0x00:
-            out.append(None)
+            append(None)
             pos += 1
         elif code == 0x26 or code == 0x27:
-            out.append(code == 0x27)
+            append(code == 0x27)
             pos += 1
         else:
             break
