@@ -43,17 +43,18 @@ def _element(value: Any) -> bytes | None:
     """One element's encoding, or None when the binding must encode the tuple."""
     kind = type(value)
     if kind is int:
-        if value > 0:
-            if value >= _INT_LIMIT:
+        number: int = value
+        if number > 0:
+            if number >= _INT_LIMIT:
                 return None
-            n = (value.bit_length() + 7) >> 3
-            return _INT_CODES[n] + value.to_bytes(n, "big")
-        if value == 0:
+            n = (number.bit_length() + 7) >> 3
+            return _INT_CODES[n] + number.to_bytes(n, "big")
+        if number == 0:
             return b"\x14"
-        if -value >= _INT_LIMIT:
+        if -number >= _INT_LIMIT:
             return None
-        n = ((-value).bit_length() + 7) >> 3
-        return _INT_CODES[-n] + (value + (1 << (8 * n)) - 1).to_bytes(n, "big")
+        n = ((-number).bit_length() + 7) >> 3
+        return _INT_CODES[-n] + (number + (1 << (8 * n)) - 1).to_bytes(n, "big")
     if kind is str:
         text: str = value
         return _TEXT + text.encode("utf-8").replace(b"\x00", b"\x00\xff") + _END
