@@ -9,13 +9,15 @@ Needs the recipe's page (``FDBQUEUE_BENCH_RECIPE``, as for ``manage.py fdbqueue 
 and, for the ``foundationdb`` engine, FoundationDB's binaries (``FDB_HOME``) and client library
 (``FDBQUEUE_CLIENT_LIBRARY``): it starts a throwaway one-process cluster whose commits take 5 ms.
 
-One client thread, one queue, in rounds: each round times ``--ops`` calls of each operation
-(the recipe's push and pop, then the service's push, plain pop, high-contention pop, and claim
-followed by ack), each on a queue filled beforehand, untimed. The figure is the process's CPU
-time (every thread: the FoundationDB client's network thread too) per call, as the bench's
-``CPU MS/OP`` column counts it, so a machine busy with other work changes it less than it
-changes wall-clock rates. The table shows each row's median over the rounds, and the median of
-its ratio to the recipe's pop *of the same round*.
+One client thread, one queue, in rounds: each round fills the queues (untimed), then makes
+``--ops`` calls of each operation (the recipe's push and pop, the service's push, plain pop,
+high-contention pop, and claim followed by ack), the operations taking turns call by call. The
+figure is the process's CPU time (every thread: the FoundationDB client's network thread too)
+per call, as the bench's ``CPU MS/OP`` column counts it, so a machine busy with other work changes
+it less than it changes wall-clock rates, and taking turns makes what change there is fall on
+every operation alike. The table shows each row's median over the rounds, and the median of its
+ratio to the recipe's pop *of the same round*; the last column is the calling thread's share (the
+rest is the client library's network thread).
 
 ``--profile`` runs the same rounds under cProfile (which slows every Python call, so its times
 are not the table's) and writes, per engine and operation, the functions with the most own time
@@ -79,15 +81,20 @@ def _recipe(db: Any) -> Any:
     return bind(load_recipe(path).code, db, root_subspace()["cpu-recipe"][QUEUE])
 
 
-def _operations(db: Any, ops: int) -> dict[str, tuple[Callable[[], Any] | None, Callable[[int], Any]]]:
-    """Each operation: (what fills its queue first, untimed, or None; one call, timed)."""
+def _operations(db: Any, ops: int) -> tuple[Callable[[], None], dict[str, Callable[[int], Any]]]:
+    """What fills the queues before a round (untimed), and each operation's call (timed)."""
     from django_fdbqueue import service
 
     recipe = _recipe(db)
     encoded = [json.dumps({"n": n}, separators=(",", ":")).encode() for n in range(ops)]
 
     def fill() -> None:
-        service.push_many(db, QUEUE, [({"n": n}, n % 10) for n in range(ops)])
+        # A round's pops, high-contention pops and claims take 3 x ops items of the one queue
+        # (its pushes add more); the recipe's pops take what its pushes add, ops more kept ahead.
+        for _ in range(3):
+            service.push_many(db, QUEUE, [({"n": n}, n % 10) for n in range(ops)])
+        for n in range(ops):
+            recipe.push(db, encoded[n], n % 10)
 
     def claim_ack(n: int) -> None:
         lease = service.claim(db, QUEUE)
@@ -97,29 +104,39 @@ def _operations(db: Any, ops: int) -> dict[str, tuple[Callable[[], Any] | None, 
     def popped(item: Any) -> None:
         assert item is not None
 
-    return {
-        "recipe push": (None, lambda n: recipe.push(db, encoded[n], n % 10)),
-        RECIPE_POP: (None, lambda n: popped(recipe.pop(db, False))),
-        "push": (None, lambda n: service.push(db, QUEUE, {"n": n}, n % 10)),
-        "plain pop": (None, lambda n: popped(service.pop(db, QUEUE))),
-        "high-contention pop": (fill, lambda n: popped(service.pop(db, QUEUE, mode="high-contention"))),
-        "claim+ack": (fill, claim_ack),
+    return fill, {
+        "recipe push": lambda n: recipe.push(db, encoded[n], n % 10),
+        RECIPE_POP: lambda n: popped(recipe.pop(db, False)),
+        "push": lambda n: service.push(db, QUEUE, {"n": n}, n % 10),
+        "plain pop": lambda n: popped(service.pop(db, QUEUE)),
+        "high-contention pop": lambda n: popped(service.pop(db, QUEUE, mode="high-contention")),
+        "claim+ack": claim_ack,
     }
 
 
-def _timed(call: Callable[[int], Any], ops: int) -> tuple[float, float]:
-    """CPU milliseconds per call of ``ops`` calls: the whole process's, and the calling thread's."""
-    started, thread_started = time.process_time(), time.thread_time()
+def _round(calls: dict[str, Callable[[int], Any]], ops: int) -> dict[str, tuple[float, float]]:
+    """CPU milliseconds per call of each operation: the whole process's, and the calling thread's.
+
+    The operations take turns call by call, so a change in what else the machine does falls on
+    all of them alike, and each call is timed on its own."""
+    spent = {name: [0.0, 0.0] for name in calls}
+    clock, thread_clock = time.process_time, time.thread_time
     for n in range(ops):
-        call(n)
-    return 1000 * (time.process_time() - started) / ops, 1000 * (time.thread_time() - thread_started) / ops
+        for name, call in calls.items():
+            started, thread_started = clock(), thread_clock()
+            call(n)
+            total = spent[name]
+            total[0] += clock() - started
+            total[1] += thread_clock() - thread_started
+    return {name: (1000 * process / ops, 1000 * thread / ops) for name, (process, thread) in spent.items()}
 
 
-def _profiled(call: Callable[[int], Any], ops: int, profile: cProfile.Profile) -> None:
-    profile.enable()
+def _profiled(calls: dict[str, Callable[[int], Any]], ops: int, profiles: dict[str, cProfile.Profile]) -> None:
     for n in range(ops):
-        call(n)
-    profile.disable()
+        for name, call in calls.items():
+            profiles[name].enable()
+            call(n)
+            profiles[name].disable()
 
 
 def child(engine: str, place: str, ops: int, rounds: int, profiling: bool) -> None:
@@ -130,26 +147,21 @@ def child(engine: str, place: str, ops: int, rounds: int, profiling: bool) -> No
     if service.queue_exists(db, QUEUE):  # left by an earlier run on the same store
         service.delete_queue(db, QUEUE)
     service.create_queue(db, QUEUE, "priority")
-    operations = _operations(db, ops)
+    fill, calls = _operations(db, ops)
     per_round: dict[str, list[tuple[float, float]]] = {name: [] for name in OPERATIONS}
     for number in range(rounds + 1):  # round 0 warms up: caches filled, code paths taken once
+        fill()
+        spent = _round(calls, ops)
         for name in OPERATIONS:
-            fill, call = operations[name]
-            if fill is not None:
-                fill()
-            spent = _timed(call, ops)
             if number:
-                per_round[name].append(spent)
+                per_round[name].append(spent[name])
     texts = {}
     if profiling:  # rounds of their own: cProfile slows every call, the table's rounds are clean
         # The clock is the calling thread's CPU time: waits for the cluster cost nothing.
         profiles = {name: cProfile.Profile(time.thread_time) for name in OPERATIONS}
         for _number in range(rounds):
-            for name in OPERATIONS:
-                fill, call = operations[name]
-                if fill is not None:
-                    fill()
-                _profiled(call, ops, profiles[name])
+            fill()
+            _profiled(calls, ops, profiles)
         texts = {name: _profile_text(profile, ops * rounds) for name, profile in profiles.items()}
     print(json.dumps({"rounds": per_round, "profiles": texts}))
 
