@@ -29,6 +29,7 @@ from django_fdbqueue.fdbapi import (
     fdb,
     is_transaction,
     make_error,
+    remember_commit,
     tuples,
 )
 
@@ -185,6 +186,7 @@ def _arrive(db: Any, p: _Pop, *, stage: bool = False) -> Item | Outcome | None:
             if registering:
                 stamp, leads = _register(tr, p, qk, requests, lead)
             tr.commit().wait()
+            remember_commit(db, tr)  # the thread's next pop or claim may start from it (it sees our take)
             if registering:
                 p.request_key = requests.pack((_Versionstamp(bytes(stamp.wait()), 0), p.token))
                 p.leads = leads
@@ -226,6 +228,7 @@ def _fulfil(db: Any, name: str, end: str, p: _Pop | None, *, lead: bool = False)
         if done.led_elsewhere:
             return done
         tr.commit().wait()  # trivial when the round found nothing to do
+        remember_commit(db, tr)
         done.committed = True
         return done
     except FDBError as error:
