@@ -14,17 +14,18 @@ import threading
 import time
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, cast
+from typing import Any, Callable, TypeVar, cast
 
 from django_fdbqueue.exceptions import InvalidArgument, QueueNotFound
-from django_fdbqueue.fdbapi import fdb
+from django_fdbqueue.fdbapi import tuples
 
 from . import keys
-from .catalog import Entry, require
+from .catalog import Entry, require_with
 from ..records import Item
 from .recovery import RESULT_BELL, RESULT_LEAD_BELL, epoch
 
 TOKEN_BYTES = 16
+R = TypeVar("R")
 
 
 class Outcome:
@@ -91,7 +92,12 @@ class Pop:
 
     def bind(self, tr: Any) -> keys.QueueKeys:
         """Read the catalog entry (an ordinary read: a racing delete makes us retry)."""
-        entry, qk = require(tr, self.name, fifo_ok=self.end == "min")
+        return self.bind_with(tr, lambda _qk: None)[0]
+
+    def bind_with(self, tr: Any, send: Callable[[keys.QueueKeys], R]) -> tuple[keys.QueueKeys, R]:
+        """:meth:`bind`, with the caller's first reads (``send(qk)``) sent alongside the catalog
+        check (``catalog.require_with``): one round trip for both."""
+        entry, qk, sent = require_with(tr, self.name, send, fifo_ok=self.end == "min")
         if entry.tenants:  # its staged requests are served in queue order, not by turns
             raise InvalidArgument(
                 f"The queue {self.name!r} is split by tenant, and a high-contention pop does not take "
@@ -103,7 +109,7 @@ class Pop:
             self.qk = qk
         elif self.qk.queue_id != entry.queue_id:
             raise QueueNotFound(f"The queue {self.name!r} was deleted while a pop waited.", name=self.name)
-        return qk
+        return qk, sent
 
     @cached_property
     def receipt_key(self) -> bytes:
@@ -113,7 +119,7 @@ class Pop:
 
     def receipt(self, item: Item) -> bytes:
         """The receipt's value: whose pop took which item."""
-        return fdb.tuple.pack((self.token, item.id))
+        return tuples.pack((self.token, item.id))
 
     @property
     def results(self) -> slice:
@@ -134,13 +140,13 @@ class Pop:
 
     def named(self, raw: Any) -> bool:
         """Does the ``lead`` key's value name this pop?"""
-        return cast(bool, raw.present() and fdb.tuple.unpack(bytes(raw))[0] == self.token)
+        return cast(bool, raw.present() and tuples.unpack(bytes(raw))[0] == self.token)
 
     def may_lead(self, raw: Any, now_us: int) -> bool:
         """Given the ``lead`` key's value: is nobody else running the rounds (or are we named)?"""
         if not raw.present():
             return True
-        token, until_us = fdb.tuple.unpack(bytes(raw))
+        token, until_us = tuples.unpack(bytes(raw))
         return cast(bool, token == self.token or until_us < now_us)
 
     @property
@@ -159,7 +165,7 @@ class Pop:
         present = raw.present()  # may raise (lazily, on a cluster): keep the candidates for the retry
         candidates, self.candidates = self.candidates, {}  # resolved either way
         if present:
-            token, item_id = fdb.tuple.unpack(bytes(raw))
+            token, item_id = tuples.unpack(bytes(raw))
             if token == self.token:
                 return candidates.get(item_id)
         return None
