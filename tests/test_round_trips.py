@@ -154,7 +154,7 @@ def test_a_stale_cached_entry_is_caught_and_the_reads_made_again_for_the_new_que
     for operation in ("peek", "claim", "pop"):
         catalog._cache[slot] = stale  # as in a process that cached it before another changed the catalog
         got = getattr(service, operation)(fdbqueue_db, "jobs")
-        assert catalog._cache[slot][1].queue_id != stale[1].queue_id  # read again, and cached
+        assert catalog._cache[slot].entry.queue_id != stale.entry.queue_id  # read again, and cached
         if operation == "peek":
             assert got.value == "new"
         elif operation == "claim":
@@ -176,9 +176,9 @@ def test_an_item_that_became_due_is_still_taken_in_its_turn(fdbqueue_db, clock):
     assert service.claim(fdbqueue_db, "jobs", end="max").item.value == "now, calm"
 
 
-def recreated_behind_the_cache(db: Any, name: str) -> tuple[bytes, Any]:
+def recreated_behind_the_cache(db: Any, name: str) -> Any:
     """Make ``name`` with one item, then delete and create it again as another process would: this
-    process's cache still holds the old entry. Returns that stale cache entry (tag, entry)."""
+    process's cache still holds the old entry. Returns that stale cache entry (its tag and entry)."""
     from django_fdbqueue.service._internals import catalog
 
     service.create_queue(db, name)
@@ -207,7 +207,7 @@ def test_a_push_prepared_with_a_stale_cached_entry_lands_in_the_queue_as_it_is(f
     assert retry_counts().get(1020, 0) == conflicts + 1  # the one attempt that wrote ahead
     assert [i.value for i in service.browse(fdbqueue_db, "jobs").items] == ["second"]
     assert service.get_item(fdbqueue_db, "jobs", item.id).value == "second"
-    old = keys.queue_keys(connection.root_subspace(), stale[1].queue_id).space.range()
+    old = keys.queue_keys(connection.root_subspace(), stale.entry.queue_id).space.range()
     assert list(fdbqueue_db.create_transaction().get_range(old.start, old.stop)) == []
 
 
@@ -220,12 +220,12 @@ def test_another_queue_created_meanwhile_does_not_make_a_push_start_over(fdbqueu
     service.create_queue(fdbqueue_db, "jobs")
     service.push(fdbqueue_db, "jobs", "a")
     slot = (catalog.root().key(), "jobs")
-    tag = catalog._cache[slot][0]
+    tag = catalog._cache[slot].tag
     service.create_queue(fdbqueue_db, "other")
     conflicts = retry_counts().get(1020, 0)
     service.push(fdbqueue_db, "jobs", "b")
     assert retry_counts().get(1020, 0) == conflicts
-    assert catalog._cache[slot][0] != tag
+    assert catalog._cache[slot].tag != tag
     assert [i.value for i in service.browse(fdbqueue_db, "jobs").items] == ["a", "b"]
 
 

@@ -4,7 +4,8 @@ Service code imports FoundationDB names from here and nowhere else, so it runs u
 real cluster (official binding) and on the embedded engine: ``fdb`` (the official package, for
 its pure-Python tuple layer and ``fdb.Subspace``, so keys are byte-identical on both engines),
 ``FDBError`` (one exception type per process, which ``except FDBError`` catches from either
-engine), ``KeySelector`` and ``transactional``. The binding is loaded once, with pure-Python
+engine), ``KeySelector``, ``transactional``, and ``tuples`` (the tuple layer's pack and unpack
+for the kinds of element the service's keys hold, faster, byte for byte the same). The binding is loaded once, with pure-Python
 stand-ins when its C library cannot be (``binding.py``).
 
 Why each name is what it is: the code map, ``fdbapi/`` (docs/explanation/code-map.md), and the
@@ -36,6 +37,7 @@ from .retrying import (
     vouch,
 )
 from .roots import attach_root, root_of, subspace_of
+from . import tuples
 from .waits import bounded, bounded_waits, wait_bound
 
 __all__ = [
@@ -69,6 +71,7 @@ __all__ = [
     "strinc",
     "subspace_of",
     "transactional",
+    "tuples",
     "vouch",
     "wait_bound",
 ]

@@ -118,8 +118,22 @@ METADATA_VERSION_KEY = b"\xff/metadataVersion"
 # A versionstamped value: 10 placeholder bytes, then the 4-byte offset of the stamp (0).
 _METADATA_VERSION_PARAM = b"\x00" * 14
 _CACHE_LIMIT = 10_000
-_cache: dict[tuple[bytes, str], tuple[bytes, Entry]] = {}
 _cache_lock = threading.Lock()
+
+
+class _Cached:
+    """A cached entry, its tag (the metadata version it was read under), and what every use of it
+    needs made once: the queue's key layout and the entry's own key (its read conflict)."""
+
+    __slots__ = ("tag", "entry", "qk", "key")
+
+    def __init__(self, root_space: Any, name: str, tag: bytes, entry: Entry) -> None:
+        self.tag, self.entry = tag, entry
+        self.qk = keys.queue_keys(root_space, entry.queue_id)
+        self.key = keys.catalog_key(root_space, name)
+
+
+_cache: dict[tuple[bytes, str], _Cached] = {}
 
 
 def forget_entries() -> None:
@@ -138,23 +152,23 @@ def lookup(tr: Any, root_space: Any, name: str) -> Entry | None:
     """The entry, from the cache when the metadata version allows, else read (and cached)."""
     if attempts.changed_catalog(tr):
         return read_entry(tr, root_space, name)
-    slot = (root_space.key(), name)
-    cached = _cache.get(slot)
+    cached = _cache.get((root_space.key(), name))
     if cached is not None:
-        known = Guess(tr, root_space, name, *cached)
+        known = Guess(tr, root_space, name, cached)
         return known.entry if known.holds(tr) else known.found
     version_future = tr.snapshot[METADATA_VERSION_KEY]
     entry = read_entry(tr, root_space, name)
     if entry is not None:
-        _remember(slot, bytes(version_future) if version_future.present() else b"", entry)
+        _remember(root_space, name, bytes(version_future) if version_future.present() else b"", entry)
     return entry
 
 
-def _remember(slot: tuple[bytes, str], version: bytes, entry: Entry) -> None:
+def _remember(root_space: Any, name: str, version: bytes, entry: Entry) -> None:
+    cached = _Cached(root_space, name, version, entry)
     with _cache_lock:
         if len(_cache) >= _CACHE_LIMIT:
             _cache.clear()
-        _cache[slot] = (version, entry)
+        _cache[(root_space.key(), name)] = cached
 
 
 class Guess:
@@ -164,12 +178,11 @@ class Guess:
     its writes, with the cached entry while that read is in flight, then asks :meth:`holds`.
     """
 
-    __slots__ = ("entry", "qk", "found", "_tag", "_version", "_root", "_name")
+    __slots__ = ("entry", "qk", "found", "_cached", "_version", "_root", "_name")
 
-    def __init__(self, tr: Any, root_space: Any, name: str, tag: bytes, entry: Entry) -> None:
-        self.entry, self._tag, self._root, self._name = entry, tag, root_space, name
-        self.qk = keys.queue_keys(root_space, entry.queue_id)
-        self.found: Entry | None = entry  #: the entry as :meth:`holds` found it
+    def __init__(self, tr: Any, root_space: Any, name: str, cached: _Cached) -> None:
+        self.entry, self.qk, self._cached, self._root, self._name = cached.entry, cached.qk, cached, root_space, name
+        self.found: Entry | None = cached.entry  #: the entry as :meth:`holds` found it
         self._version = tr.snapshot[METADATA_VERSION_KEY]
 
     def holds(self, tr: Any) -> bool:
@@ -179,16 +192,15 @@ class Guess:
         read (into :attr:`found`, and the cache), and if it is the same the guess holds.
         """
         version = bytes(self._version) if self._version.present() else b""
-        if version == self._tag:
-            tr.add_read_conflict_key(keys.catalog_key(self._root, self._name))
+        if version == self._cached.tag:
+            tr.add_read_conflict_key(self._cached.key)
             return True
         self.found = read_entry(tr, self._root, self._name)
-        slot = (self._root.key(), self._name)
         if self.found is None:
             with _cache_lock:
-                _cache.pop(slot, None)
+                _cache.pop((self._root.key(), self._name), None)
         else:
-            _remember(slot, version, self.found)  # the next attempt guesses right
+            _remember(self._root, self._name, version, self.found)  # the next attempt guesses right
         return self.found == self.entry
 
 
@@ -198,9 +210,9 @@ def guess(tr: Any, name: str, *, fifo_ok: bool = True) -> Guess | None:
         return None
     root_space = root(tr)
     cached = _cache.get((root_space.key(), name))
-    if cached is None or (not fifo_ok and cached[1].kind == "fifo"):
+    if cached is None or (not fifo_ok and cached.entry.kind == "fifo"):
         return None
-    return Guess(tr, root_space, name, *cached)
+    return Guess(tr, root_space, name, cached)
 
 
 def require_with(

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from django_fdbqueue.exceptions import InvalidArgument, QueueNotFound
-from django_fdbqueue.fdbapi import fdb
+from django_fdbqueue.fdbapi import tuples
 
 from . import keylimits, keys, leases, visibility
 from .catalog import Entry, require
@@ -52,7 +52,7 @@ class Claim(Staged):
         return claim_desk(qk)
 
     def request_value(self) -> bytes:
-        return fdb.tuple.pack((self.deadline_us, self.lease_us))
+        return tuples.pack((self.deadline_us, self.lease_us))
 
     def bind(self, tr: Any) -> keys.QueueKeys:
         entry, qk = require(tr, self.name, fifo_ok=self.end == "min")

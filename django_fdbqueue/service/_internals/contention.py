@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import random
 import time
-from typing import Any, cast
+from typing import Any, Callable, cast
 
 from django_fdbqueue.exceptions import InvalidArgument
 from django_fdbqueue.fdbapi import (
@@ -27,6 +27,7 @@ from django_fdbqueue.fdbapi import (
     bounded,
     is_transaction,
     make_error,
+    remember_commit,
 )
 
 from . import checks, kept, keys
@@ -67,11 +68,27 @@ STAGE_AFTER_CONFLICTS = 2
 # --- steps 1 and 2: the fast path, or registering a request ----------------------------------
 
 
-def _take_unless_waiting(tr: Any, p: _Pop, qk: keys.QueueKeys, requests: Any) -> Item | Outcome | None:
-    """Pop as a plain pop does when nobody waits (an Item, or None when empty); else STAGED:
-    the caller registers, behind the requests already waiting."""
+def _waiting(tr: Any, requests: Any) -> Any:
+    """Send the snapshot read of the first request waiting (not waited for)."""
     r = requests.range()
-    if first(tr.snapshot.get_range(r.start, r.stop, limit=1)) is not None:
+    return tr.snapshot.get_range(r.start, r.stop, limit=1)
+
+
+def _arrival_reads(tr: Any, p: _Pop, registering: bool) -> Callable[[keys.QueueKeys], tuple[Any, Any]]:
+    """What an arriving pop sends with its catalog check (one round trip for all): snapshot reads,
+    so no conflicts, of the ``lead`` key (read if it registers) and, unless it registers at once,
+    of the first request waiting (``_take_unless_waiting``)."""
+
+    def send(qk: keys.QueueKeys) -> tuple[Any, Any]:
+        return tr.snapshot[qk.lead(p.end)], None if registering else _waiting(tr, qk.requests(p.end))
+
+    return send
+
+
+def _take_unless_waiting(tr: Any, p: _Pop, qk: keys.QueueKeys, waiting: Any) -> Item | Outcome | None:
+    """Pop as a plain pop does when nobody waits (an Item, or None when empty); else STAGED:
+    the caller registers, behind the requests already waiting (``waiting``: :func:`_waiting`'s read)."""
+    if first(waiting) is not None:
         return STAGED
     popped, _cut = take(tr, cast(Entry, p.entry), qk, p.end, 1)  # bound by the caller
     if not popped:
@@ -99,20 +116,19 @@ def _arrive(db: Any, p: _Pop, *, stage: bool = False) -> Item | Outcome | None:
         took: Item | Outcome | None = None
         registering = stage
         try:
-            qk = p.bind(tr)
+            qk, (lead, waiting) = p.bind_with(tr, _arrival_reads(tr, p, registering))
             confirmed = p.confirm(tr)
             if confirmed is not None:
                 return confirmed
             if unsure_registration and find_request(tr, p):
                 return STAGED
-            requests = qk.requests(p.end)
-            lead = tr.snapshot[qk.lead(p.end)]  # sent now: read with the requests, if we register
             if not registering:
-                took = _take_unless_waiting(tr, p, qk, requests)
+                took = _take_unless_waiting(tr, p, qk, waiting)
                 registering = took is STAGED
             if registering:
                 stamp, leads = register(tr, p, lead)
             tr.commit().wait()
+            remember_commit(db, tr)  # the thread's next pop or claim may start from it (it sees our take)
             if registering:
                 registered(p, stamp, leads)
                 return STAGED

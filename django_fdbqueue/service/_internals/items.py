@@ -8,7 +8,7 @@ from typing import Any, Iterable
 
 from django_fdbqueue import codecs
 from django_fdbqueue.exceptions import InvalidArgument, ValueTooLarge, WrongQueueKind
-from django_fdbqueue.fdbapi import ErrorCode, fdb, is_transaction, make_error, transactional
+from django_fdbqueue.fdbapi import ErrorCode, fdb, is_transaction, make_error, transactional, tuples
 
 from . import attempts, catalog, checks, dedup, keys, tally, tenantkeys, tokens, visibility
 from .attempts import Attempt
@@ -241,11 +241,11 @@ def _write_one(tr: Any, qk: keys.QueueKeys, p: Prepared, stamp: Any, now_us: int
         )
         tr.set_versionstamped_key(
             qk.hidden_index.pack_with_versionstamp((p.priority, stamp)),
-            fdb.tuple.pack((p.visible_us, b"", *tail)),
+            tuples.pack((p.visible_us, b"", *tail)),
         )
         return True
     tr.set_versionstamped_key(qk.items.pack_with_versionstamp((p.priority, stamp, *tail)), p.payload)
-    tr.set_versionstamped_key(qk.order.pack_with_versionstamp((stamp,)), fdb.tuple.pack((p.priority, p.enqueued_us)))
+    tr.set_versionstamped_key(qk.order.pack_with_versionstamp((stamp,)), tuples.pack((p.priority, p.enqueued_us)))
     if p.tenant is not None:
         tenantkeys.pushed(tr, qk, p.priority, stamp, p.meta)
     return False

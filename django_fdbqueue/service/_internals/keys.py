@@ -72,7 +72,6 @@ which shows the list above as it stands here.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import os
 import time
@@ -80,7 +79,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from django_fdbqueue.fdbapi import fdb
+from django_fdbqueue.fdbapi import fdb, tuples
 
 CATALOG = "c"
 DELETIONS = "t"
@@ -185,11 +184,11 @@ class ItemMeta:
         return cls(*rest)
 
     def claimed(self) -> "ItemMeta":
-        return dataclasses.replace(self, attempts=self.attempts + 1)
+        return ItemMeta(self.enqueued_us, self.codec, self.attempts + 1, self.dedup, self.key, self.tenant)
 
     def fresh(self) -> "ItemMeta":
         """Attempts forgotten: a dead letter requeued by hand starts over."""
-        return dataclasses.replace(self, attempts=0)
+        return ItemMeta(self.enqueued_us, self.codec, 0, self.dedup, self.key, self.tenant)
 
 
 @dataclass(frozen=True)
@@ -205,7 +204,9 @@ class QueueKeys:
 
     @cached_property
     def space(self) -> fdb.Subspace:
-        return self.root[QUEUES][self.queue_id]
+        # Every subspace below is made from this one, so all of them pack and unpack through
+        # ``fdbapi.tuples``: the same bytes as the binding's tuple layer, in a fraction of the time.
+        return tuples.QuickSubspace(rawPrefix=self.root[QUEUES][self.queue_id].key())
 
     @cached_property
     def items(self) -> fdb.Subspace:

@@ -21,7 +21,7 @@ from django_fdbqueue.fdbapi import transactional, vouch
 
 from . import checks, dedup, keyclaims, keylimits, keys, settled, spread, tally, tenantturns, tokens, visibility
 from .waiting import Blocked
-from .catalog import counter_bytes, require, require_with_entry
+from .catalog import counter_bytes, require, require_with_entry, root
 from .reading import promote_and_walk
 from ..records import Lease, SteppedLease, now_micros, to_datetime
 
@@ -111,7 +111,7 @@ def grant(tr: Any, qk: keys.QueueKeys, kv: Any, now_us: int, visible_us: int, to
 
 def leased(name: str, qk: keys.QueueKeys, hidden: visibility.Hidden, payload: Any) -> Lease:
     """The Lease a claimer holds for ``hidden`` (a leased item of queue ``name``)."""
-    receipt = tokens.Receipt(name, qk.queue_id, hidden.priority, hidden.stamp, hidden.token).encode()
+    receipt = tokens.Receipt(name, qk.queue_id, hidden.priority, hidden.stamp, hidden.token).hand_out()
     item = visibility.item_from(hidden.priority, hidden.stamp, hidden.meta, payload)
     return Lease(item, receipt, to_datetime(hidden.visible_us))
 
@@ -154,10 +154,12 @@ def held_lease(tr: Any, r: tokens.Receipt, *, expired_ok: bool = False) -> Held:
     ``expired_ok``: a lease whose time is up but that nothing has moved on yet (no claim or pop
     promoted it) is still held; a give-back for a caller that went away takes it back whole.
     """
+    # The lease's entry is found by the receipt's queue id, so it is read together with the
+    # catalog check (one round trip, not two); it matters only when that id is the queue's.
+    raw = tr[keys.queue_keys(root(tr), r.queue_id).hidden_index.pack((r.priority, r.stamp))]
     entry, qk = require(tr, r.name)
     if entry.queue_id != r.queue_id:
         raise LeaseNotFound(f"Queue {r.name!r} was deleted and created again since this claim.", name=r.name)
-    raw = tr[qk.hidden_index.pack((r.priority, r.stamp))]
     now_us = now_micros()
     if not raw.present():
         raise LeaseNotFound(name=r.name)

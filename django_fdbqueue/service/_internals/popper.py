@@ -13,18 +13,20 @@ import os
 import threading
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, cast
+from typing import Any, Callable, TypeVar, cast
 
 from django_fdbqueue.exceptions import InvalidArgument, QueueNotFound
-from django_fdbqueue.fdbapi import fdb
+from django_fdbqueue.fdbapi import tuples
 
 from . import keys
-from .catalog import require
+from .catalog import require_with
 from ..records import Item
 from .recovery import epoch
 from .staging import EMPTY, GONE, LEAD, STAGED, TOKEN_BYTES, Outcome, Staged
 
 __all__ = ["EMPTY", "GONE", "LEAD", "STAGED", "TOKEN_BYTES", "Outcome", "Pop"]
+
+R = TypeVar("R")
 
 
 _client = threading.local()
@@ -62,7 +64,12 @@ class Pop(Staged):
 
     def bind(self, tr: Any) -> keys.QueueKeys:
         """Read the catalog entry (an ordinary read: a racing delete makes us retry)."""
-        entry, qk = require(tr, self.name, fifo_ok=self.end == "min")
+        return self.bind_with(tr, lambda _qk: None)[0]
+
+    def bind_with(self, tr: Any, send: Callable[[keys.QueueKeys], R]) -> tuple[keys.QueueKeys, R]:
+        """:meth:`bind`, with the caller's first reads (``send(qk)``) sent alongside the catalog
+        check (``catalog.require_with``): one round trip for both."""
+        entry, qk, sent = require_with(tr, self.name, send, fifo_ok=self.end == "min")
         if entry.tenants:  # its staged requests are served in queue order, not by turns
             raise InvalidArgument(
                 f"The queue {self.name!r} is split by tenant, and a high-contention pop does not take "
@@ -74,7 +81,7 @@ class Pop(Staged):
             self.qk = qk
         elif self.qk.queue_id != entry.queue_id:
             raise QueueNotFound(f"The queue {self.name!r} was deleted while a pop waited.", name=self.name)
-        return qk
+        return qk, sent
 
     @cached_property
     def receipt_key(self) -> bytes:
@@ -84,7 +91,7 @@ class Pop(Staged):
 
     def receipt(self, item: Item) -> bytes:
         """The receipt's value: whose pop took which item."""
-        return fdb.tuple.pack((self.token, item.id))
+        return tuples.pack((self.token, item.id))
 
     @property
     def in_doubt(self) -> bool:
@@ -102,7 +109,7 @@ class Pop(Staged):
         present = raw.present()  # may raise (lazily, on a cluster): keep the candidates for the retry
         candidates, self.candidates = self.candidates, {}  # resolved either way
         if present:
-            token, item_id = fdb.tuple.unpack(bytes(raw))
+            token, item_id = tuples.unpack(bytes(raw))
             if token == self.token:
                 return candidates.get(item_id)
         return None

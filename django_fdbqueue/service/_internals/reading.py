@@ -148,11 +148,18 @@ def take(
     """
     walker = tenantturns.promote_and_walk if entry.tenants else promote_and_walk
     kvs, cut = walker(tr, entry, qk, end, n, max_bytes, sent)
-    items = [decode_item(qk, kv) for kv in kvs]
-    if kept.active():  # an async pop whose caller may go away (``giveback``); else no extra unpacking
-        for kv in kvs:
-            kept.note(qk, qk.items.unpack(bytes(kv.key)), kv.value)
-    dedup.consumed_all(tr, qk, [visibility.take_ready(tr, qk, bytes(kv.key)) for kv in kvs])
+    keeping = kept.active()  # an async pop whose caller may go away (``giveback``)
+    items: list[Item] = []
+    gone: list[tuple[int, Any, keys.ItemMeta]] = []
+    for kv in kvs:
+        key = bytes(kv.key)
+        parts = qk.items.unpack(key)  # once per item: its place and meta, for the item and the clear
+        taken = visibility.take_ready(tr, qk, key, parts)
+        items.append(visibility.item_from(*taken, kv.value))
+        gone.append(taken)
+        if keeping:
+            kept.note(qk, parts, kv.value)
+    dedup.consumed_all(tr, qk, gone)
     if items:
         tr.add(qk.counter(keys.SIZE), counter_bytes(-len(items)))
         tr.add(qk.counter(keys.POPPED), counter_bytes(len(items)))

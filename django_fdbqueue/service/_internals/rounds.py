@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from django_fdbqueue.fdbapi import RETRYABLE_CODES, ErrorCode, FDBError, count_retry, fdb
+from django_fdbqueue.fdbapi import RETRYABLE_CODES, ErrorCode, FDBError, count_retry, remember_commit, tuples
 
 from . import dedup, keys, kept, tally, visibility
 from .catalog import Entry, counter_bytes, require
@@ -206,6 +206,7 @@ def attempt(db: Any, name: str, end: str, p: Staged | None, *, lead: bool = Fals
         if done.led_elsewhere:
             return done
         tr.commit().wait()  # trivial when the round found nothing to do
+        remember_commit(db, tr)  # the thread's next pop or claim may start from it (it sees the round)
         done.committed = True
         return done
     except FDBError as error:
@@ -229,7 +230,7 @@ def _heir(live: list[Live], p: Staged | None) -> Live | None:
 def _hand_on(tr: Any, desk: Desk, end: str, heir: Live | None, now_us: int) -> None:
     """Name the heir in the ``lead`` key and ring its bell; with none, leave the rounds to nobody."""
     if heir is not None:
-        tr[desk.lead(end)] = fdb.tuple.pack((heir.token, now_us + micros(LEAD_SECONDS)))
+        tr[desk.lead(end)] = tuples.pack((heir.token, now_us + micros(LEAD_SECONDS)))
         tr[desk.results.pack((heir.deadline_us, heir.token, RESULT_LEAD_BELL))] = b""
         return
     r = desk.requests(end).range()
@@ -242,7 +243,7 @@ def _live(tr: Any, requests: Any, waiting: list[Any], cutoff_us: int, done: Roun
     live: list[Live] = []
     for kv in waiting:
         key = bytes(kv.key)
-        deadline_us, *extra = fdb.tuple.unpack(bytes(kv.value))
+        deadline_us, *extra = tuples.unpack(bytes(kv.value))
         if deadline_us < cutoff_us:  # its owner gave up long ago, or died: drop it
             tr.add_read_conflict_key(key)
             del tr[key]

@@ -20,7 +20,7 @@ from __future__ import annotations
 import random
 from typing import Any, Callable, TypeVar
 
-from django_fdbqueue.fdbapi import FDBError, count_retry, bounded, is_transaction, remember_commit
+from django_fdbqueue.fdbapi import bounded, is_transaction, transactional
 
 from . import keys
 from ..records import now_micros
@@ -84,13 +84,16 @@ def run(db_or_tr: Any, attempt: Callable[[Any, bool], T]) -> T:
     """
     if is_transaction(db_or_tr):
         return attempt(db_or_tr, False)
-    tr = db_or_tr.create_transaction()
-    while True:
-        try:
-            result = attempt(tr, True)
-            tr.commit().wait()
-            remember_commit(db_or_tr, tr)  # the thread's next pop or claim may start from it
-            return result
-        except FDBError as error:
-            count_retry(error.code)
-            tr.on_error(error).wait()
+    return _owned(db_or_tr, attempt)
+
+
+# Given the database: ``transactional``'s retry loop, which also starts from this thread's last
+# commit where the database allows it (a read version round trip fewer). That is sound here
+# because a settling call reads with ordinary reads only (the lease's or the dead letter's entry,
+# the settled markers): whatever changed them since that version is a conflict at commit, and
+# whatever it raises there (not found, expired) is looked at again from a fresh read version
+# (see ``fdbapi.retrying``). An outcome it answers stands: a marker, once written, stays for the
+# markers' lifetime.
+@transactional(trusts=lambda _outcome: True)
+def _owned(tr: Any, attempt: Callable[[Any, bool], T]) -> T:
+    return attempt(tr, True)

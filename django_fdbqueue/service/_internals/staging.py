@@ -25,7 +25,7 @@ from functools import cached_property
 from typing import Any, Callable, cast
 
 from django_fdbqueue.exceptions import InvalidArgument
-from django_fdbqueue.fdbapi import FDBError, count_retry, fdb
+from django_fdbqueue.fdbapi import FDBError, count_retry, fdb, tuples
 
 from . import keys, runtime
 from .catalog import Entry, first
@@ -128,7 +128,7 @@ class Staged:
 
     def request_value(self) -> bytes:
         """What the request carries for the round that serves it."""
-        return fdb.tuple.pack((self.deadline_us,))
+        return tuples.pack((self.deadline_us,))
 
     @property
     def results(self) -> slice:
@@ -146,13 +146,13 @@ class Staged:
 
     def named(self, raw: Any) -> bool:
         """Does the ``lead`` key's value name this caller?"""
-        return cast(bool, raw.present() and fdb.tuple.unpack(bytes(raw))[0] == self.token)
+        return cast(bool, raw.present() and tuples.unpack(bytes(raw))[0] == self.token)
 
     def may_lead(self, raw: Any, now_us: int) -> bool:
         """Given the ``lead`` key's value: is nobody else running the rounds (or are we named)?"""
         if not raw.present():
             return True
-        token, until_us = fdb.tuple.unpack(bytes(raw))
+        token, until_us = tuples.unpack(bytes(raw))
         return cast(bool, token == self.token or until_us < now_us)
 
     def doubt(self, got: Any) -> None:
@@ -194,7 +194,7 @@ def register(tr: Any, s: Staged, lead: Any) -> tuple[Any, bool]:
     leads = s.may_lead(lead, now_us)
     if leads:
         tr.add_read_conflict_key(desk.lead(s.end))
-        tr[desk.lead(s.end)] = fdb.tuple.pack((s.token, now_us + micros(LEAD_SECONDS)))
+        tr[desk.lead(s.end)] = tuples.pack((s.token, now_us + micros(LEAD_SECONDS)))
     return tr.get_versionstamp(), leads
 
 

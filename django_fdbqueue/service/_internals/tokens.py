@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django_fdbqueue.exceptions import InvalidArgument, InvalidCursor
-from django_fdbqueue.fdbapi import fdb
+from django_fdbqueue.fdbapi import fdb, tuples
 
 from .checks import NAME_RE, PRIORITY_MAX, PRIORITY_MIN
 from .keys import LEASE_TOKEN_BYTES
@@ -39,7 +39,7 @@ def _decode_token(token: object) -> tuple[Any, ...] | None:
         parts = fdb.tuple.unpack(raw)
         # One encoding per tuple too: the tuple layer reads an unterminated last element (bytes,
         # text) up to the end, so a token cut short by a character could decode to the same tuple.
-        return parts if fdb.tuple.pack(parts) == raw else None
+        return parts if tuples.pack(parts) == raw else None
     except (binascii.Error, ValueError, TypeError, IndexError, KeyError, struct.error, RecursionError):
         return None
 
@@ -54,7 +54,7 @@ def _is_priority(value: object) -> bool:
 
 def item_id(priority: int, stamp: fdb.tuple.Versionstamp) -> str:
     """The opaque id of an item: its place in the queue, which never changes while it exists."""
-    return _encode_token(fdb.tuple.pack((priority, stamp)))
+    return _encode_token(tuples.pack((priority, stamp)))
 
 
 def parse_item_id(token: object) -> tuple[int, fdb.tuple.Versionstamp]:
@@ -105,6 +105,12 @@ def parse_list_cursor(token: object) -> str:
     return parts[1]
 
 
+#: Receipts this process handed out lately, read back without decoding them again (an ack in the
+#: process that claimed: a worker's). At most this many are kept; then they start over.
+RECEIPTS_KEPT = 1024
+_handed_out: dict[str, "Receipt"] = {}
+
+
 @dataclass(frozen=True)
 class Receipt:
     """What a claim hands out: where the leased item is, and the lease's secret token."""
@@ -117,8 +123,16 @@ class Receipt:
 
     def encode(self) -> str:
         return _encode_token(
-            fdb.tuple.pack((_RECEIPT_TAG, self.name, self.queue_id, self.priority, self.stamp, self.token))
+            tuples.pack((_RECEIPT_TAG, self.name, self.queue_id, self.priority, self.stamp, self.token))
         )
+
+    def hand_out(self) -> str:
+        """:meth:`encode`, remembered: :func:`parse_receipt` knows what it reads back."""
+        text = self.encode()
+        if len(_handed_out) >= RECEIPTS_KEPT:
+            _handed_out.clear()
+        _handed_out[text] = self
+        return text
 
 
 def parse_receipt(token: object) -> Receipt:
@@ -126,6 +140,9 @@ def parse_receipt(token: object) -> Receipt:
     it is not one this service handed out."""
     from django_fdbqueue.exceptions import InvalidReceipt
 
+    known = _handed_out.get(token) if type(token) is str else None
+    if known is not None:  # made here from a claim's own parts, so it is one (see hand_out)
+        return known
     parts = _decode_token(token)
     if (
         parts is None

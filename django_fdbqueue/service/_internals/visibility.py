@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Iterator, cast
 
 from django_fdbqueue import codecs
-from django_fdbqueue.fdbapi import choice_reads, fdb
+from django_fdbqueue.fdbapi import choice_reads, tuples
 
 from . import keylimits, keys, tally, tenantkeys, tokens
 from .catalog import Entry, counter_bytes
@@ -58,7 +58,7 @@ class Hidden:
 
     @classmethod
     def from_index(cls, priority: int, stamp: Any, raw: bytes) -> "Hidden":
-        visible_us, token, *rest = fdb.tuple.unpack(raw)
+        visible_us, token, *rest = tuples.unpack(raw)
         return cls(visible_us, priority, stamp, token, keys.ItemMeta.from_elements(rest))
 
     @property
@@ -72,7 +72,7 @@ class Hidden:
         return qk.hidden_index.pack((self.priority, self.stamp))
 
     def index_value(self) -> bytes:
-        return fdb.tuple.pack((self.visible_us, self.token, *self.meta.elements()))
+        return tuples.pack((self.visible_us, self.token, *self.meta.elements()))
 
     def counter(self) -> str:
         return keys.LEASED if self.leased else keys.DELAYED
@@ -84,14 +84,19 @@ class Hidden:
 def put_ready(tr: Any, qk: keys.QueueKeys, priority: int, stamp: Any, meta: keys.ItemMeta, payload: bytes) -> None:
     """The item's ready key and push-order entry (no counters: callers count)."""
     tr[qk.items.pack((priority, stamp, *meta.elements()))] = payload
-    tr[qk.order.pack((stamp,))] = fdb.tuple.pack((priority, meta.enqueued_us))
+    tr[qk.order.pack((stamp,))] = tuples.pack((priority, meta.enqueued_us))
     if meta.tenant is not None:
         tenantkeys.ready(tr, qk, priority, stamp, meta)  # back in its tenant's sub-queue
 
 
-def take_ready(tr: Any, qk: keys.QueueKeys, item_key: bytes) -> tuple[int, Any, keys.ItemMeta]:
-    """Clear a ready item's two keys; what it was (no counters: callers count)."""
-    priority, stamp, *rest = qk.items.unpack(item_key)
+def take_ready(
+    tr: Any, qk: keys.QueueKeys, item_key: bytes, parts: tuple[Any, ...] | None = None
+) -> tuple[int, Any, keys.ItemMeta]:
+    """Clear a ready item's two keys; what it was (no counters: callers count).
+
+    ``parts`` is the key unpacked (``qk.items.unpack(item_key)``) when the caller already has it.
+    """
+    priority, stamp, *rest = qk.items.unpack(item_key) if parts is None else parts
     del tr[item_key]
     del tr[qk.order.pack((stamp,))]
     return priority, stamp, keys.ItemMeta.from_elements(rest)

@@ -203,6 +203,7 @@ def _run(
     try:
         with simulated(scheduler, rng, db), _knobs(options, seed, scheduler):
             _instrument(db, scheduler, rng, faults, doubts)
+            _reuse_read_versions(options, seed, scheduler, db)
             actors = Actors(db, scheduler, history, seed, doubts)
             parts = services.Services(actors, options.shape_of(seed))
             queues = {**QUEUES, **own_queues}
@@ -233,6 +234,14 @@ def _serve_all(db: Any, queue: str, end: str) -> None:
         if not serve_high_contention(db, queue, end).more:
             return
     raise AssertionError(f"rounds on {queue!r} ({end}) still report more after 10,000")
+
+
+def _reuse_read_versions(options: Options, seed: int, scheduler: Scheduler, db: Any) -> None:
+    """In half the swarm's seeds, writers start from their thread's last commit, as on a cluster
+    (``fdbapi.retrying``): what they conclude at an older read version is judged too."""
+    if options.swarm and random.Random(f"{seed}/reuse").random() < 0.5:
+        db.reuse_read_versions = True
+        scheduler.note("read versions reused")
 
 
 def _knobs(options: Options, seed: int, scheduler: Scheduler) -> Any:
