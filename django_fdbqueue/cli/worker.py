@@ -119,6 +119,14 @@ def register(subparsers: Any) -> None:
         "order. Default: exact order (with --tasks: the backend's CLAIM_SPREAD option).",
     )
     parser.add_argument(
+        "--claim-mode",
+        choices=("plain", "high-contention"),
+        default=None,
+        help="high-contention: for many workers of one queue that must keep exact order, claims that "
+        "meet others are served in rounds (not with --spread, nor on queues with key limits or split by "
+        "tenant). Default: plain (with --tasks: the backend's CLAIM_MODE option).",
+    )
+    parser.add_argument(
         "--max-backoff",
         metavar="S",
         type=seconds,
@@ -205,6 +213,7 @@ def _task_workers(ctx: Context, options: dict[str, Any]) -> tuple[Any, str]:
         lease=options["lease"],
         burst=options["burst"],
         spread=options["spread"],
+        claim_mode=options["claim_mode"],
     )
     return workers, ",".join(worker.queue for worker in workers.workers)
 
@@ -244,6 +253,7 @@ def handle_worker(ctx: Context, options: dict[str, Any]) -> None:
             max_backoff=options["max_backoff"],
             burst=options["burst"],
             spread=options["spread"],
+            claim_mode=options["claim_mode"] or "plain",
         )
     log_handler = _show_log(ctx, options.get("verbosity", 1))
     try:

@@ -31,7 +31,7 @@ from .asynchronous import (
     arequeue_dead_letter,
     asize,
 )
-from .consuming import ack, claim, extend, receipt_queue, release
+from .consuming import ClaimMode, ack, claim, extend, receipt_queue, release
 from .deadletters import dead_letters, delete_dead_letter, get_dead_letter, requeue_dead_letter
 from ._internals.dedup import DEDUP_WINDOW_SECONDS
 from .inspecting import browse, get_item, scheduled
@@ -86,6 +86,7 @@ __all__ = [
     "QueueInfo",
     "Page",
     "Lease",
+    "ClaimMode",
     "SteppedLease",
     "ScheduledItem",
     "DeadLetter",

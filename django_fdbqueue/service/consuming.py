@@ -7,7 +7,7 @@ what a retry after ``commit_unknown_result`` finds).
 from __future__ import annotations
 
 import warnings
-from typing import Any, Callable, Literal
+from typing import Any, Callable, Literal, cast
 
 from django_fdbqueue.exceptions import InvalidArgument
 from django_fdbqueue.fdbapi import DatabaseOrTransaction, Transaction
@@ -96,6 +96,11 @@ def _staged(
         return got
 
     return blocking(db, name, end, wait, once)
+
+
+def check_claim_mode(mode: object, spread: int | None = None) -> ClaimMode:
+    """``mode`` as a claim takes it beside ``spread`` (for faces that pass it on: workers, tasks)."""
+    return cast(ClaimMode, check_mode(mode, spread, None))
 
 
 def check_mode(mode: object, spreading: int | None, timeout: object) -> str:

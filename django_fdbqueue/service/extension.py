@@ -19,6 +19,7 @@ from ._internals.keylimits import check_key
 from ._internals.checks import check_name, check_priority, check_seconds
 from ._internals.tokens import Receipt, list_cursor, parse_receipt
 from ._internals.spread import check as check_spread
+from .consuming import check_claim_mode
 
 __all__ = [
     "Receipt",
@@ -27,6 +28,7 @@ __all__ = [
     "check_priority",
     "check_seconds",
     "check_spread",
+    "check_claim_mode",
     "forget_cached_queues",
     "list_cursor",
     "parse_receipt",

@@ -63,6 +63,10 @@ DEFAULT_OPTIONS: dict[str, Any] = {
     # tasks at random (2 to 100; see service.claim's spread), so workers rarely collide, and tasks
     # start in roughly, not exactly, priority order. None: exact order.
     "CLAIM_SPREAD": None,
+    # "high-contention" for many task workers on one task queue that must keep exact priority
+    # order: claims that meet others are served in rounds (see service.claim's mode). Not with
+    # CLAIM_SPREAD or LIMIT_KEY_ARG (a queue with key limits). "plain": one transaction a claim.
+    "CLAIM_MODE": "plain",
 }
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 # The errors of a workflow's member that never ran: such a member is not retried on its own.
@@ -96,6 +100,7 @@ class FDBQueueBackend(BaseTaskBackend):
         self.lease: float = merged["LEASE"]
         self.limit_key_arg: str | None = merged["LIMIT_KEY_ARG"]
         self.claim_spread: int | None = merged["CLAIM_SPREAD"]
+        self.claim_mode: Any = merged["CLAIM_MODE"]
         self._check_options()
 
     # --- options and queue names ------------------------------------------------------------------
@@ -123,11 +128,24 @@ class FDBQueueBackend(BaseTaskBackend):
             check_spread(self.claim_spread)
         except InvalidArgument:
             self.option_errors.append(f"CLAIM_SPREAD must be None or an integer from 2 to {service.MAX_SPREAD}")
+        self._check_claim_mode()
         for name in sorted(self.queues):
             try:
                 self.queue_for(name)
             except InvalidTaskError as error:
                 self.option_errors.append(str(error))
+
+    def _check_claim_mode(self) -> None:
+        if self.claim_mode not in ("plain", "high-contention"):
+            self.option_errors.append(f"CLAIM_MODE must be 'plain' or 'high-contention', not {self.claim_mode!r}")
+        elif self.claim_mode == "high-contention" and self.claim_spread is not None:
+            self.option_errors.append(
+                "CLAIM_MODE 'high-contention' keeps exact order and CLAIM_SPREAD gives it up: set one"
+            )
+        elif self.claim_mode == "high-contention" and self.limit_key_arg is not None:
+            self.option_errors.append(
+                "CLAIM_MODE 'high-contention' does not claim from queues with key limits (LIMIT_KEY_ARG)"
+            )
 
     def queue_for(self, queue_name: str) -> str:
         """Our queue's name for a task queue name."""

@@ -29,6 +29,7 @@ from django_fdbqueue.connection import get_database
 from django_fdbqueue.exceptions import QueueError
 from django_fdbqueue.fdbapi import FDBError, transactional
 from django_fdbqueue.service.extension import parse_receipt
+from django_fdbqueue.service import ClaimMode
 from django_fdbqueue.service.records import now_micros
 from django_fdbqueue.worker import Worker, WorkerStats
 from django_fdbqueue.worker.ack_with import AckWith, commit_alone
@@ -333,6 +334,7 @@ class TaskWorkers:
         lease: float | None = None,
         burst: bool = False,
         spread: int | None = None,
+        claim_mode: ClaimMode | None = None,
     ) -> None:
         names = sorted(queue_names or backend.queues)
         if not names:
@@ -355,6 +357,7 @@ class TaskWorkers:
                 burst=shared,
                 on_claim=self.runner.claimed,
                 spread=backend.claim_spread if spread is None else spread,
+                claim_mode=backend.claim_mode if claim_mode is None else claim_mode,
             )
             for name in names
         ]

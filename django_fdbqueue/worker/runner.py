@@ -21,7 +21,7 @@ from django_fdbqueue import service
 from django_fdbqueue.exceptions import InvalidArgument, WrongQueueKind
 from django_fdbqueue.fdbapi import Database, FDBError, Transaction, describe
 from django_fdbqueue.service import activity
-from django_fdbqueue.service.extension import check_seconds, check_spread
+from django_fdbqueue.service.extension import check_claim_mode, check_seconds, check_spread
 
 from .burst import Burst
 from .heartbeat import Heartbeat
@@ -59,6 +59,8 @@ class Worker:
     lease)``, if given, runs in each claim's own transaction, and the handler is then called as
     ``handler(item, what on_claim returned)``; it must not raise for an item it cannot handle.
     ``spread`` (2 to 100) has each claim take one of the first ``spread`` ready items at random.
+    ``claim_mode="high-contention"`` keeps exact order for many slots and workers of one queue
+    instead (``service.claim``'s ``mode``; not with ``spread``).
     ``burst=True``, or one :class:`Burst` shared by several workers, ends the worker once no item
     is ready and none is in hand. Start with :meth:`run` (blocks) or :meth:`start` and
     :meth:`wait`.
@@ -82,6 +84,7 @@ class Worker:
         burst: bool | Burst = False,
         on_claim: Callable[[Transaction, service.Lease], Any] | None = None,
         spread: int | None = None,
+        claim_mode: service.ClaimMode = "plain",
     ) -> None:
         if not callable(handler):
             raise InvalidArgument(f"The handler must be callable, not {type(handler).__name__}.")
@@ -96,6 +99,7 @@ class Worker:
         self.db = db
         self.queue = queue
         self.spread = check_spread(spread)
+        self.claim_mode = check_claim_mode(claim_mode, self.spread)
         self.handler = handler
         self.on_claim = on_claim
         self.concurrency = concurrency
@@ -220,7 +224,9 @@ class Worker:
         """The heartbeat and one slot per thread, made from the settings as they are now."""
         target = Target(self.db, self.queue, self.lease)
         self._settler = Settler(target, self._state, base_backoff=self.base_backoff, max_backoff=self.max_backoff)
-        options = ClaimOptions(end=self.end, poll_wait=self.poll_wait, spread=self.spread, on_claim=self.on_claim)
+        options = ClaimOptions(
+            end=self.end, poll_wait=self.poll_wait, spread=self.spread, on_claim=self.on_claim, mode=self.claim_mode
+        )
         handler = cast(Callable[..., object], self.handler)  # one argument or two: see on_claim
         slots = [
             Slot(index, target, self._state, self._settler, handler, options, self.burst, member)

@@ -32,12 +32,14 @@ MAX_STORE_BACKOFF = 10.0
 
 @dataclass(frozen=True)
 class ClaimOptions:
-    """How every slot of a worker claims: from which end, waiting how long, how spread, with what step."""
+    """How every slot of a worker claims: from which end, waiting how long, how spread or in which
+    mode, with what step."""
 
     end: str
     poll_wait: float
     spread: int | None
     on_claim: Callable[[Transaction, service.Lease], Any] | None
+    mode: service.ClaimMode = "plain"
 
 
 class Slot:
@@ -120,6 +122,7 @@ class Slot:
                 wait=wait,
                 step=options.on_claim,
                 spread=options.spread,
+                mode=options.mode,
             )
         except FDBError as error:
             self.state.count(store_errors=1)
