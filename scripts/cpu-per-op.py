@@ -53,19 +53,12 @@ TOP = 22
 
 
 def _setup(engine: str, place: str) -> Any:
-    import django
-    from django.conf import settings
+    sys.path.insert(0, HERE)
+    from scratch_store import open_store  # beside this script
 
-    store = {"ENGINE": engine, "PATH": place} if engine == "embedded" else {"ENGINE": engine, "CLUSTER_FILE": place}
-    settings.configure(
-        INSTALLED_APPS=["django.contrib.contenttypes", "django.contrib.auth", "django_fdbqueue"],
-        FDBQUEUE=store,
-        USE_TZ=True,
+    return open_store(
+        {"ENGINE": engine, "PATH": place} if engine == "embedded" else {"ENGINE": engine, "CLUSTER_FILE": place}
     )
-    django.setup()
-    from django_fdbqueue.connection import get_database
-
-    return get_database()
 
 
 def _recipe(db: Any) -> Any:

@@ -26,7 +26,6 @@ from django_fdbqueue.fdbapi import (
     count_retry,
     bounded,
     is_transaction,
-    make_error,
     remember_commit,
 )
 
@@ -48,7 +47,7 @@ from .recovery import (
     returned,
 )
 from .rounds import LEAD_SECONDS, Round, SnapshotReads, attempt
-from .staging import check_timeout, find_request, let_go, register, registered, take_turns, watch_bells
+from .staging import answer, check_timeout, find_request, let_go, register, registered, take_turns, watch_bells
 from .staging import retry as _retry
 
 #: Lets a pop's bells' watches go (``staging.let_go``); a name of this module's own, which the
@@ -247,13 +246,8 @@ def _settle(db: Any, p: _Pop, *, withdraw: bool) -> Any:
             _retry(tr, error)
 
 
-def _finish(got: Item | Outcome | None) -> Item | None:
-    if got is GONE:
-        raise make_error(ErrorCode.TRANSACTION_TIMED_OUT)
-    if got is EMPTY or got is None:
-        return None
-    assert isinstance(got, Item)
-    return got
+def _finish(got: Any) -> Item | None:
+    return cast("Item | None", answer(got))
 
 
 # --- the entry point --------------------------------------------------------------------------

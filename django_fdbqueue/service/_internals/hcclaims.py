@@ -36,6 +36,7 @@ from .staging import (
     LEAD,
     STAGED,
     Outcome,
+    answer,
     check_timeout,
     find_request,
     let_go,
@@ -316,12 +317,7 @@ def _wait_on(tr: Any, c: Claim, lead: Any, withdraw: bool) -> Any:
 
 
 def _finish(got: Any) -> Lease | None:
-    if got is GONE:
-        raise make_error(ErrorCode.TRANSACTION_TIMED_OUT)
-    if got is EMPTY or got is None:
-        return None
-    assert isinstance(got, Lease)
-    return got
+    return cast("Lease | None", answer(got))
 
 
 @bounded

@@ -25,7 +25,7 @@ from functools import cached_property
 from typing import Any, Callable, cast
 
 from django_fdbqueue.exceptions import InvalidArgument
-from django_fdbqueue.fdbapi import FDBError, count_retry, fdb, tuples
+from django_fdbqueue.fdbapi import ErrorCode, FDBError, count_retry, fdb, make_error, tuples
 
 from . import keys, runtime
 from .catalog import Entry, first
@@ -169,6 +169,14 @@ def check_timeout(timeout: object, default: float) -> float:
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 3600:
         raise InvalidArgument("timeout must be a number of seconds above 0 and at most 3600.")
     return float(timeout)
+
+
+def answer(got: Any) -> Any:
+    """What a staged call returns for the outcome ``got``: nothing when EMPTY (or None), 1031 when
+    GONE (its request dropped after the deadline, or withdrawn), else what it got."""
+    if got is GONE:
+        raise make_error(ErrorCode.TRANSACTION_TIMED_OUT)
+    return None if got is EMPTY else got
 
 
 def retry(tr: Any, error: Exception) -> None:
