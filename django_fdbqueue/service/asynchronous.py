@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Callable, Generic, Iterable, TypeVar, cast
 
 from django_fdbqueue.exceptions import InvalidArgument
@@ -141,7 +142,7 @@ async def apop_returnable(
     checks.check_name(name)
     checks.check_end(end)
 
-    def attempt() -> kept.Taken | None:
+    def attempt(_hint: bytes) -> kept.Taken | None:  # a pop takes the first item: hints are for claims
         with kept.keeping() as found:
             item = popping.pop(db, name, end, mode=mode, timeout=timeout)
         return kept.taken(item, found)
@@ -172,12 +173,15 @@ async def apeek_max(db: Database, name: str) -> Item | None:
 
 @observed(name="claim", none_is_empty=True)
 def _claim_once(
-    db: Database, name: str, seconds: float, end: str, spreading: int | None, timeout: float | None = None
+    db: Database, name: str, seconds: float, end: str, spreading: int | None, timeout: float | None, hint: bytes
 ) -> Lease | Blocked | None:
     """One claim transaction, as ``claim`` makes it (reported as a claim); with ``timeout``, a
-    high-contention claim (several transactions, up to ``timeout`` seconds in the pool's thread)."""
+    high-contention claim (several transactions, up to ``timeout`` seconds in the pool's thread).
+    A woken waiter's ``hint`` is the item its channel handed it (``hinted``)."""
     if timeout is not None:
         return hcclaims.claim(db, name, end, seconds, timeout=timeout)
+    if spreading is None and hint:
+        return leases.claim_hinted_once(db, name, seconds, end, None, None, hint)
     once = leases.claim_once if spreading is None else leases.claim_spread_once
     return once(db, name, seconds, end, None, spreading)
 
@@ -230,7 +234,7 @@ async def aclaim_returnable(
 
     claimed = cast(
         "Lease | None",
-        await awaiting.blocking(db, name, wait, lambda: _claim_once(db, name, seconds, end, spreading, timeout), undo),
+        await awaiting.blocking(db, name, wait, partial(_claim_once, db, name, seconds, end, spreading, timeout), undo),
     )
     if claimed is None:
         return None

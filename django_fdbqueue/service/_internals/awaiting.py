@@ -13,6 +13,7 @@ while the wait lasts (``waiting.try_again_after``).
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 from typing import Any, Callable, TypeVar
 
 from . import checks, offload, watchhub
@@ -22,41 +23,48 @@ from ..records import now_micros
 T = TypeVar("T")
 
 
-async def blocking(db: Any, name: str, wait: object, attempt: Callable[[], Any], undo: Callable[[Any], None]) -> Any:
-    """Run ``attempt`` on the pool until it returns something or ``wait`` seconds pass.
+async def blocking(
+    db: Any, name: str, wait: object, attempt: Callable[[bytes], Any], undo: Callable[[Any], None]
+) -> Any:
+    """Run ``attempt(hint)`` on the pool until it returns something or ``wait`` seconds pass.
 
+    ``hint`` is b"", or after a wake-up the key of a ready item no other woken waiter was handed
+    (``watchhub.Channel.park``): a claim may take that one, so that waiters woken together do
+    not all collide on the first item.
     ``wait`` None runs it once. What an attempt returns after its caller was cancelled goes to
     ``undo``. A ``Blocked`` result means "items, none claimable now": not returned.
     """
     if wait is None:
-        got = await offload.run_undoable(attempt, undo)
+        got = await offload.run_undoable(partial(attempt, b""), undo)
         return None if isinstance(got, Blocked) else got
     seconds = checks.check_seconds(wait, "wait", minimum=0, maximum=MAX_WAIT_SECONDS)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + seconds
     woken_in: watchhub.Channel | None = None
+    hint = b""
     while True:
         seen_at = loop.time()
         try:
-            got = await offload.run_undoable(attempt, undo)
+            got = await offload.run_undoable(partial(attempt, hint), undo)
         except BaseException as error:
             if woken_in is not None:
-                woken_in.attempted(None)  # its turn goes to the next waiter
-                woken_in = None
+                woken_in.attempted(None, hint=hint)  # its turn goes to the next waiter
+                woken_in, hint = None, b""
             if not try_again_after(error, deadline - loop.time()):
                 raise
             await asyncio.sleep(TIMED_OUT_PAUSE)
             continue
         blocked = got if isinstance(got, Blocked) else None
         if woken_in is not None:
-            woken_in.attempted(got is not None and blocked is None, _comes_back_in(got))
-            woken_in = None
+            woken_in.attempted(got is not None and blocked is None, _comes_back_in(got), hint)
+            woken_in, hint = None, b""
         if got is not None and blocked is None:
             return got
         chan = watchhub.channel(db, name)
-        if not await chan.park(deadline, seen_at, blocked):
+        turn = await chan.park(deadline, seen_at, blocked)
+        if turn is None:
             return None
-        woken_in = chan
+        hint, woken_in = turn, chan
 
 
 def _comes_back_in(got: Any) -> float | None:

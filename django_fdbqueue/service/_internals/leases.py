@@ -19,7 +19,7 @@ from typing import Any, Callable
 from django_fdbqueue.exceptions import InvalidReceipt, LeaseExpired, LeaseNotFound
 from django_fdbqueue.fdbapi import transactional, vouch
 
-from . import checks, dedup, keyclaims, keylimits, keys, settled, spread, tally, tenantturns, tokens, visibility
+from . import checks, dedup, hinted, keyclaims, keylimits, keys, settled, spread, tally, tenantturns, tokens, visibility
 from .waiting import Blocked
 from .catalog import counter_bytes, require, require_with_entry, root
 from .reading import promote_and_walk
@@ -54,24 +54,31 @@ def _claim(
     end: str,
     step: Callable[[Any, Lease], Any] | None = None,
     spreading: int | None = None,
+    hint: bytes = b"",
 ) -> Lease | Blocked | None:
     """Take the next ready item under a lease of ``lease`` seconds; None when none is ready.
 
-    On a queue with per-key limits, the next item whose key is under its limits (``keyclaims``),
-    or ``Blocked`` when there are items but none may be claimed now. With ``spreading``, one of
-    the first that many ready items (``spread``). ``step(tr, lease)`` runs last, in this
-    transaction; a SteppedLease then carries what it returned.
+        On a queue with per-key limits, the next item whose key is under its limits (``keyclaims``),
+        or ``Blocked`` when there are items but none may be claimed now. With ``spreading``, one of
+        the first that many ready items (``spread``); with ``hint``, the item its async waiter was
+    handed (``hinted``). ``step(tr, lease)`` runs last, in this
+        transaction; a SteppedLease then carries what it returned.
     """
 
     def first_reads(entry: Any, qk: keys.QueueKeys) -> tuple[Any, Any]:
         if spreading is not None and spread.applies(entry):
             return None, spread.first_reads(tr, qk, end, spreading)
+        if hinted.applies(entry, qk, end, hint):
+            return None, hinted.first_reads(tr, qk, hint)
         return keyclaims.first_reads(tr, entry, qk, end)
 
     entry, qk, (limits, sent) = require_with_entry(tr, name, first_reads, fifo_ok=end == "min")
     if limits is None and spreading is not None and spread.applies(entry):
         now_us = sent[0]
         kv = spread.choose(tr, entry, qk, end, spreading, sent)
+    elif limits is None and hinted.applies(entry, qk, end, hint):
+        now_us = sent[0]
+        kv = hinted.choose(tr, entry, qk, hint, sent)
     elif limits is None:
         now_us = sent[0]
         walker = tenantturns.promote_and_walk if entry.tenants else promote_and_walk
@@ -122,6 +129,9 @@ claim_once = transactional(trusts=lambda lease: isinstance(lease, Lease))(_claim
 #: would have to be an ordinary read (``fdbapi.choice_reads``), and would conflict with every
 #: claim of any of them, which is what spreading is for avoiding.
 claim_spread_once = transactional(_claim)
+#: A hinted claim starts from a fresh read version too: at a reused one its read of the hinted
+#: item would conflict with the claims made since, which the hint is for avoiding.
+claim_hinted_once = transactional(_claim)
 
 
 # --- the lease a receipt names ------------------------------------------------------------------

@@ -80,6 +80,7 @@ class Outlook:
     wake: bytes | None  # the wake-up key's value
     watches: "AnyOf"
     shown_us: int | None = None  # when the latest hidden item that is due now became visible
+    heads: tuple[bytes, ...] = ()  # the keys of the ready items counted, from the min end
 
 
 @dataclass(frozen=True)
@@ -128,12 +129,13 @@ def look(db: Any, name: str, limit: int, *, end: str = "min") -> Outlook:
             later = tr.snapshot.get_range(after_now, h.stop, limit=1)  # not the earliest: it may be due
             wake = tr.snapshot[qk.wake_key]
             watches = AnyOf(tr.watch(qk.wake_key), tr.watch(keys.catalog_key(qk.root, name)))
-            visible = min(limit, len(list(ready)) + len(list(due)))
+            heads = tuple(bytes(kv.key) for kv in ready)
+            visible = min(limit, len(heads) + len(list(due)))
             last_due = tr.snapshot.get_range(h.start, after_now, limit=1, reverse=True)
             next_us = next((qk.hidden.unpack(bytes(kv.key))[0] for kv in later), None)
             shown_us = next((qk.hidden.unpack(bytes(kv.key))[0] for kv in last_due), None)
             wake_value = bytes(wake) if wake.present() else None
-            seen = Outlook(visible, limit, next_us, now_us, wake_value, watches, shown_us)
+            seen = Outlook(visible, limit, next_us, now_us, wake_value, watches, shown_us, heads)
             tr.commit().wait()  # read-only: it cannot conflict; it starts the watches
         except FDBError as error:
             count_retry(error.code)

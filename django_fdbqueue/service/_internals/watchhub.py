@@ -39,6 +39,10 @@ class Channel:
         #: (None), or only items at their key's limit (``Blocked``).
         self.parked: collections.OrderedDict[asyncio.Future[Any], Blocked | None] = collections.OrderedDict()
         self.outstanding = 0  # woken, still attempting
+        self.handed: set[bytes] = set()  # the hints of the waiters still attempting
+        #: Hints whose waiters are done, while looks still see their items: a look that read
+        #: before such a claim committed would hand its item out again.
+        self.spent: set[bytes] = set()
         self.short = False  # the last look saw more than it handed out
         self.checking = False
         self.checked_at = float("-inf")  # loop time when the last look's answer arrived
@@ -48,14 +52,15 @@ class Channel:
         self._stir = asyncio.Event()
         self._waits = 0  # numbers the keeper's waits, so a late callback of an old watch is ignored
 
-    async def park(self, deadline: float, seen_at: float, blocked: Blocked | None = None) -> bool:
-        """Wait for a turn: True to try again, False once ``deadline`` (loop time) passed.
+    async def park(self, deadline: float, seen_at: float, blocked: Blocked | None = None) -> bytes | None:
+        """Wait for a turn: its hint (the key of a ready item no other woken waiter was handed,
+        or b"" when the look saw too few), or None once ``deadline`` (loop time) passed.
 
         ``seen_at`` is the loop time at which this waiter's own attempt began; ``blocked`` what
         it returned, if its items were all at their key's limit.
         """
         if deadline <= self.loop.time():
-            return False
+            return None
         fut = self.loop.create_future()
         self.parked[fut] = blocked
         if self.checking or seen_at < self.checked_at:
@@ -64,24 +69,28 @@ class Channel:
             self.keeper = self.loop.create_task(self._keep())
         timer = self.loop.call_at(deadline, self._expire, fut)
         try:
-            return cast(bool, await fut)
+            return cast("bytes | None", await fut)
         except asyncio.CancelledError:
-            if fut.done() and not fut.cancelled() and fut.exception() is None and fut.result():
-                self.attempted(None)  # woken, but it will not use its turn: pass it on
+            if woken(fut):
+                self.attempted(None, hint=fut.result())  # woken, but it will not use its turn: pass it on
             else:
                 self._leave(fut)
             raise
         finally:
             timer.cancel()
 
-    def attempted(self, got: bool | None, comes_back_in: float | None = None) -> None:
+    def attempted(self, got: bool | None, comes_back_in: float | None = None, hint: bytes = b"") -> None:
         """A woken waiter's attempt ended: with an item (True), nothing (False), or given up (None).
 
         Any outcome but a success that leaves nothing behind makes the keeper look again: a
         waiter that found nothing, or gave up, leaves what the look counted to the others. A
         claim's item comes back when its lease ends (``comes_back_in`` seconds) unless acked,
-        and no look has seen that moment: the keeper looks again then.
+        and no look has seen that moment: the keeper looks again then. ``hint`` is the one the
+        waiter was woken with: free for the next waiters again.
         """
+        if hint:
+            self.handed.discard(hint)
+            self.spent.add(hint)
         self.outstanding -= 1
         if not got or self.short:
             self._stir.set()
@@ -91,7 +100,7 @@ class Channel:
 
     def _expire(self, fut: asyncio.Future[Any]) -> None:
         if fut in self.parked and not fut.done():
-            fut.set_result(False)
+            fut.set_result(None)
             self._leave(fut)
 
     def _leave(self, fut: asyncio.Future[Any]) -> None:
@@ -100,12 +109,15 @@ class Channel:
             self._stir.set()  # the keeper lets the watch go
         self._drop_if_idle()
 
-    def _wake(self, fut: asyncio.Future[Any]) -> bool:
+    def _wake(self, fut: asyncio.Future[Any], hints: list[bytes]) -> bool:
+        """Give ``fut`` its turn, with the first of ``hints`` (used up), if any."""
         del self.parked[fut]
         if fut.done():  # a cancelled waiter's future, before its task leaves
             return False
+        hint = hints.pop(0) if hints else b""
+        self.handed.add(hint)
+        fut.set_result(hint)
         self.outstanding += 1
-        fut.set_result(True)
         return True
 
     def _fail(self, error: BaseException) -> None:
@@ -145,11 +157,13 @@ class Channel:
     def _hand_out(self, seen: Outlook) -> float | None:
         """Wake whoever may succeed now (``waiting.next_turn``); seconds until the next turn comes."""
         free = max(0, seen.visible - self.outstanding)
+        self.spent.intersection_update(seen.heads)  # gone from this look: later looks read later
+        hints = [key for key in seen.heads if key not in self.handed and key not in self.spent]
         woken, soonest = 0, None
         for fut, blocked in list(self.parked.items()):
             turn = next_turn(seen, blocked)
             if turn.now and (blocked is not None or woken < free):
-                woken += self._wake(fut) and blocked is None
+                woken += self._wake(fut, hints if blocked is None else []) and blocked is None
             elif turn.seconds is not None:
                 soonest = turn.seconds if soonest is None else min(soonest, turn.seconds)
         # Saw more than it handed out (or as many as it counted: maybe more): some may be gone to
@@ -189,6 +203,11 @@ class Channel:
             channels = _hubs.get(self.loop)
             if channels is not None and channels.get((id(self.db), self.name)) is self:
                 del channels[(id(self.db), self.name)]
+
+
+def woken(fut: asyncio.Future[Any]) -> bool:
+    """Did a parked waiter's future give it a turn (rather than its deadline, or a failure)?"""
+    return fut.done() and not fut.cancelled() and fut.exception() is None and fut.result() is not None
 
 
 def _call_soon(loop: asyncio.AbstractEventLoop, callback: Any) -> None:

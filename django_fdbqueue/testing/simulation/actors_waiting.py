@@ -311,4 +311,4 @@ def _just_woken(task: "asyncio.Task[Any]") -> bool:
     if frame is None or frame.f_code is not watchhub.Channel.park.__code__:
         return False
     fut = frame.f_locals.get("fut")
-    return bool(fut is not None and fut.done() and not fut.cancelled() and fut.exception() is None and fut.result())
+    return fut is not None and watchhub.woken(fut)
