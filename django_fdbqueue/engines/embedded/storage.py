@@ -241,8 +241,8 @@ class Storage:
 
     @staticmethod
     def past_kept(conn: sqlite3.Connection) -> tuple[int, int]:
-        """(until when commits keep what they replace, -1 when they do not; since which version they
-        have without a break): ``kv_past`` then holds every change made after that version."""
+        """(until when commits keep what they replace, in the clock's microseconds, -1 when they do
+        not; since which version they have without a break): ``kv_past`` then holds every change made after that version."""
         return cast(
             "tuple[int, int]",
             conn.execute(
@@ -251,17 +251,17 @@ class Storage:
             ).fetchone(),
         )
 
-    def keep_past(self, version: int) -> None:
-        """A client was handed ``version`` and may read at it again (``set_read_version``) while the
-        history lasts: have commits keep what they replace (the triggers) until a little after.
-        Best effort: when the store is busy, reads at that version fall back to what the conflict
-        history can tell (``past``).
+    def keep_past(self) -> None:
+        """A client was handed a version and may read at it again (``set_read_version``) while the
+        history lasts: have commits keep what they replace (the triggers) until a little after
+        that (``keep_past_until``, in the clock's microseconds, as the history's pruning goes by the
+        clock). Best effort: when the store is busy, reads at that version fall back to what the
+        conflict history can tell (``past``).
 
-        Commits made since ``version`` before this call kept nothing if keeping was off: then
+        Commits made since that version before this call kept nothing if keeping was off: then
         ``past_complete_from`` moves to the newest commit, and reads before it fall back too."""
-        until = max(version, int(time.time() * VERSIONS_PER_SECOND))
-        until += int((self.history_seconds + 1.0) * VERSIONS_PER_SECOND)
-        if self._keeping_until >= until - VERSIONS_PER_SECOND:  # extended less than a second ago
+        until = int((time.time() + self.history_seconds + 1.0) * 1_000_000)
+        if self._keeping_until >= until - 1_000_000:  # extended less than a second ago
             return
         conn = self.acquire()
         try:
@@ -507,7 +507,7 @@ class Storage:
             return
         self._next_prune = now + 1.0
         (keeping_until,) = conn.execute("SELECT value FROM meta WHERE name = 'keep_past_until'").fetchone()
-        if 0 <= keeping_until < int(now * VERSIONS_PER_SECOND):  # no one was handed a version lately
+        if 0 <= keeping_until < int(now * 1_000_000):  # no one was handed a version lately
             for statement in DROP_TRIGGERS:
                 conn.execute(statement)
             conn.execute("UPDATE meta SET value = -1 WHERE name = 'keep_past_until'")

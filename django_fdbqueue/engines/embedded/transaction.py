@@ -200,7 +200,7 @@ class Transaction(ReadView, WriteMethods, MetricsMethods):
         """The read version, for the caller to keep: it may come back through ``set_read_version``
         within the next seconds, so from now on commits keep what they replace (``past``)."""
         version = self._ensure_read_version()
-        self._storage.keep_past(version)
+        self._storage.keep_past()
         return version
 
     def set_read_version(self, version: int) -> None:
@@ -382,7 +382,7 @@ class Transaction(ReadView, WriteMethods, MetricsMethods):
         client answers: it has no error to give here). Handed out, it may be read at (``past``)."""
         if self._committed_version is None or self._committed_version < 0:
             return -1
-        self._storage.keep_past(self._committed_version)
+        self._storage.keep_past()
         return self._committed_version
 
     def get_approximate_size(self) -> Future:
