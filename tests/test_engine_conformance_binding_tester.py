@@ -122,8 +122,8 @@ def test_a_write_over_the_limits_fails_the_reads_after_it(db, keyspace):
 def test_set_read_version(db, keyspace):
     """A version a transaction was given reads as it did; set once a transaction has a read
     version, it fails the reads after it (2010); a version ahead of the database fails them with
-    1009. (A key changed since an older version reads as it was on a cluster; the embedded engine
-    refuses that read: test_engine_embedded.py.)"""
+    1009. (A key changed since an older version reads as it was, on both engines:
+    test_a_read_at_an_older_version_sees_the_database_as_it_was.)"""
     key = keyspace.pack(("k",))
     db[key] = b"before"
     first = db.create_transaction()
@@ -140,6 +140,63 @@ def test_set_read_version(db, keyspace):
     ahead = db.create_transaction()
     ahead.set_read_version(version + 10**12)
     assert error_code(lambda: ahead.get(key).wait()) == 1009
+
+
+def test_a_read_at_an_older_version_sees_the_database_as_it_was(db, keyspace):
+    """Within the 5-second window a read version set by hand reads the database as of that
+    version: keys changed, cleared or added since read as they were then, in point, range and key
+    selector reads, snapshot or not. A commit checks conflicts from that version."""
+    key = keyspace.pack
+    db[key(("changed",))] = b"old"
+    db[key(("cleared",))] = b"gone"
+    db[key(("same",))] = b"1"
+    before = db.create_transaction()  # kept: a transaction gone cancels its futures (1025)
+    version = before.get_read_version().wait()
+    tr = db.create_transaction()
+    tr[key(("changed",))] = b"new"
+    tr[key(("added",))] = b"later"
+    del tr[key(("cleared",))]
+    tr.commit().wait()
+    del db[key(("changed",)) : key(("same",))]  # clears "changed" and "cleared" once more
+    then = [(key(("changed",)), b"old"), (key(("cleared",)), b"gone"), (key(("same",)), b"1")]
+    begin, end = keyspace.range().start, keyspace.range().stop
+    tr = db.create_transaction()
+    tr.set_read_version(version)
+    assert tr[key(("changed",))] == b"old"
+    assert tr.snapshot[key(("cleared",))] == b"gone"
+    assert not tr[key(("added",))].present()
+    assert [(bytes(kv.key), bytes(kv.value)) for kv in tr.get_range(begin, end)] == then
+    assert [bytes(kv.key) for kv in tr.snapshot.get_range(begin, end, reverse=True)] == [k for k, _ in then][::-1]
+    assert tr.get_key(fdb.KeySelector.first_greater_than(key(("changed",)))).wait() == key(("cleared",))
+    tr[key(("out",))] = b"x"
+    assert error_code(lambda: tr.commit().wait()) == 1020
+
+
+def test_a_value_read_at_an_older_version_too_large_to_write_back(db, keyspace):
+    """The binding tester's api seed 4: the database is cleared, a transaction set to a version of
+    before reads the range with a snapshot key-selector read and writes the rows, packed, as one
+    value. On a cluster the rows are there, so the value is over 100,000 bytes: the later reads
+    and the commit fail with the kept 2103 (an engine that refused the old read wrote its error)."""
+    rows = {keyspace.pack(("row", i)): b"v" * 1000 for i in range(120)}
+    for start in range(0, 120, 40):
+        tr = db.create_transaction()
+        for row_key, value in list(rows.items())[start : start + 40]:
+            tr[row_key] = value
+        tr.commit().wait()
+    before = db.create_transaction()  # kept: a transaction gone cancels its futures (1025)
+    version = before.get_read_version().wait()
+    begin, end = keyspace.range().start, keyspace.range().stop
+    del db[begin:end]
+    tr = db.create_transaction()
+    tr.set_read_version(version)
+    found = tr.snapshot.get_range(
+        fdb.KeySelector.first_greater_or_equal(begin), fdb.KeySelector.first_greater_or_equal(end), 585
+    )
+    packed = fdb.tuple.pack(tuple(part for kv in found for part in (bytes(kv.key), bytes(kv.value))))
+    assert len(packed) > 100_000
+    tr[keyspace.pack(("copy",))] = packed
+    assert error_code(lambda: list(tr.get_range(begin, end, 10))) == 2103
+    assert error_code(lambda: tr.commit().wait()) == 2103
 
 
 def test_a_kept_error_comes_before_cancellation(db, keyspace):

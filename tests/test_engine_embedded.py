@@ -1001,7 +1001,7 @@ def test_a_store_made_by_the_previous_schema_opens_and_keeps_its_data(tmp_path):
     finally:
         database.close()
     conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone() == (3,)
+    assert conn.execute("PRAGMA user_version").fetchone() == (4,)
     tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     assert "write_ranges" not in tables and "commit_ranges" in tables
     conn.close()
@@ -1040,8 +1040,8 @@ def test_a_schema_2_store_keeps_its_version_when_it_moves_to_the_history_table(t
     finally:
         database.close()
     conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone() == (3,)
-    assert conn.execute("SELECT name FROM meta").fetchall() == [("pruned_through",)]
+    assert conn.execute("PRAGMA user_version").fetchone() == (4,)
+    assert ("version",) not in conn.execute("SELECT name FROM meta").fetchall()
     conn.close()
 
 
@@ -1166,16 +1166,53 @@ def test_finished_watches_stop_waking_the_watcher(embedded_db):
 # -- what the binding tester's runs left out (docs/explanation/embedded-engine.md) -------------------
 
 
-def test_an_older_read_version_refuses_keys_changed_since(embedded_db):
-    """The store keeps one value per key: at an older version, a key no commit changed since reads
-    as it was (it is the same), a changed one fails with 1007 (transaction_too_old), as a cluster
-    does once that version's data is gone; a commit checks conflicts from that version."""
-    from django_fdbqueue.fdbapi import FDBError
+def _past_triggers(database: EmbeddedDatabase) -> set[str]:
+    conn = database._storage.acquire()
+    try:
+        return {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
+    finally:
+        database._storage.release(conn)
 
+
+def test_commits_keep_what_they_replace_only_once_a_version_was_handed_out(embedded_db):
+    """Reading the past costs nothing until a client is handed a version: only then do commits
+    keep what they replace, and once none was handed out for a while the triggers go again."""
+    embedded_db[b"k"] = b"1"
+    assert _past_triggers(embedded_db) == set()
+    tr = embedded_db.create_transaction()
+    tr.get(b"k").wait()  # a read version taken, not handed out
+    assert _past_triggers(embedded_db) == set()
+    version = tr.get_read_version().wait()
+    assert _past_triggers(embedded_db) == {"kv_keep_inserted", "kv_keep_updated", "kv_keep_deleted"}
+    embedded_db[b"k"] = b"2"
+    past = embedded_db.create_transaction()
+    past.set_read_version(version)
+    assert past[b"k"] == b"1"
+    storage = embedded_db._storage
+    conn = storage.acquire()
+    try:  # as if the last version was handed out long ago
+        conn.execute("UPDATE meta SET value = 1 WHERE name = 'keep_past_until'")
+    finally:
+        storage.release(conn)
+    storage._keeping_until = -1
+    storage._next_prune = 0.0
+    embedded_db[b"k"] = b"3"
+    assert _past_triggers(embedded_db) == set()
+
+
+def test_an_older_version_no_client_was_handed_refuses_keys_changed_since(embedded_db):
+    """At a version known otherwise (here a versionstamp's), while commits keep nothing, a key no
+    commit changed since reads as it was (it is the same), a changed one fails with 1007
+    (transaction_too_old), as a cluster does once that version's data is gone; a commit checks
+    conflicts from that version."""
     embedded_db[b"same"] = b"1"
-    embedded_db[b"changed"] = b"old"
-    version = embedded_db.create_transaction().get_read_version().wait()
+    tr = embedded_db.create_transaction()
+    tr[b"changed"] = b"old"
+    stamp = tr.get_versionstamp()
+    tr.commit().wait()
+    version = struct.unpack(">Q", stamp.wait()[:8])[0]
     embedded_db[b"changed"] = b"new"
+    assert _past_triggers(embedded_db) == set()
     tr = embedded_db.create_transaction()
     tr.set_read_version(version)
     assert tr[b"same"] == b"1"
@@ -1190,6 +1227,25 @@ def test_an_older_read_version_refuses_keys_changed_since(embedded_db):
     with pytest.raises(FDBError) as raised:
         tr.commit().wait()
     assert raised.value.code == 1020
+
+
+def test_a_read_at_an_older_version_across_processes(embedded_db):
+    """The version handed out in one process, the changes committed by another: read as it was."""
+    embedded_db[key("k")] = b"old"
+    version = embedded_db.create_transaction().get_read_version().wait()
+    script = (
+        "import sys; from django_fdbqueue.engines.embedded import EmbeddedDatabase;"
+        "db = EmbeddedDatabase(sys.argv[1]); db[bytes.fromhex(sys.argv[2])] = b'new';"
+        "del db[bytes.fromhex(sys.argv[3])]; db.close()"
+    )
+    embedded_db[key("gone")] = b"here"
+    arguments = [embedded_db.path, key("k").hex(), key("gone").hex()]
+    subprocess.run([sys.executable, "-c", script, *arguments], cwd=REPO_ROOT, check=True, timeout=WAIT)
+    tr = embedded_db.create_transaction()
+    tr.set_read_version(version)
+    assert tr[key("k")] == b"old"
+    assert not tr[key("gone")].present()  # written after the version, by this process
+    assert [bytes(kv.value) for kv in tr.get_range(SPACE.range().start, SPACE.range().stop)] == [b"old"]
 
 
 def test_tenants_are_refused_as_by_a_cluster_without_them(embedded_db):

@@ -65,6 +65,8 @@ class Reader(Protocol):
 
     def _ensure_read_version(self) -> int: ...
 
+    def _hand_out_read_version(self) -> int: ...
+
 
 class ReadView:
     """The read methods, shared by a transaction and its ``snapshot`` view."""
@@ -93,7 +95,7 @@ class ReadView:
         return self.get_range(prefix, strinc(prefix), *args, **kwargs)
 
     def get_read_version(self) -> Future:
-        return Future(self._tr._ensure_read_version())
+        return Future(self._tr._hand_out_read_version())
 
 
 class Snapshot(ReadView):

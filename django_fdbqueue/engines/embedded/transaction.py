@@ -196,6 +196,13 @@ class Transaction(ReadView, WriteMethods, MetricsMethods):
         self._check_age()
         return self._read_version
 
+    def _hand_out_read_version(self) -> int:
+        """The read version, for the caller to keep: it may come back through ``set_read_version``
+        within the next seconds, so from now on commits keep what they replace (``past``)."""
+        version = self._ensure_read_version()
+        self._storage.keep_past()
+        return version
+
     def set_read_version(self, version: int) -> None:
         """Read at ``version`` (one a transaction was given, or a commit's) instead of the latest.
 
@@ -211,9 +218,8 @@ class Transaction(ReadView, WriteMethods, MetricsMethods):
             self._wanted_version = int(version)
 
     def _take_wanted_version(self, conn: "sqlite3.Connection", version: int) -> int:
-        current, pruned_through, changed = self._storage.changes_since(conn, version)
-        if version != current:
-            self._past = PastView.at(version, current, pruned_through, changed)
+        if version != self._storage.versions(conn)[0]:
+            self._past = PastView.at(self._storage, conn, version)
         return version
 
     # -- reads -----------------------------------------------------------------------
@@ -234,6 +240,8 @@ class Transaction(ReadView, WriteMethods, MetricsMethods):
             stored = self._metadata_version  # read with the snapshot, as the read version is
         else:
             stored = self._storage.get(self._conn, key)  # type: ignore[arg-type]
+        if self._past is not None:
+            stored = self._past.value(self._conn, key, stored)  # type: ignore[arg-type]
         if not snapshot:
             self._read_ranges.append([key, key + b"\x00"])
         return self._cache.resolve(key, stored)
@@ -296,6 +304,8 @@ class Transaction(ReadView, WriteMethods, MetricsMethods):
             local.reverse()
         batch = max(1, min(limit or 100, 10_000))
         stored = self._storage.scan(snapshot_conn, begin, end, reverse, batch=batch)  # type: ignore[arg-type]
+        if self._past is not None:
+            stored = self._past.rows(snapshot_conn, begin, end, reverse, stored)  # type: ignore[arg-type]
 
         def check() -> None:
             self._check_usable()
@@ -369,8 +379,11 @@ class Transaction(ReadView, WriteMethods, MetricsMethods):
 
     def get_committed_version(self) -> int:
         """The commit's version; -1 before a commit went through, or for a read-only one (as the
-        client answers: it has no error to give here)."""
-        return -1 if self._committed_version is None else self._committed_version
+        client answers: it has no error to give here). Handed out, it may be read at (``past``)."""
+        if self._committed_version is None or self._committed_version < 0:
+            return -1
+        self._storage.keep_past()
+        return self._committed_version
 
     def get_approximate_size(self) -> Future:
         return Future(self._size())

@@ -25,6 +25,9 @@ TESTS = ("api", "directory", "directory_hca")
 TESTER_DIR_ENV = "FDBQUEUE_BINDING_TESTER"
 #: Where the binding tester is under FDB_HOME (the layout of FoundationDB's source tree beneath).
 UNDER_FDB_HOME = ("bindingtester",)
+#: The folder this package is imported from: the driver and testers run in a folder of their own,
+#: where a relative PYTHONPATH (``PYTHONPATH=.``) would name another, and another checkout's code.
+PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])
 
 
 class TesterNotFound(RuntimeError):
@@ -107,9 +110,10 @@ def write_python_wrapper(folder: Path) -> Path:
 
 
 def environment(target: Target, wrapper_dir: Path) -> dict[str, str]:
-    """The driver's environment: our ``python`` first, and the engine chosen."""
+    """The driver's environment: our ``python`` first, this package's code, and the engine chosen."""
     env = dict(os.environ)
     env["PATH"] = f"{wrapper_dir}{os.pathsep}{env.get('PATH', '')}"
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
     env[ENGINE_ENV] = target.engine
     env.pop("PYTHONSTARTUP", None)
     if target.client_library:
