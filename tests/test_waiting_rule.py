@@ -204,3 +204,35 @@ def test_a_sync_wait_whose_attempt_timed_out_waits_on(fdbqueue_db, monkeypatch):
     with pytest.raises(FDBError) as raised:  # no wait: the error is the caller's, as before
         service.claim(db, "q")
     assert raised.value.code == ErrorCode.TRANSACTION_TIMED_OUT
+
+
+def test_woken_waiters_get_distinct_hints_and_a_late_look_does_not_hand_out_a_spent_one():
+    """Hints (``hinted``): each claim woken with others is handed a ready item none of them holds.
+    A look that read before a claim committed still sees that claim's item: it is not handed out
+    again, until a later look no longer sees it."""
+
+    async def story() -> list:
+        loop = asyncio.get_running_loop()
+        chan = watchhub.Channel(loop, None, "q")
+        futures = [loop.create_future() for _ in range(3)]
+
+        def look(visible: int, heads: tuple[bytes, ...]) -> None:
+            seen = dataclasses.replace(_outlook(visible=visible), limit=10, heads=heads)
+            chan._hand_out(seen)
+
+        for fut in futures[:2]:
+            chan.parked[fut] = None
+        look(2, (b"k1", b"k2"))
+        first = [fut.result() for fut in futures[:2]]
+        chan.attempted(True, hint=b"k1")  # its claim took k1
+        chan.parked[futures[2]] = None
+        look(2, (b"k1", b"k2", b"k3"))  # read before k1's claim committed; k2's claim still on
+        late = futures[2].result()
+        chan.attempted(True, hint=b"k2")
+        chan.attempted(True, hint=b"k3")
+        look(0, ())  # nothing ready: the spent hints are forgotten
+        return [first, late, chan.handed, chan.spent, chan.outstanding]
+
+    first, late, handed, spent, outstanding = asyncio.run(story())
+    assert first == [b"k1", b"k2"] and late == b"k3"
+    assert (handed, spent, outstanding) == (set(), set(), 0)

@@ -115,7 +115,8 @@ class Channel:
         if fut.done():  # a cancelled waiter's future, before its task leaves
             return False
         hint = hints.pop(0) if hints else b""
-        self.handed.add(hint)
+        if hint:
+            self.handed.add(hint)
         fut.set_result(hint)
         self.outstanding += 1
         return True
