@@ -4,7 +4,7 @@ A cluster's storage servers keep the last five seconds of versions, so a read at
 that window sees the database as it was then, keys changed or cleared since included. The store
 keeps the newest value of each key in ``kv``; once a client has been handed a version
 (``get_read_version``, ``get_committed_version``), commits also keep what they replace in
-``kv_past`` for a few seconds (``Storage.keep_past``), so a key's value at that version is the one
+``kv_past`` for a few seconds (``pastlog``), so a key's value at that version is the one
 the first commit after it replaced, or, if no commit changed it since, the newest.
 
 At a version that history does not cover (one no client was handed here, say), only keys no commit
@@ -22,6 +22,7 @@ from typing import Iterable, Iterator
 
 from django_fdbqueue.fdbapi import ErrorCode, make_error
 
+from . import pastlog
 from .conflicts import merge_ranges
 from .storage import Storage
 
@@ -46,7 +47,7 @@ class PastView:
             return cls(version, ErrorCode.FUTURE_VERSION)
         if version < pruned_through:
             return cls(version, ErrorCode.TRANSACTION_TOO_OLD)
-        keeping_until, complete_from = storage.past_kept(conn)
+        keeping_until, complete_from = pastlog.kept(conn)
         if keeping_until >= 0 and complete_from <= version:
             return cls(version)
         _current, _pruned, changed = storage.changes_since(conn, version)
@@ -66,7 +67,7 @@ class PastView:
         """``key``'s value at ``version``, given its newest (``stored``)."""
         if not self.kept:
             return stored  # check() let the read through: no commit since changed it
-        changed, then = Storage.past_value(conn, key, self.version)
+        changed, then = pastlog.value_at(conn, key, self.version)
         return then if changed else stored
 
     def rows(
@@ -77,7 +78,7 @@ class PastView:
         if not self.kept:  # check() let the read through: no commit since changed the range
             yield from stored
             return
-        past = iter(Storage.past_rows(conn, begin, end, self.version, reverse))
+        past = iter(pastlog.rows_at(conn, begin, end, self.version, reverse))
         pending = next(past, None)
         for key, value in stored:
             while pending is not None and (pending[0] > key if reverse else pending[0] < key):

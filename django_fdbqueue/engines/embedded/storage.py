@@ -3,11 +3,11 @@
 One file in WAL mode, safe for many threads and processes on one machine, with four tables:
 ``kv`` (the key-values, in memcmp order as FoundationDB's keys), ``commit_ranges`` (the write
 conflict ranges of recent commits, whose newest row's version is the store's), ``kv_past`` (what
-recent commits replaced, while versions handed out may be read again: ``past``) and ``meta`` (how
-far that history was pruned, and how long ``kv_past`` is kept). Reads run in one SQLite read transaction, a fixed snapshot; a commit
-checks its read conflict ranges against newer commits (FoundationDB's resolver) and applies its
-mutations in one SQLite transaction, or upgrades its own read snapshot in place when nothing
-committed since (the fast path).
+recent commits replaced, while versions handed out may be read again: ``pastlog``) and ``meta``
+(how far that history was pruned, and how long ``kv_past`` is kept). Reads run in one SQLite read
+transaction, a fixed snapshot; a commit checks its read conflict ranges against newer commits
+(FoundationDB's resolver) and applies its mutations in one SQLite transaction, or upgrades its
+own read snapshot in place when nothing committed since (the fast path).
 
 Why it is built so, and what each step guarantees: the docs' embedded engine page, "How it works"
 (docs/explanation/embedded-engine.md).
@@ -22,6 +22,7 @@ import time
 import weakref
 from typing import Callable, Iterator, Sequence, cast
 
+from . import pastlog
 from .conflicts import pack_ranges, unpack_ranges
 from .connections import (
     OPS_FUNCTION,
@@ -47,34 +48,11 @@ INSERT OR IGNORE INTO meta (name, value) VALUES ('past_complete_from', 0);
 INSERT INTO commit_ranges (version, committed_at, ranges)
     SELECT 0, 0, x'' WHERE NOT EXISTS (SELECT 1 FROM commit_ranges);
 """
-# What each commit replaces: a key's value before the first commit newer than a version is its
-# value at that version (NULL: it had none). Triggers record it for every write to kv, whatever
-# statement makes it, under the newest history row's version, which each commit inserts before it
-# writes. They exist only while a client may read at a version it was handed (keep_past()), so a
-# store whose clients never ask for one pays nothing. The NOT EXISTS keeps the first change of a
-# key in a commit (an outer INSERT OR REPLACE would turn an OR IGNORE here into a replace).
-PAST_TABLE = """CREATE TABLE IF NOT EXISTS kv_past (
-    version INTEGER NOT NULL, key BLOB NOT NULL, value BLOB, PRIMARY KEY (version, key)
-) WITHOUT ROWID"""
-_KEEP_PAST = """
-INSERT INTO kv_past (key, version, value)
-    SELECT {key}, latest.version, {old} FROM (SELECT MAX(version) AS version FROM commit_ranges) AS latest
-    WHERE NOT EXISTS (SELECT 1 FROM kv_past WHERE key = {key} AND version = latest.version)"""
-_PAST_TRIGGERS = {
-    "kv_keep_inserted": ("INSERT", "NEW.key", "(SELECT value FROM kv WHERE key = NEW.key)"),
-    "kv_keep_updated": ("UPDATE", "OLD.key", "OLD.value"),
-    "kv_keep_deleted": ("DELETE", "OLD.key", "OLD.value"),
-}
-KEEP_TRIGGERS = tuple(
-    f"CREATE TRIGGER IF NOT EXISTS {name} BEFORE {event} ON kv BEGIN{_KEEP_PAST.format(key=key, old=old)}; END"
-    for name, (event, key, old) in _PAST_TRIGGERS.items()
-)
-DROP_TRIGGERS = tuple(f"DROP TRIGGER IF EXISTS {name}" for name in _PAST_TRIGGERS)
 # Schema 1 kept one row per write range; its history is only seconds of conflict checking, so
 # moving to schema 2 forgets it (transactions older than the move then retry with 1007).
 # Schema 3 keeps the store's version in the newest history row instead of meta: the upgrade
 # writes it there (a running process of an older release then fails at commit, finding none in meta).
-# Schema 4 adds kv_past (its triggers come and go: keep_past()).
+# Schema 4 adds kv_past (``pastlog``; its triggers come and go: keep_past()).
 SCHEMA_VERSION = 4
 UPGRADE_FROM_1 = """
 DROP TABLE IF EXISTS write_ranges;
@@ -143,7 +121,7 @@ class Storage:
             for statement in (SCHEMA + upgrade).split(";"):
                 if statement.strip():
                     conn.execute(statement)
-            conn.execute(PAST_TABLE)
+            conn.execute(pastlog.TABLE)
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             conn.execute("COMMIT")
         finally:
@@ -239,18 +217,6 @@ class Storage:
             changed += unpack_ranges(packed)
         return current, pruned_through, changed
 
-    @staticmethod
-    def past_kept(conn: sqlite3.Connection) -> tuple[int, int]:
-        """(until when commits keep what they replace, in the clock's microseconds, -1 when they do
-        not; since which version they have without a break): ``kv_past`` then holds every change made after that version."""
-        return cast(
-            "tuple[int, int]",
-            conn.execute(
-                "SELECT (SELECT value FROM meta WHERE name = 'keep_past_until'),"
-                " (SELECT value FROM meta WHERE name = 'past_complete_from')"
-            ).fetchone(),
-        )
-
     def keep_past(self) -> None:
         """A client was handed a version and may read at it again (``set_read_version``) while the
         history lasts: have commits keep what they replace (the triggers) until a little after
@@ -266,42 +232,11 @@ class Storage:
         conn = self.acquire()
         try:
             with immediate(conn):
-                current = self._versions(conn)[0]
-                keeping_until, complete_from = self.past_kept(conn)
-                if keeping_until < 0:  # off: the commits so far kept nothing
-                    complete_from = current
-                    for statement in KEEP_TRIGGERS:
-                        conn.execute(statement)
-                keeping_until = max(keeping_until, until)
-                conn.execute("UPDATE meta SET value = ? WHERE name = 'keep_past_until'", (keeping_until,))
-                conn.execute("UPDATE meta SET value = ? WHERE name = 'past_complete_from'", (complete_from,))
-            self._keeping_until = keeping_until
+                self._keeping_until = pastlog.keep(conn, self._versions(conn)[0], until)
         except (StoreBusyError, sqlite3.OperationalError):
             pass
         finally:
             self.release(conn)
-
-    @staticmethod
-    def past_value(conn: sqlite3.Connection, key: bytes, version: int) -> tuple[bool, bytes | None]:
-        """(True, its value then) if a commit newer than ``version`` changed ``key``, else (False, None)."""
-        row = conn.execute(
-            "SELECT value FROM kv_past WHERE key = ? AND version > ? ORDER BY version LIMIT 1", (key, version)
-        ).fetchone()
-        return (False, None) if row is None else (True, row[0])
-
-    @staticmethod
-    def past_rows(
-        conn: sqlite3.Connection, begin: bytes, end: bytes, version: int, reverse: bool
-    ) -> list[tuple[bytes, bytes | None]]:
-        """The keys of [begin, end) commits newer than ``version`` changed, in scan order, each with
-        its value then (None: it had none). SQLite gives a bare column the MIN()'s row's value."""
-        order = "DESC" if reverse else ""
-        rows = conn.execute(
-            "SELECT key, value, MIN(version) FROM kv_past WHERE key >= ? AND key < ? AND version > ?"
-            f" GROUP BY key ORDER BY key {order}",
-            (begin, end, version),
-        ).fetchall()
-        return [(key, value) for key, value, _version in rows]
 
     @staticmethod
     def get(conn: sqlite3.Connection, key: bytes) -> bytes | None:
@@ -506,12 +441,7 @@ class Storage:
         if now < self._next_prune:
             return
         self._next_prune = now + 1.0
-        (keeping_until,) = conn.execute("SELECT value FROM meta WHERE name = 'keep_past_until'").fetchone()
-        if 0 <= keeping_until < int(now * 1_000_000):  # no one was handed a version lately
-            for statement in DROP_TRIGGERS:
-                conn.execute(statement)
-            conn.execute("UPDATE meta SET value = -1 WHERE name = 'keep_past_until'")
-            conn.execute("DELETE FROM kv_past")  # reads fall back while keeping is off (past)
+        pastlog.stop_if_idle(conn, int(now * 1_000_000))
         # Versions are never behind the clock of their commit (see _next_version), so a version
         # below the cutoff's was committed before it: found through the primary key, not a scan.
         cutoff = int((now - self.history_seconds) * VERSIONS_PER_SECOND)
@@ -519,7 +449,7 @@ class Storage:
         if newest is None:
             return
         conn.execute("DELETE FROM commit_ranges WHERE version <= ?", (newest,))
-        conn.execute("DELETE FROM kv_past WHERE version <= ?", (newest,))
+        pastlog.forget(conn, newest)
         conn.execute("UPDATE meta SET value = ? WHERE name = 'pruned_through'", (newest,))
 
     @staticmethod

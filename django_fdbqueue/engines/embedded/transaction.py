@@ -191,8 +191,10 @@ class Transaction(ReadView, WriteMethods, MetricsMethods):
             self._conn = conn
             self._read_version, self._metadata_version = self._storage.begin_snapshot(conn)
             self._read_version_at = self._clock()
-            if self._wanted_version is not None:
-                self._read_version = self._take_wanted_version(conn, self._wanted_version)
+            if self._wanted_version is not None:  # set by hand: older than the store's, it reads the past
+                if self._wanted_version != self._read_version:
+                    self._past = PastView.at(self._storage, conn, self._wanted_version)
+                self._read_version = self._wanted_version
         self._check_age()
         return self._read_version
 
@@ -216,11 +218,6 @@ class Transaction(ReadView, WriteMethods, MetricsMethods):
             self._read_error = self._read_error or ErrorCode.VERSION_INVALID
         else:
             self._wanted_version = int(version)
-
-    def _take_wanted_version(self, conn: "sqlite3.Connection", version: int) -> int:
-        if version != self._storage.versions(conn)[0]:
-            self._past = PastView.at(self._storage, conn, version)
-        return version
 
     # -- reads -----------------------------------------------------------------------
     def _read_key(self, key: bytes, snapshot: bool) -> bytes | None:
