@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from django_fdbqueue.fdbapi import FDBError, fdb
+from django_fdbqueue.fdbapi import FDBError, KeySelector, fdb
 
 EXACT = 0  # StreamingMode.exact
 WANT_ALL = -2
@@ -167,7 +167,7 @@ def test_a_read_at_an_older_version_sees_the_database_as_it_was(db, keyspace):
     assert not tr[key(("added",))].present()
     assert [(bytes(kv.key), bytes(kv.value)) for kv in tr.get_range(begin, end)] == then
     assert [bytes(kv.key) for kv in tr.snapshot.get_range(begin, end, reverse=True)] == [k for k, _ in then][::-1]
-    assert tr.get_key(fdb.KeySelector.first_greater_than(key(("changed",)))).wait() == key(("cleared",))
+    assert tr.get_key(KeySelector.first_greater_than(key(("changed",)))).wait() == key(("cleared",))
     tr[key(("out",))] = b"x"
     assert error_code(lambda: tr.commit().wait()) == 1020
 
@@ -190,7 +190,7 @@ def test_a_value_read_at_an_older_version_too_large_to_write_back(db, keyspace):
     tr = db.create_transaction()
     tr.set_read_version(version)
     found = tr.snapshot.get_range(
-        fdb.KeySelector.first_greater_or_equal(begin), fdb.KeySelector.first_greater_or_equal(end), 585
+        KeySelector.first_greater_or_equal(begin), KeySelector.first_greater_or_equal(end), 585
     )
     packed = fdb.tuple.pack(tuple(part for kv in found for part in (bytes(kv.key), bytes(kv.value))))
     assert len(packed) > 100_000
